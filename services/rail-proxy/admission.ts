@@ -1,0 +1,136 @@
+/**
+ * The fence (SPEC C3 §3.5). Steps in fixed order:
+ *   0 validate -> 1 token > mark -> 2 not a duplicate -> 3 mark + intent committed -> 4 forward once.
+ * Steps 1-3 are one database statement (see submission-store.ts). The rail is called only
+ * after the intent is durable, exactly once, with a deadline, and never retried.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { DomainError, unavailable } from "../shared/errors.js";
+import type { Logger } from "../shared/logger.js";
+import { isUnavailableError, StandbyRefusedError } from "../shared/pg.js";
+import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { RailClient } from "./rail-client.js";
+import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
+
+export interface AdmissionDeps {
+  store: SubmissionStore;
+  rail: RailClient;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  fencingEnabled: boolean;
+  railDeadlineMs: number;
+}
+
+/** paydb failures on the money path: refuse, retry later, nothing forwarded. */
+function paydbUnavailable(err: unknown): never {
+  if (err instanceof StandbyRefusedError) throw unavailable("PAYDB_NOT_PRIMARY", "paydb is a standby; the proxy only admits on a primary", 1000, err);
+  if (isUnavailableError(err)) throw unavailable("PAYDB_UNAVAILABLE", "paydb is unavailable; nothing was forwarded", 1000, err);
+  throw err;
+}
+
+/** Rail errors that prove the rail refused the call before booking anything. */
+const RAIL_REFUSALS = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument]);
+
+export function createAdmission(deps: AdmissionDeps) {
+  const { store, rail, metrics, logger } = deps;
+
+  /** Writing the outcome is a paydb write, not a rail call: retrying it is safe. */
+  async function recordOutcome(...args: Parameters<SubmissionStore["recordOutcome"]>): Promise<SubmissionRow | undefined> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await store.recordOutcome(...args);
+      } catch (err) {
+        if (attempt >= 4 || !isUnavailableError(err)) {
+          // The row stays FORWARDING; the sweeper makes it ambiguous and the reconciler closes it.
+          logger.error({ event: "outcome_not_recorded", payout_id: args[0], state: args[1] }, "could not record rail outcome");
+          return undefined;
+        }
+        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+      }
+    }
+  }
+
+  return async function submit(intent: Intent): Promise<SubmissionRow> {
+    // Steps 1-3.
+    const started = performance.now();
+    let result;
+    try {
+      result = await store.admit(intent, deps.fencingEnabled);
+    } catch (err) {
+      metrics.admissionSeconds.observe({ result: "ERROR" }, (performance.now() - started) / 1000);
+      paydbUnavailable(err);
+    }
+    metrics.admissionSeconds.observe({ result }, (performance.now() - started) / 1000);
+    if (result === "FENCED_OUT") {
+      metrics.fencedOut.inc();
+      throw new DomainError(Code.Aborted, "FENCED_OUT", "fencing token is not above the account's high-water mark; the rail was not called", {
+        account_id: intent.accountId,
+      });
+    }
+    if (result === "DUPLICATE") {
+      metrics.duplicate.inc();
+      logger.warn({ event: "duplicate_submission", payout_id: intent.payoutId }, "payout submitted twice (caller must not retry)");
+      throw new DomainError(Code.AlreadyExists, "DUPLICATE_SUBMISSION", "this payout was already submitted; call GetSubmission", {
+        payout_id: intent.payoutId,
+      });
+    }
+    metrics.admitted.inc();
+
+    // Step 4: forward once. Not tied to the caller's signal: a caller that leaves must not
+    // stop us from recording what the rail did.
+    const railStarted = performance.now();
+    let answer;
+    try {
+      answer = await rail.submitPayment(
+        {
+          clientReference: intent.payoutId,
+          accountId: intent.accountId,
+          beneficiary: intent.beneficiary,
+          amount: { amountMinor: intent.amountMinor, currency: intent.currency },
+        },
+        { timeoutMs: deps.railDeadlineMs },
+      );
+    } catch (err) {
+      const ce = ConnectError.from(err);
+      if (RAIL_REFUSALS.has(ce.code)) {
+        metrics.railOutcome.inc({ outcome: "REFUSED" });
+        metrics.railCallSeconds.observe({ outcome: "REFUSED" }, (performance.now() - railStarted) / 1000);
+        logger.error({ event: "rail_refused", code: Code[ce.code], payout_id: intent.payoutId }, "rail refused the call");
+        const row = await recordOutcome(intent.payoutId, "REJECTED", null, `RAIL_${Code[ce.code].toUpperCase()}`, null);
+        if (row) return row;
+        throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "rail refused the call but the outcome could not be recorded");
+      }
+      metrics.railOutcome.inc({ outcome: "TIMEOUT" });
+      metrics.railCallSeconds.observe({ outcome: "TIMEOUT" }, (performance.now() - railStarted) / 1000);
+      await recordOutcome(intent.payoutId, "TIMEOUT", null, null, ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR");
+      throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
+        payout_id: intent.payoutId,
+      });
+    }
+    const accepted = answer.status === PaymentStatus.ACCEPTED;
+    const outcome = accepted ? "ACCEPTED" : "REJECTED";
+    metrics.railOutcome.inc({ outcome });
+    metrics.railCallSeconds.observe({ outcome }, (performance.now() - railStarted) / 1000);
+    const row = await recordOutcome(intent.payoutId, outcome, answer.railReference, accepted ? null : answer.reason, null);
+    if (row) return row;
+    // Money may have moved and the ledger could not say so: report the rail's answer anyway.
+    return {
+      ...({} as SubmissionRow),
+      payout_id: intent.payoutId,
+      account_id: intent.accountId,
+      fencing_token: intent.token.toString(),
+      amount_minor: intent.amountMinor.toString(),
+      currency: intent.currency,
+      beneficiary: intent.beneficiary,
+      state: outcome,
+      rail_reference: answer.railReference,
+      rail_reason: accepted ? null : answer.reason,
+      replica_id: intent.replicaId,
+      mark_advanced: true,
+      created_at: new Date(),
+      updated_at: new Date(),
+      ambiguous: false,
+    };
+  };
+}

@@ -1,0 +1,60 @@
+/** rail-proxy configuration, read once from the environment. */
+import { hostname } from "node:os";
+import { z } from "zod";
+import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+
+const schema = z.object({
+  HOST: env.host(),
+  PORT: env.port(7200),
+  METRICS_PORT: env.port(9200),
+  PAYDB_URL: env.url(),
+  PAYDB_PASSWORD_FILE: env.optionalFile(),
+  PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+  RAIL_URL: z.url(),
+  /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
+  RAIL_CREDENTIALS_FILE: z.string().min(1),
+  /** Deadline of the single rail call; past it the submission is TIMEOUT (ambiguous). */
+  RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
+  /** FORWARDING rows older than deadline + margin belong to a dead replica: ambiguous. */
+  AMBIGUITY_MARGIN_MS: env.ms(5000, 0, 600_000),
+  SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
+  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it. */
+  RAIL_PROXY_FENCING_ENABLED: env.bool(true),
+  REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
+  DRAIN_MS: env.ms(10_000),
+});
+
+export interface RailProxyConfig {
+  host: string;
+  port: number;
+  metricsPort: number;
+  paydbUrl: string;
+  paydbPoolMax: number;
+  railUrl: string;
+  railCredential: string;
+  railDeadlineMs: number;
+  ambiguityMarginMs: number;
+  sweepIntervalMs: number;
+  fencingEnabled: boolean;
+  replicaId: string;
+  drainMs: number;
+}
+
+export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
+  const c = loadConfig(schema, e);
+  return {
+    host: c.HOST,
+    port: c.PORT,
+    metricsPort: c.METRICS_PORT,
+    paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    paydbPoolMax: c.PAYDB_POOL_MAX,
+    railUrl: c.RAIL_URL,
+    railCredential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
+    railDeadlineMs: c.RAIL_DEADLINE_MS,
+    ambiguityMarginMs: c.AMBIGUITY_MARGIN_MS,
+    sweepIntervalMs: c.SWEEP_INTERVAL_MS,
+    fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
+    replicaId: c.REPLICA_ID,
+    drainMs: c.DRAIN_MS,
+  };
+}

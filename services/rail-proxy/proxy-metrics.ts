@@ -1,0 +1,32 @@
+/** C4 §4.4 signals owned by rail-proxy. Label sets are bounded: no account or payout ids. */
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+export function createProxyMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    admitted: new Counter({ name: "rail_proxy_admitted_total", help: "Submissions admitted (mark advanced, intent committed)", registers }),
+    fencedOut: new Counter({ name: "rail_proxy_fenced_out_total", help: "Submissions refused: token not above the account's mark", registers }),
+    duplicate: new Counter({ name: "rail_duplicate_attempted_total", help: "Second submissions of a payout (must be zero: caller misbehaviour)", registers }),
+    railOutcome: new Counter({ name: "rail_proxy_rail_outcome_total", help: "Rail call outcomes", labelNames: ["outcome"] as const, registers }),
+    ambiguousUnresolved: new Gauge({ name: "rail_ambiguous_unresolved", help: "Ambiguous submissions not yet resolved", registers }),
+    ambiguousOldestAge: new Gauge({ name: "rail_ambiguous_oldest_age_seconds", help: "Age of the oldest unresolved ambiguous submission", registers }),
+    fencingEnabled: new Gauge({ name: "rail_proxy_fencing_enabled", help: "1 when high-water fencing is enforced (0 only in harness scenario C5 §5.2)", registers }),
+    resolved: new Counter({ name: "rail_proxy_resolutions_total", help: "Ambiguous submissions resolved", labelNames: ["outcome"] as const, registers }),
+    admissionSeconds: new Histogram({
+      name: "rail_proxy_admission_seconds",
+      help: "Admission transaction latency (mark + intent)",
+      labelNames: ["result"] as const,
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    }),
+    railCallSeconds: new Histogram({
+      name: "rail_proxy_rail_call_seconds",
+      help: "Rail call latency",
+      labelNames: ["outcome"] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+  };
+}
+
+export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;

@@ -1,0 +1,31 @@
+/**
+ * The ambiguity sweeper: FORWARDING rows older than the rail deadline plus a margin belong to
+ * a replica that died between commit and answer. It turns them into TIMEOUT (ambiguous) and
+ * keeps the unresolved gauge current. It never forwards anything (UC-07).
+ */
+import type { Logger } from "../shared/logger.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
+import type { SubmissionStore } from "./submission-store.js";
+
+export function startSweeper(store: SubmissionStore, metrics: ProxyMetrics, logger: Logger, intervalMs: number): () => void {
+  let running = false;
+  const tick = async () => {
+    if (running) return;
+    running = true;
+    try {
+      const swept = await store.sweepStaleForwarding();
+      if (swept > 0) logger.warn({ event: "stale_forwarding_swept", count: swept }, "submissions became ambiguous (replica died mid-call)");
+      const { count, oldestAgeSeconds } = await store.countUnresolved();
+      metrics.ambiguousUnresolved.set(count);
+      metrics.ambiguousOldestAge.set(oldestAgeSeconds);
+    } catch {
+      // paydb down: the next tick tries again; admission reports the outage to callers.
+    } finally {
+      running = false;
+    }
+  };
+  const timer = setInterval(() => void tick(), intervalMs);
+  timer.unref();
+  void tick();
+  return () => clearInterval(timer);
+}

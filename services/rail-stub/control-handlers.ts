@@ -1,0 +1,23 @@
+/** RailControlService: fault injection for tests and drills, on its own port. */
+import type { ConnectRouter } from "@connectrpc/connect";
+import { FaultKind, RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { invalidArgument } from "../shared/errors.js";
+import type { FaultPlan } from "./faults.js";
+
+export function controlRoutes(faults: FaultPlan) {
+  return (router: ConnectRouter) =>
+    router.service(RailControlService, {
+      setFaults(req) {
+        for (const [i, r] of req.rules.entries()) {
+          if (r.kind === FaultKind.UNSPECIFIED || FaultKind[r.kind] === undefined) {
+            throw invalidArgument(`rules[${i}].kind`, "FIELD_INVALID", "fault kind is required");
+          }
+        }
+        faults.replace(req.rules.map((r) => ({ kind: r.kind, latencyMs: r.latencyMs, count: r.count, clientReferencePrefix: r.clientReferencePrefix })));
+        return {};
+      },
+      getFaults() {
+        return { rules: faults.list(), submitCalls: faults.submitCalls };
+      },
+    });
+}

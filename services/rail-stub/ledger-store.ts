@@ -1,0 +1,73 @@
+/** The stub rail's books in raildb. The only layer that knows SQL. */
+import type { Pool } from "../shared/pg.js";
+
+export interface BookedPayment {
+  sequence: bigint;
+  railReference: string;
+  clientReference: string;
+  accountId: string;
+  beneficiary: string;
+  amountMinor: bigint;
+  currency: string;
+  status: "ACCEPTED" | "REJECTED";
+  reason: string;
+  bookedAt: Date;
+}
+
+interface Row {
+  sequence: string;
+  rail_reference: string;
+  client_reference: string;
+  account_id: string;
+  beneficiary: string;
+  amount_minor: string;
+  currency: string;
+  status: "ACCEPTED" | "REJECTED";
+  reason: string;
+  booked_at: Date;
+}
+
+const toPayment = (r: Row): BookedPayment => ({
+  sequence: BigInt(r.sequence),
+  railReference: r.rail_reference,
+  clientReference: r.client_reference,
+  accountId: r.account_id,
+  beneficiary: r.beneficiary,
+  amountMinor: BigInt(r.amount_minor),
+  currency: r.currency,
+  status: r.status,
+  reason: r.reason,
+  bookedAt: r.booked_at,
+});
+
+export function createLedgerStore(pool: Pool) {
+  return {
+    /** Books a payment. Always a new row: the rail has no notion of a duplicate. */
+    async book(p: Omit<BookedPayment, "sequence" | "bookedAt">): Promise<BookedPayment> {
+      const { rows } = await pool.query<Row>(
+        `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+        [p.railReference, p.clientReference, p.accountId, p.beneficiary, p.amountMinor.toString(), p.currency, p.status, p.reason],
+      );
+      return toPayment(rows[0]!);
+    },
+
+    /** One page of the statement, plus the instant up to which it is complete. */
+    async list(afterSequence: bigint, since: Date | undefined, limit: number) {
+      const { rows } = await pool.query<Row & { covered_until: Date }>(
+        `SELECT p.*, now() - interval '1 second' AS covered_until
+           FROM (SELECT 1) one
+           LEFT JOIN LATERAL (
+             SELECT * FROM payments
+              WHERE sequence > $1 AND ($2::timestamptz IS NULL OR booked_at >= $2)
+              ORDER BY sequence LIMIT $3) p ON true`,
+        [afterSequence.toString(), since ?? null, limit + 1],
+      );
+      const coveredUntil = rows[0]!.covered_until;
+      const payments = rows.filter((r) => r.sequence !== null).map(toPayment);
+      return { payments: payments.slice(0, limit), hasMore: payments.length > limit, coveredUntil };
+    },
+  };
+}
+
+export type LedgerStore = ReturnType<typeof createLedgerStore>;

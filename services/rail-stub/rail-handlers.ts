@@ -1,0 +1,97 @@
+/**
+ * RailService: the fictional third party. Not idempotent, no compare-and-set: every accepted
+ * call books a new payment. Faults from the plan shape what the caller experiences.
+ */
+import { randomBytes } from "node:crypto";
+import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { Counter } from "prom-client";
+import { invalidArgument } from "../shared/errors.js";
+import { FaultKind } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { PaymentStatus, RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { checkPageSize } from "../shared/validation.js";
+import type { FaultPlan } from "./faults.js";
+import type { BookedPayment, LedgerStore } from "./ledger-store.js";
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(t), reject(signal.reason)), { once: true });
+  });
+
+/** Waits until the caller gives up (its deadline or cancel), then fails: the answer is lost. */
+const hangUntilCallerLeaves = (signal: AbortSignal) =>
+  new Promise<never>((_, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    signal.addEventListener("abort", () => reject(new ConnectError("caller left", Code.Canceled)), { once: true });
+  });
+
+export interface RailMetrics {
+  payments: Counter<"status">;
+}
+
+export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: RailMetrics) {
+  const book = async (req: { clientReference: string; accountId: string; beneficiary: string; amountMinor: bigint; currency: string }, status: "ACCEPTED" | "REJECTED", reason: string) => {
+    const p = await ledger.book({ ...req, railReference: `rr_${randomBytes(10).toString("hex")}`, status, reason });
+    metrics.payments.inc({ status });
+    return p;
+  };
+  const answer = (p: BookedPayment) => ({
+    railReference: p.railReference,
+    status: p.status === "ACCEPTED" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED,
+    reason: p.reason,
+  });
+
+  return (router: ConnectRouter) =>
+    router.service(RailService, {
+      async submitPayment(req, ctx: HandlerContext) {
+        faults.submitCalls += 1n;
+        if (!req.clientReference || req.clientReference.length > 128) throw invalidArgument("client_reference", "FIELD_INVALID", "client_reference must be 1-128 characters");
+        if (!req.accountId || !req.beneficiary) throw invalidArgument("account_id", "FIELD_REQUIRED", "account_id and beneficiary are required");
+        if (!req.amount || req.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(req.amount.currency)) {
+          throw invalidArgument("amount", "AMOUNT_INVALID", "amount must be > 0 with an ISO-4217 currency");
+        }
+        const payment = { clientReference: req.clientReference, accountId: req.accountId, beneficiary: req.beneficiary, amountMinor: req.amount.amountMinor, currency: req.amount.currency };
+        const fault = faults.take(req.clientReference);
+        switch (fault?.kind) {
+          case FaultKind.LATENCY:
+            await sleep(fault.latencyMs, ctx.signal);
+            return answer(await book(payment, "ACCEPTED", ""));
+          case FaultKind.REJECT:
+            return answer(await book(payment, "REJECTED", "INJECTED_REJECT"));
+          case FaultKind.LAND_THEN_LOSE_ANSWER: {
+            const booked = await book(payment, "ACCEPTED", "");
+            if (fault.latencyMs === 0) return hangUntilCallerLeaves(ctx.signal);
+            await sleep(fault.latencyMs, ctx.signal);
+            return answer(booked);
+          }
+          case FaultKind.NEVER_LAND_HANG:
+            return hangUntilCallerLeaves(ctx.signal);
+          default:
+            return answer(await book(payment, "ACCEPTED", ""));
+        }
+      },
+
+      async listPayments(req) {
+        const limit = checkPageSize("page_size", req.pageSize, 500, 1000);
+        const page = await ledger.list(BigInt(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);
+        return {
+          payments: page.payments.map((p) => ({
+            railReference: p.railReference,
+            clientReference: p.clientReference,
+            accountId: p.accountId,
+            beneficiary: p.beneficiary,
+            amount: { amountMinor: p.amountMinor, currency: p.currency },
+            status: p.status === "ACCEPTED" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED,
+            reason: p.reason,
+            bookedAt: timestampFromDate(p.bookedAt),
+            sequence: p.sequence,
+          })),
+          hasMore: page.hasMore,
+          coveredUntil: timestampFromDate(page.coveredUntil),
+        };
+      },
+    });
+}

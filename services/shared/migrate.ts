@@ -1,0 +1,76 @@
+/**
+ * Migration runner. Applies migrations/<db>/NNN_name.sql in order, each in its own transaction,
+ * and records version + checksum in schema_migrations. A session advisory lock makes it safe
+ * when several replicas (or a Helm hook and a pod) start at once: the second waits, then finds
+ * nothing left to do. An edited, already-applied file is refused (checksum mismatch).
+ */
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { projectRoot } from "./project-root.js";
+
+export type DatabaseKind = "paydb" | "raildb" | "lockdb";
+
+/** Arbitrary constant: the advisory lock key shared by every migration runner. */
+const MIGRATION_LOCK_KEY = 7_007_001;
+
+interface MigrationFile {
+  version: string;
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export function migrationFiles(kind: DatabaseKind, dir = join(projectRoot(), "migrations", kind)): MigrationFile[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{3}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((f) => {
+      const sql = readFileSync(join(dir, f), "utf8");
+      return {
+        version: f.slice(0, 3),
+        name: f.slice(4, -4),
+        sql,
+        checksum: createHash("sha256").update(sql).digest("hex"),
+      };
+    });
+}
+
+/** Applies pending migrations; returns the versions applied by this call. */
+export async function migrate(url: string, kind: DatabaseKind): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  const applied: string[] = [];
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK_KEY]);
+    await client.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
+      version text PRIMARY KEY,
+      name text NOT NULL,
+      checksum text NOT NULL,
+      applied_at timestamptz NOT NULL DEFAULT now())`);
+    const { rows } = await client.query<{ version: string; checksum: string }>("SELECT version, checksum FROM schema_migrations");
+    const done = new Map(rows.map((r) => [r.version, r.checksum]));
+    for (const m of migrationFiles(kind)) {
+      const previous = done.get(m.version);
+      if (previous !== undefined) {
+        if (previous !== m.checksum) throw new Error(`${kind} migration ${m.version}_${m.name} was edited after it was applied`);
+        continue;
+      }
+      await client.query("BEGIN");
+      try {
+        await client.query(m.sql);
+        await client.query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)", [m.version, m.name, m.checksum]);
+        await client.query("COMMIT");
+      } catch (err) {
+        await client.query("ROLLBACK");
+        throw err;
+      }
+      applied.push(m.version);
+    }
+  } finally {
+    await client.query("SELECT pg_advisory_unlock_all()").catch(() => {});
+    await client.end();
+  }
+  return applied;
+}

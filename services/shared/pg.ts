@@ -1,0 +1,112 @@
+/**
+ * PostgreSQL pools. Timeouts everywhere (a hung database must surface as an error, not a hung
+ * payout), and an optional primary-only guard: every new connection is checked with
+ * pg_is_in_recovery() before first use, so a pool pointed at a standby refuses to work
+ * (ADR-007 failure iii: a stale read of the mark is the same bug with one extra hop).
+ */
+import pg from "pg";
+import { unavailable } from "./errors.js";
+
+export interface PoolOptions {
+  url: string;
+  max?: number;
+  /** Refuse connections to a server in recovery (a standby). */
+  primaryOnly?: boolean;
+  statementTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  applicationName?: string;
+}
+
+export class StandbyRefusedError extends Error {
+  constructor() {
+    super("database is a standby (pg_is_in_recovery() = true); refusing to use it");
+    this.name = "StandbyRefusedError";
+  }
+}
+
+export type Pool = pg.Pool;
+export type PoolClient = pg.PoolClient;
+
+const checkedClients = new WeakSet<pg.PoolClient>();
+
+export function createPool(opts: PoolOptions): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: opts.url,
+    max: opts.max ?? 10,
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 2000,
+    statement_timeout: opts.statementTimeoutMs ?? 5000,
+    idle_in_transaction_session_timeout: 10_000,
+    idleTimeoutMillis: 30_000,
+    application_name: opts.applicationName ?? "railfence",
+  });
+  // An idle client losing its connection must not crash the process; the next query fails.
+  pool.on("error", () => {});
+  if (opts.primaryOnly) {
+    const rawConnect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
+    const checkedConnect = async (): Promise<pg.PoolClient> => {
+      const client = await rawConnect();
+      if (!checkedClients.has(client)) {
+        try {
+          const { rows } = await client.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r");
+          if (rows[0]?.r !== false) throw new StandbyRefusedError();
+          checkedClients.add(client);
+        } catch (err) {
+          client.release(true);
+          throw err;
+        }
+      }
+      return client;
+    };
+    // pool.query() calls connect() with a callback, so both styles are supported.
+    (pool as unknown as { connect: unknown }).connect = (cb?: (err: unknown, client?: pg.PoolClient, done?: (e?: unknown) => void) => void) => {
+      const p = checkedConnect();
+      if (!cb) return p;
+      p.then(
+        (client) => cb(undefined, client, (e?: unknown) => client.release(e as Error | undefined)),
+        (err: unknown) => cb(err),
+      );
+      return undefined;
+    };
+  }
+  return pool;
+}
+
+/** Runs fn on one pooled client and always releases it (destroying it after an error). */
+export async function withClient<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let failed = false;
+  try {
+    return await fn(client);
+  } catch (err) {
+    failed = true;
+    throw err;
+  } finally {
+    client.release(failed);
+  }
+}
+
+/** SQLSTATE classes and codes that mean "the database is not reachable or not usable now". */
+export function isUnavailableError(err: unknown): boolean {
+  if (err instanceof StandbyRefusedError) return true;
+  const e = err as { code?: string; message?: string };
+  if (typeof e?.code === "string") {
+    if (e.code.startsWith("08")) return true; // connection exception
+    if (e.code === "57P01" || e.code === "57P02" || e.code === "57P03") return true; // admin shutdown, crash, cannot connect now
+    if (e.code === "53300") return true; // too many connections
+    if (e.code === "25006") return true; // read-only transaction (standby)
+    if (["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH"].includes(e.code)) return true;
+  }
+  const msg = typeof e?.message === "string" ? e.message : "";
+  return (
+    msg.includes("timeout exceeded when trying to connect") ||
+    msg.includes("Connection terminated") ||
+    msg.includes("connection timeout") ||
+    msg.includes("Client has encountered a connection error")
+  );
+}
+
+/** Wraps an unavailable-database failure as a retryable DomainError; rethrows anything else. */
+export function mapDbError(err: unknown, reason: string, what: string): never {
+  if (isUnavailableError(err)) throw unavailable(reason, `${what} is unavailable; nothing was changed`, 1000, err);
+  throw err;
+}

@@ -1,0 +1,126 @@
+/**
+ * The one way every railfence service serves: a cleartext HTTP/2 server (h2c) whose single
+ * connect-node adapter speaks gRPC, gRPC-Web and Connect on one port, grpc.health.v1 beside the
+ * service, and Prometheus /metrics on a second port.
+ *
+ * Errors: an interceptor maps every failure to a ConnectError with ErrorInfo (never leaking an
+ * internal message) and logs it once, here, at the boundary.
+ */
+import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { Server as HttpServer } from "node:http";
+import type { Registry } from "prom-client";
+import { errorReason, toConnectError } from "./errors.js";
+import { HealthState, ServingStatus } from "./health.js";
+import type { Logger } from "./logger.js";
+import { serveMetrics } from "./metrics.js";
+
+export interface ServiceServerOptions {
+  /** Service name for logs. */
+  name: string;
+  host: string;
+  port: number;
+  metricsHost?: string;
+  metricsPort: number;
+  /** Fully qualified gRPC service names reported by the health service. */
+  serviceNames: string[];
+  routes: (router: ConnectRouter) => void;
+  registry: Registry;
+  logger: Logger;
+  /** Largest request message accepted (bytes); larger: resource_exhausted. */
+  readMaxBytes?: number;
+  interceptors?: Interceptor[];
+}
+
+export interface RunningServer {
+  port: number;
+  metricsPort: number;
+  health: HealthState;
+  /**
+   * Graceful drain: NOT_SERVING, stop accepting connections, let in-flight calls finish
+   * within drainMs, then cut what is left.
+   */
+  close(drainMs: number): Promise<void>;
+}
+
+/** Logs each failed call once and turns every thrown value into a client-safe ConnectError. */
+function boundaryInterceptor(logger: Logger): Interceptor {
+  return (next) => async (req) => {
+    const started = performance.now();
+    try {
+      return await next(req);
+    } catch (err) {
+      const ce = toConnectError(err);
+      const entry = {
+        event: "rpc_error",
+        procedure: req.url.slice(req.url.lastIndexOf("/", req.url.lastIndexOf("/") - 1)),
+        code: Code[ce.code],
+        reason: errorReason(ce),
+        duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      };
+      if (ce.code === Code.Internal || ce.code === Code.Unknown) {
+        const cause = ce.cause instanceof Error ? { name: ce.cause.name, message: ce.cause.message } : undefined;
+        logger.error({ ...entry, cause }, "call failed");
+      } else {
+        logger.info(entry, "call rejected");
+      }
+      throw ce;
+    }
+  };
+}
+
+export async function startServiceServer(opts: ServiceServerOptions): Promise<RunningServer> {
+  const health = new HealthState(opts.serviceNames);
+  const hardStop = new AbortController();
+  const handler = connectNodeAdapter({
+    routes: (router) => {
+      health.register(router);
+      opts.routes(router);
+    },
+    interceptors: [boundaryInterceptor(opts.logger), ...(opts.interceptors ?? [])],
+    readMaxBytes: opts.readMaxBytes ?? 64 * 1024,
+    // Aborted only when the drain bound is exceeded: in-flight calls get to finish first.
+    shutdownSignal: hardStop.signal,
+  });
+
+  const sessions = new Set<http2.ServerHttp2Session>();
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handler);
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(opts.port, opts.host, () => resolve());
+  });
+  const metrics = await serveMetrics(opts.registry, opts.metricsHost ?? opts.host, opts.metricsPort);
+  health.setAll(ServingStatus.SERVING);
+  const port = (server.address() as AddressInfo).port;
+
+  let closing: Promise<void> | undefined;
+  const close = (drainMs: number): Promise<void> => {
+    closing ??= (async () => {
+      health.setAll(ServingStatus.NOT_SERVING);
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sessions) s.close(); // GOAWAY: no new streams, existing ones finish
+      const timer = setTimeout(() => {
+        hardStop.abort(new ConnectError("server shutting down", Code.Unavailable));
+        for (const s of sessions) s.destroy();
+      }, drainMs);
+      await closed;
+      clearTimeout(timer);
+      await closeHttp(metrics.server);
+    })();
+    return closing;
+  };
+  return { port, metricsPort: metrics.port, health, close };
+}
+
+function closeHttp(server: HttpServer): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}

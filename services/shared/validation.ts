@@ -1,0 +1,75 @@
+/**
+ * Input validation shared by every API that takes ids and money. Validation runs before any
+ * write, and every failure names the field (ErrorInfo metadata "field") and a reason.
+ *
+ * Alphabets are deliberately ASCII-only: unicode confusables ("аcc-1" with a Cyrillic a)
+ * would otherwise let two ids that look identical fence each other out or not at all.
+ */
+import { invalidArgument } from "./errors.js";
+import { ISO_4217 } from "./iso4217.js";
+
+export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
+export const BENEFICIARY_PATTERN = /^[A-Za-z0-9._:/-]{1,128}$/;
+/** PostgreSQL bigint ceiling: tokens travel as uint64 but are stored as bigint. */
+export const MAX_TOKEN = (1n << 63n) - 1n;
+/** 10^15 minor units: far above any real payout, far below bigint overflow in sums. */
+export const MAX_AMOUNT_MINOR = 1_000_000_000_000_000n;
+
+export function checkId(field: string, value: string): string {
+  if (value.length === 0) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
+  if (!ID_PATTERN.test(value)) {
+    throw invalidArgument(field, "FIELD_INVALID", `${field} must be 1-64 characters of [A-Za-z0-9._:-]`);
+  }
+  return value;
+}
+
+export function checkBeneficiary(field: string, value: string): string {
+  if (value.length === 0) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
+  if (!BENEFICIARY_PATTERN.test(value)) {
+    throw invalidArgument(field, "FIELD_INVALID", `${field} must be 1-128 characters of [A-Za-z0-9._:/-]`);
+  }
+  return value;
+}
+
+export function checkToken(field: string, value: bigint): bigint {
+  if (value <= 0n) throw invalidArgument(field, "TOKEN_INVALID", `${field} must be > 0`);
+  if (value > MAX_TOKEN) throw invalidArgument(field, "TOKEN_INVALID", `${field} must be <= 2^63-1`);
+  return value;
+}
+
+export interface MoneyInput {
+  amountMinor: bigint;
+  currency: string;
+}
+
+export function checkMoney(field: string, money: MoneyInput | undefined): MoneyInput {
+  if (!money) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
+  if (money.amountMinor <= 0n) {
+    throw invalidArgument(`${field}.amount_minor`, "AMOUNT_INVALID", `${field}.amount_minor must be > 0`);
+  }
+  if (money.amountMinor > MAX_AMOUNT_MINOR) {
+    throw invalidArgument(`${field}.amount_minor`, "AMOUNT_INVALID", `${field}.amount_minor must be <= 10^15`);
+  }
+  if (!ISO_4217.has(money.currency)) {
+    throw invalidArgument(`${field}.currency`, "CURRENCY_INVALID", `${field}.currency must be an ISO-4217 code`);
+  }
+  return { amountMinor: money.amountMinor, currency: money.currency };
+}
+
+/** Printable ASCII text of bounded length (actors, notes, owners). */
+export function checkText(field: string, value: string, min: number, max: number): string {
+  if (value.length < min) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
+  if (value.length > max) throw invalidArgument(field, "FIELD_TOO_LONG", `${field} must be at most ${max} characters`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(value)) {
+    throw invalidArgument(field, "FIELD_INVALID", `${field} must not contain control characters`);
+  }
+  return value;
+}
+
+/** Page size with a default and a ceiling. */
+export function checkPageSize(field: string, value: number, dflt: number, max: number): number {
+  if (value === 0) return dflt;
+  if (value > max) throw invalidArgument(field, "PAGE_SIZE_INVALID", `${field} must be at most ${max}`);
+  return value;
+}
