@@ -38,7 +38,7 @@ export function migrationFiles(kind: DatabaseKind, dir = join(projectRoot(), "mi
 }
 
 /** Applies pending migrations; returns the versions applied by this call. */
-export async function migrate(url: string, kind: DatabaseKind): Promise<string[]> {
+export async function migrate(url: string, kind: DatabaseKind, dir?: string): Promise<string[]> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   await client.connect();
   const applied: string[] = [];
@@ -51,7 +51,7 @@ export async function migrate(url: string, kind: DatabaseKind): Promise<string[]
       applied_at timestamptz NOT NULL DEFAULT now())`);
     const { rows } = await client.query<{ version: string; checksum: string }>("SELECT version, checksum FROM schema_migrations");
     const done = new Map(rows.map((r) => [r.version, r.checksum]));
-    for (const m of migrationFiles(kind)) {
+    for (const m of migrationFiles(kind, dir)) {
       const previous = done.get(m.version);
       if (previous !== undefined) {
         if (previous !== m.checksum) throw new Error(`${kind} migration ${m.version}_${m.name} was edited after it was applied`);

@@ -1,0 +1,75 @@
+/** Connect clients and assertions shared by the cross-process tests. */
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { expect } from "vitest";
+import pg from "pg";
+import { errorInfo } from "../../services/shared/errors.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { RailControlService, FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import type { Mesh } from "../../services/harness/mesh.js";
+
+export { FaultKind };
+
+export function proxyClient(url: string) {
+  return createClient(RailProxyService, createGrpcTransport({ baseUrl: url }));
+}
+
+export function railControl(mesh: Mesh) {
+  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${mesh.railStub.ready!.controlPort}` }));
+}
+
+/** Awaits a call that must fail with code + ErrorInfo reason; returns the error. */
+export async function expectRejected(call: Promise<unknown>, code: Code, reason?: string): Promise<ConnectError> {
+  let caught: unknown;
+  try {
+    await call;
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught, "call should have failed").toBeDefined();
+  const ce = ConnectError.from(caught);
+  expect(Code[ce.code], ce.message).toBe(Code[code]);
+  if (reason !== undefined) {
+    const info = errorInfo(ce);
+    expect(info?.reason).toBe(reason);
+    expect(info?.domain).toBe("railfence.dev");
+  }
+  return ce;
+}
+
+/** A pg client on one of the mesh's databases, closed by the caller. */
+export async function db(url: string): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  return c;
+}
+
+/** How many times the rail booked a client reference (its own ledger: the INV-02 truth). */
+export async function railBookings(raildb: pg.Client, clientReference: string): Promise<number> {
+  const { rows } = await raildb.query<{ n: string }>("SELECT count(*) AS n FROM payments WHERE client_reference = $1 AND status = 'ACCEPTED'", [clientReference]);
+  return Number(rows[0]!.n);
+}
+
+/** Scrapes one metric value from a /metrics endpoint (first sample matching name and labels). */
+export async function metricValue(metricsPort: number, name: string, labels = ""): Promise<number | undefined> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#")) continue;
+    const [key, value] = line.split(" ");
+    if (!key || value === undefined) continue;
+    const bare = key.replace(/\{.*\}$/, "");
+    if (bare === name && (labels === "" || key.includes(labels))) return Number(value);
+  }
+  return undefined;
+}
+
+/** Polls until fn returns a truthy value (bounded), for conditions another process makes true. */
+export async function eventually<T>(fn: () => Promise<T | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
