@@ -23,6 +23,8 @@ export interface MeshOptions {
   durable?: boolean;
   proxies?: number;
   proxyEnv?: Record<string, string>;
+  lockEnv?: Record<string, string>;
+  executorEnv?: Record<string, string>;
   railStubEnv?: Record<string, string>;
   onLine?: (name: string, line: string) => void;
   persistentPostgres?: boolean;
@@ -33,10 +35,15 @@ export class Mesh {
   readonly databases: Record<DatabaseKind, string> = { paydb: "", raildb: "", lockdb: "" };
   railStub!: ServiceProcess;
   readonly proxies: ServiceProcess[] = [];
+  lock: ServiceProcess | undefined;
+  payouts: ServiceProcess | undefined;
+  readonly executors: ServiceProcess[] = [];
+  reconciler: ServiceProcess | undefined;
   credentialFile!: string;
   /** Never logged; tests use it only to prove it never appears in output. */
   credential!: string;
   private ownsStateDir = false;
+  private readonly stopHooks: Array<() => Promise<void>> = [];
   private ownsPostgres = false;
 
   readonly stateDir: string;
@@ -128,6 +135,75 @@ export class Mesh {
     return proxy;
   }
 
+  /** Comma-separated proxy addresses: executors round-robin over them like a Service would. */
+  proxyUrls(): string {
+    return this.proxies.filter((p) => p.ready).map((p) => p.url).join(",");
+  }
+
+  async startLock(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    this.lock = new ServiceProcess({
+      service: "lock",
+      env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: this.databases.lockdb, ...this.opts.lockEnv, ...env },
+      onLine: this.opts.onLine,
+    });
+    await this.lock.start();
+    return this.lock;
+  }
+
+  async startPayouts(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    this.payouts = new ServiceProcess({
+      service: "payouts",
+      env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, ...env },
+      onLine: this.opts.onLine,
+    });
+    await this.payouts.start();
+    return this.payouts;
+  }
+
+  executorEnv(n: number, env: Record<string, string> = {}): Record<string, string> {
+    if (!this.lock) throw new Error("start the lock service before executors");
+    return {
+      METRICS_PORT: "0",
+      PAYDB_URL: this.databases.paydb,
+      LOCK_URL: this.lock.url,
+      RAIL_PROXY_URLS: this.proxyUrls(),
+      EXECUTOR_ID: `executor-${n}`,
+      ...this.opts.executorEnv,
+      ...env,
+    };
+  }
+
+  async addExecutor(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const n = this.executors.length + 1;
+    const executor = new ServiceProcess({ service: "executor", name: `executor-${n}`, env: this.executorEnv(n, env), onLine: this.opts.onLine });
+    this.executors.push(executor);
+    await executor.start();
+    return executor;
+  }
+
+  reconcilerEnv(env: Record<string, string> = {}): Record<string, string> {
+    return { METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, RAIL_PROXY_URLS: this.proxyUrls(), ...env };
+  }
+
+  /** The reconciler on a schedule (RECONCILE_INTERVAL_MS > 0), as `npm start` runs it. */
+  async startReconciler(env: Record<string, string> = {}): Promise<ServiceProcess> {
+    this.reconciler = new ServiceProcess({
+      service: "reconciler",
+      env: this.reconcilerEnv({ RECONCILE_INTERVAL_MS: "10000", ...env }),
+      onLine: this.opts.onLine,
+    });
+    await this.reconciler.start();
+    return this.reconciler;
+  }
+
+  /** One reconciler run (the CronJob mode); resolves with its exit code and output lines. */
+  async reconcileOnce(env: Record<string, string> = {}): Promise<{ code: number | null; lines: string[] }> {
+    const once = new ServiceProcess({ service: "reconciler", name: "reconciler-once", env: this.reconcilerEnv({ RECONCILE_INTERVAL_MS: "0", ...env }), waitReady: false, onLine: this.opts.onLine });
+    await once.start();
+    const code = await once.waitExit();
+    return { code, lines: once.lines };
+  }
+
   /** PostgreSQL, credential, rail-stub and the proxies. */
   async start(): Promise<this> {
     await this.startDatabases();
@@ -139,16 +215,38 @@ export class Mesh {
 
   /** Every service process, for stop-all and log scans. */
   processes(): ServiceProcess[] {
-    return [this.railStub, ...this.proxies].filter((p): p is ServiceProcess => !!p);
+    return [...this.executors, this.reconciler, this.payouts, this.lock, ...this.proxies, this.railStub].filter((p): p is ServiceProcess => !!p);
   }
 
   allLines(): string[] {
     return this.processes().flatMap((p) => p.lines);
   }
 
-  /** Stops every process (graceful, bounded), then PostgreSQL and the temp state. */
+  /** The highest fencing token paydb has seen (marks and payout fences): a safe LOCK_TOKEN_FLOOR. */
+  async highestTokenSeen(): Promise<bigint> {
+    const pg = (await import("pg")).default;
+    const c = new pg.Client({ connectionString: this.databases.paydb });
+    await c.connect();
+    try {
+      const { rows } = await c.query<{ m: string }>(
+        "SELECT GREATEST((SELECT COALESCE(max(mark), 0) FROM rail_high_water), (SELECT COALESCE(max(fence), 0) FROM payouts))::text AS m",
+      );
+      return BigInt(rows[0]!.m);
+    } finally {
+      await c.end();
+    }
+  }
+
+  /** Registers something else to stop (after the processes, before PostgreSQL). */
+  onStop(hook: () => Promise<void>): void {
+    this.stopHooks.push(hook);
+  }
+
+  /** Stops every process (graceful, bounded; clients first), then PostgreSQL and the temp state. */
   async stop(): Promise<void> {
+    await Promise.all([...this.executors, this.reconciler].filter((p): p is ServiceProcess => !!p).map((p) => p.stop(5000)));
     await Promise.all(this.processes().map((p) => p.stop(5000)));
+    for (const hook of this.stopHooks.splice(0)) await hook();
     if (this.ownsPostgres) await this.postgres?.destroy();
     if (this.ownsStateDir) rmSync(this.stateDir, { recursive: true, force: true });
   }
