@@ -60,7 +60,9 @@ export class ServiceProcess {
     if (this.running) throw new Error(`${this.name} is already running`);
     const env: Record<string, string> = {};
     for (const [k, v] of Object.entries({ ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
-    const child = spawn(process.execPath, [serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
+    // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
+    const instrumentation = join(projectRoot(), "dist", "services", "shared", "instrumentation.js");
+    const child = spawn(process.execPath, ["--import", instrumentation, serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
       env,
       stdio: ["ignore", "pipe", "pipe"],
     });

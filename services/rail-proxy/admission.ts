@@ -9,6 +9,7 @@ import { DomainError, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { isUnavailableError, StandbyRefusedError } from "../shared/pg.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
 import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
@@ -59,9 +60,11 @@ export function createAdmission(deps: AdmissionDeps) {
       result = await store.admit(intent, deps.fencingEnabled);
     } catch (err) {
       metrics.admissionSeconds.observe({ result: "ERROR" }, (performance.now() - started) / 1000);
+      annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
       paydbUnavailable(err);
     }
     metrics.admissionSeconds.observe({ result }, (performance.now() - started) / 1000);
+    annotate({ "railfence.admission": result === "DUPLICATE" ? "DUPLICATE_SUBMISSION" : result });
     if (result === "FENCED_OUT") {
       metrics.fencedOut.inc();
       throw new DomainError(Code.Aborted, "FENCED_OUT", "fencing token is not above the account's high-water mark; the rail was not called", {
@@ -102,6 +105,7 @@ export function createAdmission(deps: AdmissionDeps) {
         throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "rail refused the call but the outcome could not be recorded");
       }
       metrics.railOutcome.inc({ outcome: "TIMEOUT" });
+      annotate({ "railfence.rail_outcome": "TIMEOUT" });
       metrics.railCallSeconds.observe({ outcome: "TIMEOUT" }, (performance.now() - railStarted) / 1000);
       await recordOutcome(intent.payoutId, "TIMEOUT", null, null, ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR");
       throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
@@ -109,6 +113,7 @@ export function createAdmission(deps: AdmissionDeps) {
       });
     }
     const accepted = answer.status === PaymentStatus.ACCEPTED;
+    annotate({ "railfence.rail_outcome": accepted ? "ACCEPTED" : "REJECTED" });
     const outcome = accepted ? "ACCEPTED" : "REJECTED";
     metrics.railOutcome.inc({ outcome });
     metrics.railCallSeconds.observe({ outcome }, (performance.now() - railStarted) / 1000);

@@ -15,6 +15,7 @@ import {
   SubmissionState,
   type Submission,
 } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { annotate } from "../shared/tracing.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SubmissionRow, SubmissionStore } from "./submission-store.js";
@@ -88,6 +89,7 @@ export function proxyRoutes(deps: {
         const token = checkToken("fencing_token", req.fencingToken);
         const amount = checkMoney("amount", req.amount);
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
+        annotate({ "railfence.account_id": accountId, "railfence.payout_id": payoutId, "railfence.fencing_token": token.toString() });
         const row = await submit({ accountId, payoutId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId });
         return { submission: toSubmission(row) };
       },

@@ -6,6 +6,7 @@
 import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { clientTracing } from "../shared/tracing.js";
 
 export function createRailClient(baseUrl: string, credential: string) {
   const authorization = `Bearer ${credential}`;
@@ -15,7 +16,8 @@ export function createRailClient(baseUrl: string, credential: string) {
   };
   const transport = createGrpcTransport({
     baseUrl,
-    interceptors: [withCredential],
+    // The credential rides in a header that tracing never records (spans carry rpc.* attributes only).
+    interceptors: [clientTracing, withCredential],
     // Keep the HTTP/2 connection warm between submissions.
     pingIntervalMs: 30_000,
     idleConnectionTimeoutMs: 300_000,

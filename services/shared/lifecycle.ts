@@ -24,19 +24,28 @@ export function onShutdown(logger: Logger, boundMs: number, stop: () => Promise<
       process.exit(EXIT_DRAIN_TIMEOUT);
     }, boundMs);
     timer.unref();
-    stop().then(
-      () => {
-        logger.info({ event: "stopped" }, "stopped");
-        process.exit(EXIT_OK);
-      },
-      (err: unknown) => {
-        logger.error({ event: "shutdown_failed", err: String(err) }, "shutdown failed");
-        process.exit(EXIT_STARTUP);
-      },
-    );
+    stop()
+      .then(flushTelemetry)
+      .then(
+        () => {
+          logger.info({ event: "stopped" }, "stopped");
+          process.exit(EXIT_OK);
+        },
+        (err: unknown) => {
+          logger.error({ event: "shutdown_failed", err: String(err) }, "shutdown failed");
+          process.exit(EXIT_STARTUP);
+        },
+      );
   };
   process.on("SIGTERM", handle);
   process.on("SIGINT", handle);
+}
+
+/** Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. */
+async function flushTelemetry(): Promise<void> {
+  const shutdown = (globalThis as { __railfenceTelemetryShutdown?: () => Promise<void> }).__railfenceTelemetryShutdown;
+  if (!shutdown) return;
+  await Promise.race([shutdown().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
 }
 
 /** Runs main(); a ConfigError exits 78, anything else 70, each reported as one JSON line. */

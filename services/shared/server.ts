@@ -16,6 +16,7 @@ import { errorReason, toConnectError } from "./errors.js";
 import { HealthState, ServingStatus } from "./health.js";
 import type { Logger } from "./logger.js";
 import { serveMetrics } from "./metrics.js";
+import { serverTracing } from "./tracing.js";
 
 export interface ServiceServerOptions {
   /** Service name for logs. */
@@ -79,7 +80,8 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       health.register(router);
       opts.routes(router);
     },
-    interceptors: [boundaryInterceptor(opts.logger), ...(opts.interceptors ?? [])],
+    // Tracing outermost (its span sees the final error), then the boundary log + error mapping.
+    interceptors: [serverTracing, boundaryInterceptor(opts.logger), ...(opts.interceptors ?? [])],
     readMaxBytes: opts.readMaxBytes ?? 64 * 1024,
     // Aborted only when the drain bound is exceeded: in-flight calls get to finish first.
     shutdownSignal: hardStop.signal,
