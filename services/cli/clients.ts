@@ -1,0 +1,76 @@
+/**
+ * Connect clients for the CLI, over the gRPC protocol (the services' primary protocol).
+ *
+ * The CLI owns its HTTP/2 sessions (one per base URL) and closes them when the command ends,
+ * so a short-lived process never lingers on an idle connection. Calls to the rail-proxy go to
+ * the first replica that answers: moving on to the next replica happens only when a replica
+ * could not be reached at all (no railfence ErrorInfo), never after a server answered, so no
+ * call is ever sent twice after it may have been processed.
+ */
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { DescService } from "@bufbuild/protobuf";
+import { errorInfo } from "../shared/errors.js";
+
+/** A failed call and the endpoint it went to (for the error report). */
+export class CallFailed extends Error {
+  /** Facts a command adds for the operator's next step (e.g. the Idempotency-Key to retry with). */
+  readonly context: Record<string, string> = {};
+
+  constructor(
+    readonly error: ConnectError,
+    readonly endpoint: string,
+  ) {
+    super(error.message, { cause: error });
+    this.name = "CallFailed";
+  }
+}
+
+/** Transport failures carry no railfence ErrorInfo: the request never reached a handler. */
+export function isUnreachable(err: ConnectError): boolean {
+  return err.code === Code.Unavailable && !errorInfo(err);
+}
+
+/** Opens clients on demand and closes every session at the end of the command. */
+export class Connections {
+  private readonly sessions = new Map<string, Http2SessionManager>();
+
+  constructor(private readonly timeoutMs: number) {}
+
+  client<S extends DescService>(service: S, baseUrl: string): Client<S> {
+    let session = this.sessions.get(baseUrl);
+    if (!session) {
+      session = new Http2SessionManager(baseUrl);
+      this.sessions.set(baseUrl, session);
+    }
+    return createClient(service, createGrpcTransport({ baseUrl, sessionManager: session, defaultTimeoutMs: this.timeoutMs }));
+  }
+
+  /** Runs one call against baseUrl; a failure becomes CallFailed naming the endpoint. */
+  async call<S extends DescService, T>(service: S, baseUrl: string, fn: (client: Client<S>) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.client(service, baseUrl));
+    } catch (err) {
+      throw new CallFailed(ConnectError.from(err), baseUrl);
+    }
+  }
+
+  /** Tries each URL in order while it is unreachable; the first answer (or refusal) wins. */
+  async callAny<S extends DescService, T>(service: S, baseUrls: readonly string[], fn: (client: Client<S>) => Promise<T>): Promise<T> {
+    let last: CallFailed | undefined;
+    for (const url of baseUrls) {
+      try {
+        return await this.call(service, url, fn);
+      } catch (err) {
+        if (!(err instanceof CallFailed) || !isUnreachable(err.error)) throw err;
+        last = err;
+      }
+    }
+    throw last ?? new CallFailed(new ConnectError("no endpoint configured", Code.Unavailable), "(none)");
+  }
+
+  close(): void {
+    for (const s of this.sessions.values()) s.abort();
+    this.sessions.clear();
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * Turns a failed call into what an operator needs at 3 a.m.: the Connect code, the ErrorInfo
+ * reason (what scripts branch on; never the message text), the server's message, a hint that
+ * says what to do next, and an exit code (docs/cli.md).
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorInfo } from "../shared/errors.js";
+import { RetryInfoSchema } from "../shared/gen/google/rpc/error_details_pb.js";
+import { EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE } from "./exit-codes.js";
+
+export interface ErrorReport {
+  /** Connect code in its wire spelling ("not_found"). */
+  code: string;
+  /** google.rpc.ErrorInfo reason; "" when the server sent none (e.g. connection refused). */
+  reason: string;
+  message: string;
+  metadata: Record<string, string>;
+  /** Seconds to wait before retrying, when the server said so. */
+  retryAfterSeconds?: number;
+  hint: string;
+  exitCode: number;
+  /** Which endpoint was called, when known. */
+  endpoint?: string;
+}
+
+/** "NotFound" -> "not_found": the spelling Connect and gRPC documentation use. */
+export function codeName(code: Code): string {
+  return (Code[code] ?? "unknown").replace(/[A-Z]/g, (m, i: number) => (i === 0 ? m.toLowerCase() : `_${m.toLowerCase()}`));
+}
+
+/** Seconds from google.rpc.RetryInfo, else from a Retry-After header; undefined when neither. */
+export function retryAfterSeconds(err: ConnectError): number | undefined {
+  const delay = err.findDetails(RetryInfoSchema)[0]?.retryDelay;
+  if (delay) return Math.max(1, Math.ceil(Number(delay.seconds) + delay.nanos / 1e9));
+  const header = err.metadata.get("retry-after");
+  if (header && /^\d+$/.test(header)) return Math.max(1, Number(header));
+  return undefined;
+}
+
+/**
+ * Exit code: not_found -> 4; unavailable (connection refused, or a dependency behind the
+ * service is down) and a client-side deadline -> 3, since either way the next step is
+ * "retry later"; every other server answer -> 1.
+ */
+export function exitCodeFor(err: ConnectError): number {
+  if (err.code === Code.NotFound) return EXIT_NOT_FOUND;
+  if (err.code === Code.Unavailable) return EXIT_UNREACHABLE;
+  if (err.code === Code.DeadlineExceeded && !errorInfo(err)) return EXIT_UNREACHABLE;
+  return EXIT_REFUSED;
+}
+
+/** What to do next, per reason. Money paths stress "do not resubmit": the rail is not idempotent. */
+export function hintFor(reason: string, err: ConnectError, retryAfter: number | undefined, endpoint?: string): string {
+  const field = errorInfo(err)?.metadata.field;
+  const wait = retryAfter ? `retry after ${retryAfter} s` : "retry later";
+  switch (reason) {
+    case "FENCED_OUT":
+      return "a newer fencing token was already used for this account: this holder lost its lock. Do not resubmit; acquire the lock again and check the payout first.";
+    case "DUPLICATE_SUBMISSION":
+      return "this payout was already submitted once (it may have paid). Never resubmit; inspect it with `railfence submissions get <payout_id>`.";
+    case "RAIL_AMBIGUOUS":
+      return "the rail's answer was lost: the money may or may not have moved. Do not resubmit. Run `railfence reconcile`, or check the rail statement and `railfence submissions resolve`.";
+    case "IDEMPOTENCY_CONFLICT":
+      return "the first request with this Idempotency-Key is still in progress; retry with the same key (--idempotency-key) in a moment.";
+    case "IDEMPOTENCY_UNAVAILABLE":
+      return `the idempotency store is down and nothing was executed; ${wait} with the same key (--idempotency-key).`;
+    case "IDEMPOTENCY_KEY_REUSED":
+      return "this Idempotency-Key was already used for a different request; a different payout needs a new key.";
+    case "IDEMPOTENCY_KEY_MISSING":
+      return "the request carried no Idempotency-Key; pass --idempotency-key or let the CLI mint one.";
+    case "NOT_AMBIGUOUS":
+      return "only ambiguous submissions (TIMEOUT, or FORWARDING past the deadline) can be resolved; this one already has a clear outcome. See `railfence submissions get <payout_id>`.";
+    case "SUBMISSION_NOT_FOUND":
+      return "the rail-proxy never admitted this payout, so nothing was sent to the rail for it. Check the payout id.";
+    case "PAYOUT_NOT_FOUND":
+      return "no payout with this id; check the id (payout ids are assigned by the payouts service).";
+    case "LOCK_HELD":
+      return "another holder has the lock; see who with `railfence locks inspect <key>` and wait for it to expire.";
+    case "LEASE_LOST":
+      return "the lease expired or was taken over; acquire the lock again (and expect a new fencing token).";
+    case "PAYDB_UNAVAILABLE":
+    case "PAYDB_NOT_PRIMARY":
+    case "RAIL_UNAVAILABLE":
+    case "LOCK_BACKEND_UNAVAILABLE":
+      return `a dependency behind the service is down; nothing was changed. ${wait[0]!.toUpperCase()}${wait.slice(1)}.`;
+    case "PAGE_TOKEN_INVALID":
+      return "pass a --page-token exactly as a previous page printed it.";
+  }
+  if (field) return `fix the value of ${field} and try again.`;
+  if (reason === "" && err.code === Code.Unavailable) {
+    return `cannot reach ${endpoint ?? "the endpoint"}: is the service running and the address right? Check \`railfence endpoints\`.`;
+  }
+  if (reason === "" && err.code === Code.DeadlineExceeded) return "no answer in time (--timeout-ms); the service may be overloaded. For reads, retry.";
+  if (err.code === Code.Unavailable) return `${wait[0]!.toUpperCase()}${wait.slice(1)}.`;
+  return "";
+}
+
+/** Describes any thrown value as an ErrorReport (non-Connect errors become code "unknown"). */
+export function describeError(thrown: unknown, endpoint?: string): ErrorReport {
+  const err = ConnectError.from(thrown);
+  const info = errorInfo(err);
+  const reason = info?.reason ?? "";
+  const retryAfter = retryAfterSeconds(err);
+  return {
+    code: codeName(err.code),
+    reason,
+    message: err.rawMessage,
+    metadata: { ...(info?.metadata ?? {}) },
+    retryAfterSeconds: retryAfter,
+    hint: hintFor(reason, err, retryAfter, endpoint),
+    exitCode: exitCodeFor(err),
+    endpoint,
+  };
+}
+
+/** The stderr text of a report for humans (the --json form is the report itself). */
+export function formatErrorReport(r: ErrorReport): string {
+  const head = `error: ${r.code}${r.reason ? ` ${r.reason}` : ""}: ${r.message}`;
+  const lines = [head];
+  const meta = Object.entries(r.metadata).map(([k, v]) => `${k}=${v}`);
+  if (meta.length) lines.push(`  details: ${meta.join(" ")}`);
+  if (r.endpoint) lines.push(`  endpoint: ${r.endpoint}`);
+  if (r.hint) lines.push(`hint: ${r.hint}`);
+  return lines.join("\n");
+}

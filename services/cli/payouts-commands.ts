@@ -1,0 +1,133 @@
+/**
+ * `railfence payouts ...`: the client-facing payouts API, for operators.
+ *
+ * `create` always sends an Idempotency-Key (SPEC: required). When the operator gives none,
+ * the CLI mints a UUID and prints it *before* the call, so that after a timeout or a lost
+ * answer the operator can retry with the same key and cannot create the payout twice.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  CreatePayoutResponseSchema,
+  GetPayoutResponseSchema,
+  ListPayoutsResponseSchema,
+  PayoutService,
+  PayoutState,
+} from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import type { CommandContext, CommandSpec } from "./command.js";
+import { CallFailed } from "./clients.js";
+import { EXIT_OK, UsageError } from "./exit-codes.js";
+import { messageJson, printJson } from "./output.js";
+import { nextPageHint, payoutDetail, payoutTable } from "./views.js";
+
+function endpoint(ctx: CommandContext): string {
+  return ctx.endpoints.payouts!.value;
+}
+
+/** Amount in minor units: digits only, > 0. "10.50" is refused rather than guessed at. */
+export function parseAmountMinor(value: string): bigint {
+  if (!/^\d{1,16}$/.test(value.trim())) {
+    throw new UsageError(`--amount is in minor units (1050 = 10.50 EUR): a whole number, got "${value}"`);
+  }
+  const n = BigInt(value.trim());
+  if (n <= 0n) throw new UsageError("--amount must be greater than 0");
+  return n;
+}
+
+/** --state PAID (or PAYOUT_STATE_PAID, any case). */
+export function parsePayoutState(value: string): PayoutState {
+  const name = value.trim().toUpperCase().replace(/^PAYOUT_STATE_/, "");
+  const state = (PayoutState as unknown as Record<string, number | undefined>)[name];
+  if (state === undefined || state === PayoutState.UNSPECIFIED) {
+    const names = Object.keys(PayoutState).filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED");
+    throw new UsageError(`--state must be one of ${names.join(", ")}, got "${value}"`);
+  }
+  return state;
+}
+
+const create: CommandSpec = {
+  words: ["payouts", "create"],
+  usage: "payouts create --account A --amount MINOR --currency CUR --beneficiary B [--client-reference R] [--idempotency-key K]",
+  summary: "create a payout (an executor pays it later)",
+  details: [
+    "--amount MINOR          integer minor units: 1050 with EUR is 10.50 EUR",
+    "--idempotency-key K     reuse a key to retry safely; minted (UUID) and printed when absent",
+  ],
+  options: ["account", "amount", "currency", "beneficiary", "client-reference", "idempotency-key"],
+  positionals: 0,
+  async run(ctx) {
+    const request = {
+      accountId: ctx.opts.required("account"),
+      amount: { amountMinor: parseAmountMinor(ctx.opts.required("amount")), currency: ctx.opts.required("currency") },
+      beneficiary: ctx.opts.required("beneficiary"),
+      clientReference: ctx.opts.string("client-reference") ?? "",
+    };
+    const given = ctx.opts.string("idempotency-key");
+    if (given !== undefined && given.trim() === "") throw new UsageError("--idempotency-key must not be empty");
+    const key = given ?? randomUUID();
+    // Printed first, on stderr: if the call hangs or the answer is lost, the key is on screen.
+    if (!given && !ctx.json) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
+    let replayed = false;
+    try {
+      const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) =>
+        c.createPayout(request, {
+          headers: { "idempotency-key": key },
+          onHeader: (h) => {
+            replayed ||= h.get("idempotency-replayed") === "true";
+          },
+        }),
+      );
+      if (ctx.json) {
+        printJson(ctx.output, { idempotencyKey: key, replayed, ...(messageJson(CreatePayoutResponseSchema, res) as object) });
+      } else {
+        ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(res.payout!)}\n\nidempotency-key: ${key}`);
+      }
+      return EXIT_OK;
+    } catch (err) {
+      if (err instanceof CallFailed) {
+        // The key is what makes a retry safe: under --json it goes into the one error object.
+        if (ctx.json) err.context.idempotencyKey = key;
+        else ctx.output.err(`idempotency-key: ${key} (to retry safely, repeat the command with --idempotency-key ${key})`);
+      }
+      throw err;
+    }
+  },
+};
+
+const get: CommandSpec = {
+  words: ["payouts", "get"],
+  usage: "payouts get <payout_id>",
+  summary: "show one payout",
+  options: [],
+  positionals: 1,
+  async run(ctx) {
+    const payoutId = ctx.args[0]!;
+    const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) => c.getPayout({ payoutId }));
+    if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, res));
+    else ctx.output.out(payoutDetail(res.payout!));
+    return EXIT_OK;
+  },
+};
+
+const list: CommandSpec = {
+  words: ["payouts", "list"],
+  usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN] [--page-size N] [--page-token T]",
+  summary: "list payouts, newest first",
+  options: ["account", "state", "page-size", "page-token"],
+  positionals: 0,
+  async run(ctx) {
+    const stateText = ctx.opts.string("state");
+    const req = {
+      accountId: ctx.opts.string("account") ?? "",
+      state: stateText === undefined ? PayoutState.UNSPECIFIED : parsePayoutState(stateText),
+      pageSize: ctx.opts.integer("page-size", 1, 500) ?? 0,
+      pageToken: ctx.opts.string("page-token") ?? "",
+    };
+    const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) => c.listPayouts(req));
+    if (ctx.json) printJson(ctx.output, messageJson(ListPayoutsResponseSchema, res));
+    else if (res.payouts.length === 0) ctx.output.out("no payouts");
+    else ctx.output.out([payoutTable(res.payouts), ...nextPageHint(res.nextPageToken)].join("\n"));
+    return EXIT_OK;
+  },
+};
+
+export const payoutCommands: readonly CommandSpec[] = [create, get, list];
