@@ -59,7 +59,8 @@ export class ServiceProcess {
   async start(envOverride: Record<string, string | undefined> = {}): Promise<ReadyInfo | undefined> {
     if (this.running) throw new Error(`${this.name} is already running`);
     const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries({ ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
+    const defaults = { OTEL_SERVICE_NAME: this.opts.service };
+    for (const [k, v] of Object.entries({ ...defaults, ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
     // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
     const instrumentation = join(projectRoot(), "dist", "services", "shared", "instrumentation.js");
     const child = spawn(process.execPath, ["--import", instrumentation, serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
@@ -74,6 +75,8 @@ export class ServiceProcess {
       readyResolve = res;
       readyReject = rej;
     });
+    // Nobody awaits `ready` for one-shot jobs: an early exit must not become an unhandled rejection.
+    ready.catch(() => {});
     const onChunk = (() => {
       let buffered = "";
       return (chunk: Buffer) => {

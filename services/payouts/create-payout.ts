@@ -1,0 +1,158 @@
+/**
+ * CreatePayout under the Idempotency-Key contract. Order of work:
+ *
+ *   1. settle the key (claim it, or answer replay / conflict / reused) — paydb down: refuse,
+ *      IDEMPOTENCY_UNAVAILABLE, nothing executed;
+ *   2. ONE transaction: insert the PENDING payout and pin the answer to the key (DONE). The
+ *      pin only succeeds while we still hold the claim, so a request whose lease was taken
+ *      over rolls its payout back: one key, one payout, always;
+ *   3. on any failure after the claim, delete our marker: errors are not pinned.
+ *
+ * The caller's abort signal is deliberately not used: a client that hangs up must not leave a
+ * half-finished attempt; the attempt finishes (or rolls back) and a retry replays it.
+ */
+import { Code } from "@connectrpc/connect";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { DomainError, unavailable } from "../shared/errors.js";
+import type { Logger } from "../shared/logger.js";
+import { isUnavailableError } from "../shared/pg.js";
+import {
+  CreatePayoutResponseSchema,
+  type CreatePayoutRequest,
+  type CreatePayoutResponse,
+} from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { claimKey, requestFingerprint } from "./idempotency.js";
+import type { IdempotencyStore } from "./idempotency-store.js";
+import { newPayoutId, toPayout } from "./payout-message.js";
+import { ROLLBACK, type PayoutStore } from "./payout-store.js";
+import type { PayoutsMetrics } from "./payouts-metrics.js";
+
+export interface CreatePayoutDeps {
+  payouts: PayoutStore;
+  keys: IdempotencyStore;
+  metrics: PayoutsMetrics;
+  logger: Logger;
+  lockMs: number;
+  retentionMs: number;
+}
+
+/** A validated CreatePayout call. */
+export interface CreatePayoutCommand {
+  clientId: string;
+  key: string;
+  request: CreatePayoutRequest;
+  accountId: string;
+  amountMinor: bigint;
+  currency: string;
+  beneficiary: string;
+  clientReference: string;
+  traceparent: string | null;
+}
+
+export interface CreatePayoutResult {
+  response: CreatePayoutResponse;
+  replayed: boolean;
+}
+
+const storeUnavailable = (err: unknown) =>
+  unavailable("IDEMPOTENCY_UNAVAILABLE", "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
+
+const conflict = (retryAfterMs: number) =>
+  new DomainError(
+    Code.Aborted,
+    "IDEMPOTENCY_CONFLICT",
+    "a request with this idempotency-key is still in progress; retry with the same key shortly",
+    { field: "idempotency-key" },
+    retryAfterMs,
+  );
+
+export function createPayoutCreator(deps: CreatePayoutDeps) {
+  const { payouts, keys, metrics, logger } = deps;
+
+  return async function createPayout(cmd: CreatePayoutCommand): Promise<CreatePayoutResult> {
+    const started = performance.now();
+    const done = (outcome: string) => metrics.createSeconds.observe({ outcome }, (performance.now() - started) / 1000);
+    const fingerprint = requestFingerprint(cmd.request);
+
+    let claim;
+    try {
+      claim = await claimKey(keys, { clientId: cmd.clientId, key: cmd.key, fingerprint, lockMs: deps.lockMs, retentionMs: deps.retentionMs });
+    } catch (err) {
+      if (!isUnavailableError(err)) throw err;
+      metrics.unavailable.inc();
+      done("unavailable");
+      throw storeUnavailable(err);
+    }
+
+    switch (claim.kind) {
+      case "replay":
+        metrics.replays.inc();
+        done("replayed");
+        return { response: fromBinary(CreatePayoutResponseSchema, claim.response), replayed: true };
+      case "conflict":
+        metrics.conflicts.inc();
+        done("conflict");
+        throw conflict(claim.retryAfterMs);
+      case "reused":
+        metrics.keyReused.inc();
+        done("key_reused");
+        // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
+        throw new DomainError(
+          Code.InvalidArgument,
+          "IDEMPOTENCY_KEY_REUSED",
+          "this idempotency-key was already used with a different request body; use a new key for a new payout",
+          { field: "idempotency-key", http_status_in_ietf_draft: "422" },
+        );
+      case "claimed":
+        break;
+    }
+    if (claim.takeover) {
+      metrics.takeovers.inc();
+      logger.warn({ event: "idempotency_takeover", client_id: cmd.clientId }, "took over an expired idempotency marker");
+    }
+
+    const claimId = claim.claimId;
+    let outcome;
+    try {
+      outcome = await payouts.withTransaction(async (tx) => {
+        const row = await payouts.insert(tx, {
+          payoutId: newPayoutId(),
+          clientId: cmd.clientId,
+          accountId: cmd.accountId,
+          amountMinor: cmd.amountMinor,
+          currency: cmd.currency,
+          beneficiary: cmd.beneficiary,
+          clientReference: cmd.clientReference,
+          traceparent: cmd.traceparent,
+        });
+        const response = create(CreatePayoutResponseSchema, { payout: toPayout(row) });
+        const bytes = toBinary(CreatePayoutResponseSchema, response);
+        const pinned = await keys.markDone(tx, { clientId: cmd.clientId, key: cmd.key, claimId, response: bytes, payoutId: row.payout_id, retentionMs: deps.retentionMs });
+        return pinned ? bytes : ROLLBACK;
+      });
+    } catch (err) {
+      // Not pinned: free the key so a retry runs again. If paydb is gone this fails too and
+      // the marker's lease frees the key by itself.
+      await keys.release(cmd.clientId, cmd.key, claimId).catch(() => {});
+      if (isUnavailableError(err)) {
+        metrics.unavailable.inc();
+        done("unavailable");
+        throw storeUnavailable(err);
+      }
+      done("error");
+      throw err;
+    }
+    if (outcome === ROLLBACK) {
+      // Our lease expired and another request took the key over: it owns the payout now.
+      metrics.conflicts.inc();
+      done("conflict");
+      throw conflict(1000);
+    }
+    metrics.created.inc();
+    done("created");
+    // Answer with the very bytes we stored, so the first answer and every replay are identical.
+    return { response: fromBinary(CreatePayoutResponseSchema, outcome), replayed: false };
+  };
+}
+
+export type CreatePayout = ReturnType<typeof createPayoutCreator>;

@@ -1,0 +1,91 @@
+/**
+ * PayoutService handlers: validate, call the domain, map rows to messages. The only layer of
+ * this service that knows Connect codes and headers. Every input is checked before anything
+ * is written, and every failure names its field.
+ */
+import { Code, type ConnectRouter } from "@connectrpc/connect";
+import { DomainError, invalidArgument, unavailable } from "../shared/errors.js";
+import { isUnavailableError } from "../shared/pg.js";
+import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
+import type { CallerIdentity } from "./caller-identity.js";
+import type { CreatePayout } from "./create-payout.js";
+import { readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
+import { decodePageToken, encodePageToken } from "./page-token.js";
+import { stateName, toPayout } from "./payout-message.js";
+import type { PayoutStore } from "./payout-store.js";
+
+const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/**
+ * The W3C traceparent of the creating request, stored so the executor's work joins the same
+ * trace. A malformed one is ignored, as W3C Trace Context says, rather than failing a payout.
+ */
+export function readTraceparent(headers: Headers): string | null {
+  const value = headers.get("traceparent");
+  if (!value || !TRACEPARENT.test(value) || value.startsWith("ff") || /^..-0{32}-/.test(value) || /-0{16}-..$/.test(value)) return null;
+  return value;
+}
+
+/** Reads never change money, but must still say "unavailable" clearly (and retryably). */
+async function readPaydb<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (isUnavailableError(err)) throw unavailable("PAYDB_UNAVAILABLE", "paydb is unavailable; retry later", 1000, err);
+    throw err;
+  }
+}
+
+export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: PayoutStore; callerIdentity: CallerIdentity }) {
+  const { createPayout, payouts, callerIdentity } = deps;
+  return (router: ConnectRouter) =>
+    router.service(PayoutService, {
+      async createPayout(req, ctx) {
+        const key = readIdempotencyKey(ctx.requestHeader);
+        const accountId = checkId("account_id", req.accountId);
+        const amount = checkMoney("amount", req.amount);
+        const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
+        const clientReference = checkText("client_reference", req.clientReference, 0, 128);
+        const result = await createPayout({
+          clientId: callerIdentity(ctx),
+          key,
+          request: req,
+          accountId,
+          amountMinor: amount.amountMinor,
+          currency: amount.currency,
+          beneficiary,
+          clientReference,
+          traceparent: readTraceparent(ctx.requestHeader),
+        });
+        if (result.replayed) ctx.responseHeader.set(REPLAYED_HEADER, "true");
+        return result.response;
+      },
+
+      async getPayout(req, ctx) {
+        const payoutId = checkId("payout_id", req.payoutId);
+        const row = await readPaydb(() => payouts.get(callerIdentity(ctx), payoutId));
+        // Another client's payout is indistinguishable from a missing one.
+        if (!row) throw new DomainError(Code.NotFound, "PAYOUT_NOT_FOUND", "no such payout", { payout_id: payoutId });
+        return { payout: toPayout(row) };
+      },
+
+      async listPayouts(req, ctx) {
+        const accountId = req.accountId === "" ? undefined : checkId("account_id", req.accountId);
+        const state = req.state === PayoutState.UNSPECIFIED ? undefined : stateName(req.state);
+        if (req.state !== PayoutState.UNSPECIFIED && state === undefined) {
+          throw invalidArgument("state", "FIELD_INVALID", "state is not a known payout state");
+        }
+        const limit = checkPageSize("page_size", req.pageSize, 50, 500);
+        const filter = { accountId: req.accountId, state: req.state as number };
+        const after = decodePageToken(req.pageToken, filter);
+        const rows = await readPaydb(() => payouts.list(callerIdentity(ctx), { accountId, state }, limit + 1, after));
+        const page = rows.slice(0, limit);
+        const last = page[page.length - 1];
+        return {
+          payouts: page.map(toPayout),
+          nextPageToken: rows.length > limit && last ? encodePageToken({ createdAt: last.cursor, payoutId: last.payout_id }, filter) : "",
+        };
+      },
+    });
+}

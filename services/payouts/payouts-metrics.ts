@@ -1,0 +1,24 @@
+/** Signals owned by the payouts API. Label sets are bounded: no client, account or key values. */
+import { Counter, Histogram, type Registry } from "prom-client";
+
+export function createPayoutsMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    created: new Counter({ name: "payouts_created_total", help: "Payouts created (first request of a key that committed)", registers }),
+    replays: new Counter({ name: "idempotency_replays_total", help: "CreatePayout answered from the stored result of an earlier success", registers }),
+    conflicts: new Counter({ name: "idempotency_conflicts_total", help: "CreatePayout refused: the same key is still in progress", registers }),
+    keyReused: new Counter({ name: "idempotency_key_reused_total", help: "CreatePayout refused: a key was reused with a different body", registers }),
+    takeovers: new Counter({ name: "idempotency_takeovers_total", help: "Keys taken over after their in-progress lease or retention expired", registers }),
+    unavailable: new Counter({ name: "idempotency_unavailable_total", help: "CreatePayout refused because the idempotency store (paydb) was unavailable", registers }),
+    purged: new Counter({ name: "idempotency_purged_total", help: "Expired idempotency keys deleted by the purge job", registers }),
+    createSeconds: new Histogram({
+      name: "payouts_create_seconds",
+      help: "CreatePayout latency by outcome",
+      labelNames: ["outcome"] as const,
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    }),
+  };
+}
+
+export type PayoutsMetrics = ReturnType<typeof createPayoutsMetrics>;

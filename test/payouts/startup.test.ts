@@ -1,0 +1,64 @@
+/**
+ * Start-up and shutdown contract: bad config exits 78 listing every problem, an unmigrated
+ * paydb exits 70 before serving, health reports SERVING, SIGTERM drains and exits 0.
+ */
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { inject } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { ServiceProcess } from "../../services/harness/service-process.js";
+import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
+import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { createPaydb, dropPaydb, sql, startPayouts } from "./support.js";
+import { uniqueSuffix } from "../support/test-mesh.js";
+
+const dbs: string[] = [];
+afterAll(async () => {
+  for (const db of dbs) await dropPaydb(db);
+});
+
+async function runToExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const proc = new ServiceProcess({ service: "payouts", env: { PORT: "0", METRICS_PORT: "0", ...env } });
+  // start() rejects when the process exits before its ready line, which is what we expect here.
+  const started = await proc.start().then(
+    () => true,
+    () => false,
+  );
+  if (started) await proc.stop(5000);
+  expect(started).toBe(false);
+  return { code: await proc.waitExit(), output: proc.lines.join("\n") };
+}
+
+describe("payouts start-up and shutdown", () => {
+  it("exits 78 on bad configuration, naming every bad variable", async () => {
+    const { code, output } = await runToExit({ PAYDB_URL: "", IDEMPOTENCY_LOCK_MS: "soon", PAYOUTS_DEFAULT_CLIENT_ID: "not valid!" });
+    expect(code).toBe(78);
+    for (const v of ["PAYDB_URL", "IDEMPOTENCY_LOCK_MS", "PAYOUTS_DEFAULT_CLIENT_ID"]) expect(output).toContain(v);
+  });
+
+  it("exits 70 against a paydb that was never migrated", async () => {
+    const base = inject("pgUrl").replace(/\/[^/]*$/, "");
+    const name = `paydb_unmigrated${uniqueSuffix()}`;
+    await sql(`${base}/postgres`, `CREATE DATABASE ${name}`);
+    dbs.push(`${base}/${name}`);
+    const { code, output } = await runToExit({ PAYDB_URL: `${base}/${name}` });
+    expect(code).toBe(70);
+    expect(output).toContain("not migrated");
+  });
+
+  it("reports SERVING on grpc.health.v1, then drains on SIGTERM and exits 0", async () => {
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const svc = await startPayouts(paydb);
+    const sessions = new Http2SessionManager(svc.url);
+    try {
+      const transport = createGrpcTransport({ baseUrl: svc.url, sessionManager: sessions });
+      const health = createClient(Health, transport);
+      expect((await health.check({ service: PayoutService.typeName })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      expect(svc.ready).toMatchObject({ event: "ready", port: expect.any(Number), metricsPort: expect.any(Number) });
+    } finally {
+      sessions.abort();
+    }
+    expect(await svc.stop(10_000)).toBe(0);
+  });
+});
