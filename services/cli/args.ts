@@ -38,6 +38,8 @@ export const OPTIONS = {
   // reconcile
   "dry-run": { type: "boolean" },
   "settlement-window-ms": { type: "string" },
+  // trace
+  "trace-file": { type: "string" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

@@ -17,9 +17,10 @@ import type { Output } from "./output.js";
 import { payoutCommands } from "./payouts-commands.js";
 import { reconcileCommands } from "./reconcile-command.js";
 import { submissionCommands } from "./submissions-commands.js";
+import { traceCommands } from "./trace-command.js";
 
 /** Every command, in help order. */
-export const COMMANDS: readonly CommandSpec[] = [...payoutCommands, ...submissionCommands, ...lockCommands, ...reconcileCommands, ...endpointCommands];
+export const COMMANDS: readonly CommandSpec[] = [...payoutCommands, ...submissionCommands, ...lockCommands, ...reconcileCommands, ...traceCommands, ...endpointCommands];
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 

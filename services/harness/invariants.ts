@@ -13,6 +13,7 @@
  *   PAYOUT_CONSISTENT every payout is terminal or accounted for, and agrees with the rail ledger.
  */
 import pg from "pg";
+import { payoutIdOf } from "../shared/submission-ref.js";
 
 export interface Violation {
   invariant: string;
@@ -63,11 +64,19 @@ export async function checkInvariants(paydbUrl: string, raildbUrl: string, opts:
       raildb,
       "SELECT client_reference, account_id, amount_minor::text, currency, status FROM payments ORDER BY sequence",
     );
+    // Accepted payments per submission reference, and per payout (an executor may present a
+    // fresh reference per attempt: INV-02 is about the payout, not the reference).
     const accepted = new Map<string, number>();
-    for (const p of payments) if (p.status === "ACCEPTED") accepted.set(p.client_reference, (accepted.get(p.client_reference) ?? 0) + 1);
+    const acceptedByPayout = new Map<string, number>();
+    for (const p of payments) {
+      if (p.status !== "ACCEPTED") continue;
+      accepted.set(p.client_reference, (accepted.get(p.client_reference) ?? 0) + 1);
+      const payout = payoutIdOf(p.client_reference);
+      acceptedByPayout.set(payout, (acceptedByPayout.get(payout) ?? 0) + 1);
+    }
 
     // INV-02 on the rail's own ledger.
-    for (const [ref, n] of accepted) if (n > 1) add("INV-02", `payout ${ref} paid ${n} times on the rail`);
+    for (const [payout, n] of acceptedByPayout) if (n > 1) add("INV-02", `payout ${payout} paid ${n} times on the rail`);
 
     const intents = await rows<{ payout_id: string; account_id: string; fencing_token: string; amount_minor: string; currency: string; state: string; mark_advanced: boolean; stale: boolean }>(
       paydb,
@@ -125,7 +134,7 @@ export async function checkInvariants(paydbUrl: string, raildbUrl: string, opts:
     // PAYOUT_CONSISTENT.
     const payouts = await rows<{ payout_id: string; state: string }>(paydb, "SELECT payout_id, state FROM payouts");
     for (const p of payouts) {
-      const paid = accepted.get(p.payout_id) ?? 0;
+      const paid = acceptedByPayout.get(p.payout_id) ?? 0;
       if (p.state === "PAID" && paid === 0) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is PAID but the rail has no payment`);
       if (p.state === "FAILED" && paid > 0) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is FAILED but the rail paid it`);
       if (opts.quiescent && (p.state === "PENDING" || p.state === "PROCESSING")) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is still ${p.state}`);

@@ -16,6 +16,8 @@ export interface MeshOptions {
   stateDir?: string;
   /** Use this PostgreSQL server instead of starting one (databases are created on it). */
   postgres?: PostgresServer;
+  /** Put some databases on servers of their own (drills stop one without the others). */
+  servers?: Partial<Record<DatabaseKind, PostgresServer>>;
   /** Or: an existing server URL (postgres://user@host:port), e.g. from RAILFENCE_TEST_PG_URL. */
   postgresUrl?: string;
   /** Suffix for database names so several meshes can share one server. */
@@ -82,6 +84,9 @@ export class Mesh {
         });
       }
       for (const kind of ["paydb", "raildb", "lockdb"] as const) this.databases[kind] = await this.postgres.createDatabase(`${kind}${suffix}`);
+    }
+    for (const [kind, server] of Object.entries(this.opts.servers ?? {}) as Array<[DatabaseKind, PostgresServer]>) {
+      this.databases[kind] = await server.createDatabase(`${kind}${suffix}`);
     }
     await migrate(this.databases.paydb, "paydb");
     await migrate(this.databases.lockdb, "lockdb");

@@ -88,6 +88,15 @@ describe("invariant checker", () => {
     expect(await invariantsOf()).toEqual(["INV-02"]);
   });
 
+  it("finds a payout paid twice under two attempt references (a stale writer's fresh reference)", async () => {
+    await payout("p1", "a1", "PAID");
+    await admit("a1", "p1:t5", 5);
+    await railPays("a1", "p1:t5");
+    await admit("a1", "p1:t7", 7);
+    await railPays("a1", "p1:t7");
+    expect(await invariantsOf()).toEqual(["INV-02"]);
+  });
+
   it("finds a rail payment with no intent (someone went around the proxy)", async () => {
     await railPays("a1", "ghost");
     expect(await invariantsOf()).toContain("INTENT_FIRST");

@@ -1,0 +1,24 @@
+/** Every C5 scenario, by name. */
+import { paydbOutage } from "./paydb-outage.js";
+import { pausedHolder } from "./paused-holder.js";
+import { railAmbiguity } from "./rail-ambiguity.js";
+import { replicaKill } from "./replica-kill.js";
+import type { Scenario } from "./scenario.js";
+
+export const SCENARIOS: Scenario[] = [
+  pausedHolder({ name: "paused-holder", summary: "§5.1 SIGSTOP a holder past its lease; its submission is FENCED_OUT", fencingEnabled: true }),
+  pausedHolder({ name: "fencing-off", summary: "§5.2 the same with fencing disabled: the checker must find the double payment", fencingEnabled: false }),
+  replicaKill,
+  pausedHolder({ name: "restart-amnesia", summary: "§5.4 every proxy restarts while the holder is paused (failure i)", fencingEnabled: true, restartProxies: true }),
+  pausedHolder({ name: "two-replicas", summary: "§5.5 the stale holder talks to the replica that never saw the newer token (failure ii)", fencingEnabled: true, splitReplicas: true }),
+  pausedHolder({ name: "stale-read", summary: "§5.6 a proxy against a paydb standby refuses to start (failure iii)", fencingEnabled: true, standby: true }),
+  railAmbiguity,
+  paydbOutage,
+  pausedHolder({ name: "lock-outage", summary: "§5.9 the lock backend stops; the stale holder is still fenced by the proxy", fencingEnabled: true, lockOutage: true }),
+];
+
+export function scenario(name: string): Scenario {
+  const s = SCENARIOS.find((x) => x.name === name);
+  if (!s) throw new Error(`unknown scenario ${name}; one of: ${SCENARIOS.map((x) => x.name).join(", ")}, all`);
+  return s;
+}

@@ -1,0 +1,129 @@
+/**
+ * C5 §5.1 paused holder, and its variants §5.2 (fencing off), §5.4 (restart amnesia),
+ * §5.5 (two replicas), §5.6 (stale read) and §5.9 (lock-backend outage).
+ *
+ * Executor A takes the account lock, fences the payout, passes its last lease renewal and is
+ * SIGSTOPped right before SubmitPayout (the GC-pause window). Its lease expires; executor B
+ * takes over with a higher token and pays. A is SIGCONTed and submits with its stale token.
+ * With the fence, A's submission is FENCED_OUT and the rail paid once. Both executors run in
+ * "attempt" reference mode, so the proxy's duplicate check cannot help: only the mark can.
+ */
+import { DrillMesh, UNTRUSTED_EXECUTOR_ENV } from "./drill-mesh.js";
+import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
+
+export interface PausedHolderVariant {
+  name: string;
+  summary: string;
+  fencingEnabled: boolean;
+  /** Restart every proxy while A is stopped (ADR-007 failure i). */
+  restartProxies?: boolean;
+  /** A talks only to replica 2, B only to replica 1 (failure ii). */
+  splitReplicas?: boolean;
+  /** A streaming standby of paydb exists; a proxy pointed at it must refuse to start (failure iii). */
+  standby?: boolean;
+  /** Stop the lock backend before A resumes (§5.9). */
+  lockOutage?: boolean;
+}
+
+const LEASE_TTL_MS = 800;
+
+export function pausedHolder(v: PausedHolderVariant): Scenario {
+  return {
+    name: v.name,
+    summary: v.summary,
+    expectsCorruption: !v.fencingEnabled,
+    async run(p: DrillParams) {
+      const notes: string[] = [];
+      const failures: string[] = [];
+      const drill = await DrillMesh.start({
+        lockBackend: p.lockBackend,
+        proxies: 2,
+        proxyEnv: { RAIL_PROXY_FENCING_ENABLED: String(v.fencingEnabled) },
+        ownServers: v.standby ? ["paydb"] : v.lockOutage && p.lockBackend === "pg" ? ["lockdb"] : [],
+        postgresUrl: p.postgresUrl,
+        log: p.log,
+      });
+      try {
+        if (v.standby) {
+          const standby = await drill.servers.paydb!.makeStandby();
+          try {
+            const { ServiceProcess } = await import("../service-process.js");
+            const dbName = drill.paydbUrl.split("/").pop()!;
+            const stale = new ServiceProcess({ service: "rail-proxy", name: "rail-proxy-standby", env: { ...drill.mesh.proxyEnv(9), PAYDB_URL: standby.url(dbName) } });
+            const refused = await stale.start().then(
+              () => false,
+              () => true,
+            );
+            if (!refused) {
+              failures.push("a rail-proxy started against a paydb standby");
+              await stale.stop();
+            } else notes.push(`proxy against the standby refused to start (exit ${stale.lastExit?.code})`);
+          } finally {
+            await standby.destroy();
+          }
+          // The primary restarted under the running proxies; give their pools a moment.
+          await new Promise((r) => setTimeout(r, 300));
+        }
+
+        const [payoutId] = await drill.createPayouts(1, ["acc-contended"], p.rng);
+        const proxyUrls = drill.mesh.proxies.map((x) => x.url);
+        const a = await drill.addExecutor({
+          EXECUTOR_ID: "executor-A",
+          LEASE_TTL_MS: String(LEASE_TTL_MS),
+          EXECUTOR_CONCURRENCY: "1",
+          EXECUTOR_PAUSE_AFTER_FENCE_MS: "5000",
+          ...(v.splitReplicas ? { RAIL_PROXY_URLS: proxyUrls[1]! } : {}),
+        });
+        const fenced = await drill.waitEvent(a.name, "fenced", (e) => e.payout_id === payoutId);
+        a.pause(); // SIGSTOP inside the window between the last renewal and SubmitPayout
+        notes.push(`A fenced ${payoutId} with token ${fenced.fencing_token} and was SIGSTOPped`);
+        // Let A's lease and claim lapse (claim = lease + call timeout).
+        await new Promise((r) => setTimeout(r, LEASE_TTL_MS + Number(UNTRUSTED_EXECUTOR_ENV.CALL_TIMEOUT_MS) + 300));
+
+        const b = await drill.addExecutor({ EXECUTOR_ID: "executor-B", LEASE_TTL_MS: "5000", ...(v.splitReplicas ? { RAIL_PROXY_URLS: proxyUrls[0]! } : {}) });
+        const paidByB = await drill.waitEvent(b.name, "payout_attempt", (e) => e.payout_id === payoutId && e.outcome === "PAID", 20_000).catch(() => undefined);
+        if (!paidByB) failures.push("B did not pay the payout after A's lease expired");
+        else notes.push(`B paid it with token ${paidByB.fencing_token}`);
+
+        if (v.restartProxies) {
+          for (const proxy of drill.mesh.proxies) await proxy.restart();
+          notes.push("every rail-proxy was SIGKILLed and restarted while A was stopped");
+        }
+        if (v.lockOutage) {
+          if (drill.etcd) await drill.etcd.stop();
+          else await drill.servers.lockdb!.stop("immediate");
+          notes.push(`the lock backend (${p.lockBackend}) was stopped before A resumed`);
+        }
+
+        a.resume();
+        const aOutcome = await drill.waitEvent(a.name, "payout_attempt", (e) => e.payout_id === payoutId, 20_000).catch(() => undefined);
+        notes.push(`A resumed: ${aOutcome ? `${aOutcome.outcome}${aOutcome.where ? ` (${aOutcome.where})` : ""}` : "no outcome logged"}`);
+        if (v.fencingEnabled && !(aOutcome?.outcome === "FENCED_OUT" && aOutcome.where === "proxy")) {
+          failures.push("A's stale submission was not FENCED_OUT by the proxy");
+        }
+
+        if (v.lockOutage) {
+          if (drill.etcd) await drill.etcd.restart();
+          else await drill.servers.lockdb!.startProcess();
+        }
+        // Background load on other accounts, paid by both executors.
+        const load = p.payouts ?? 20;
+        if (load > 0) await drill.createPayouts(load, ["acc-1", "acc-2", "acc-3", "acc-4"], p.rng);
+        const open = await drill.waitSettled(60_000);
+        if (open !== 0) failures.push(`${open} payouts did not settle`);
+        await drill.mesh.executors.reduce((prev, e) => prev.then(() => e.stop().then(() => {})), Promise.resolve());
+        const result = await drill.check(true);
+        const corruption = result.violations.some((x) => x.invariant === "INV-02");
+        return {
+          verdict: v.fencingEnabled ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
+          violations: result.violations,
+          counts: { ...result.counts, fencedOut: aOutcome?.outcome === "FENCED_OUT" ? 1 : 0 },
+          failures: v.fencingEnabled ? failures : corruption ? [] : ["fencing was off but the checker found no double payment"],
+          notes,
+        };
+      } finally {
+        await drill.stop();
+      }
+    },
+  };
+}

@@ -1,0 +1,31 @@
+/**
+ * Bounded versions of every C5 scenario, for `npm test`. The full-size drills are
+ * `npm run drill -- all`. Each scenario must meet its expectation: PASS, or, for fencing-off,
+ * CORRUPTION_DETECTED (the checker found the double payment the missing guard let through).
+ */
+import { describe, expect, it, inject } from "vitest";
+import { SCENARIOS } from "../../services/harness/drills/catalogue.js";
+import type { LockBackend } from "../../services/harness/drills/drill-mesh.js";
+import { runScenario } from "../../services/harness/drills/run.js";
+
+/** Small loads: enough to exercise each path, small enough for two cores. */
+const BOUNDED_PAYOUTS: Record<string, number> = {
+  "replica-kill": 120,
+  "rail-ambiguity": 30,
+  "paydb-outage": 40,
+};
+
+export function drillSuite(lockBackend: LockBackend): void {
+  describe(`C5 drills on the ${lockBackend} lock backend`, () => {
+    for (const s of SCENARIOS) {
+      const expected = s.expectsCorruption ? "CORRUPTION_DETECTED" : "PASS";
+      it(`${s.name}: ${expected}`, async () => {
+        const seed = 20261129;
+        const r = await runScenario(s, { lockBackend, seed, payouts: BOUNDED_PAYOUTS[s.name] ?? 6, postgresUrl: inject("pgUrl"), log: () => {} });
+        const detail = JSON.stringify({ failures: r.failures, notes: r.notes, violations: r.violations.slice(0, 5) }, null, 1);
+        expect(r.verdict, detail).toBe(expected);
+        if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain("INV-02");
+      }, 180_000);
+    }
+  });
+}

@@ -1,0 +1,3 @@
+import { drillSuite } from "./drill-suite.js";
+
+drillSuite("pg");
