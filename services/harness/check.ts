@@ -1,13 +1,17 @@
 /**
  * `node dist/services/harness/check.js` — the invariant checker as a command, for drills and
- * for a real cluster (after `deploy/drills/replica-kill.sh`). Env: PAYDB_URL, RAILDB_URL,
+ * for a real cluster (after `deploy/drills/replica-kill.sh`). Env: PAYDB_URL, RAILDB_URL (and
+ * optional PAYDB_PASSWORD_FILE, RAILDB_PASSWORD_FILE),
  * CHECK_QUIESCENT=true when the system has been drained. Prints the verdict table (and a JSON
  * line with --json); exits 1 on any violation.
  */
+import { databaseUrl } from "../shared/config.js";
 import { checkInvariants, formatTable } from "./invariants.js";
 
-const paydb = process.env.PAYDB_URL;
-const raildb = process.env.RAILDB_URL;
+// Passwords come from files (PAYDB_PASSWORD_FILE / RAILDB_PASSWORD_FILE), never from the URL.
+const withPassword = (url: string | undefined, file: string | undefined, what: string) => (url ? databaseUrl(url, file, what) : undefined);
+const paydb = withPassword(process.env.PAYDB_URL, process.env.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE");
+const raildb = withPassword(process.env.RAILDB_URL, process.env.RAILDB_PASSWORD_FILE, "RAILDB_PASSWORD_FILE");
 if (!paydb || !raildb) {
   console.error("PAYDB_URL and RAILDB_URL are required");
   process.exit(2);

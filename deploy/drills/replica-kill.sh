@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Cluster replica-kill drill (C5 §5.3 on a real cluster):
+#   1. a load Job creates payouts through the payouts API (Idempotency-Key per payout),
+#   2. meanwhile rail-proxy pods are force-deleted (--grace-period=0 --force) on a schedule,
+#   3. after the load and a settle period, the checker Job reads paydb and the rail's ledger
+#      (the rail-stub's raildb = the statement) and exits non-zero on any invariant violation.
+# Runs ONLY against a development install with railStub.enabled=true: the load moves money.
+#
+# Usage:
+#   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
+#   PAYDB_URL=postgresql://railfence@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb \
+#   RAILDB_URL=postgresql://railstub@10.20.0.3:5432/raildb?sslmode=require RAILDB_SECRET=railfence-raildb \
+#   deploy/drills/replica-kill.sh
+# Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
+#           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) PASSWORD_KEY (password)
+set -euo pipefail
+
+NAMESPACE=${NAMESPACE:-railfence}
+RELEASE=${RELEASE:-railfence}
+PAYOUTS=${PAYOUTS:-300}
+ACCOUNTS=${ACCOUNTS:-20}
+CONCURRENCY=${CONCURRENCY:-8}
+KILL_EVERY_S=${KILL_EVERY_S:-15}
+SETTLE_S=${SETTLE_S:-60}
+TIMEOUT_S=${TIMEOUT_S:-900}
+PASSWORD_KEY=${PASSWORD_KEY:-password}
+: "${IMAGE:?set IMAGE to the railfence image the release runs}"
+: "${PAYDB_URL:?set PAYDB_URL (no password; PAYDB_SECRET names the password Secret)}"
+: "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
+PAYDB_SECRET=${PAYDB_SECRET:-}
+RAILDB_SECRET=${RAILDB_SECRET:-}
+
+RUN_ID="drill-$(date +%s)"
+K=(kubectl -n "$NAMESPACE")
+SEL="app.kubernetes.io/instance=$RELEASE"
+
+log() { printf '%s %s\n' "$(date -u +%H:%M:%SZ)" "$*"; }
+
+cleanup() {
+  log "cleanup"
+  "${K[@]}" delete job "$RUN_ID-load" "$RUN_ID-check" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  "${K[@]}" delete networkpolicy "$RUN_ID-allow-load" --ignore-not-found >/dev/null 2>&1 || true
+  "${K[@]}" delete configmap "$RUN_ID-load" --ignore-not-found >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+# Safety: never run against the real rail.
+if [ -z "$("${K[@]}" get deploy -l "$SEL,app.kubernetes.io/component=rail-stub" -o name)" ]; then
+  echo "no rail-stub in release $RELEASE: this drill moves money and only runs against railStub.enabled=true" >&2
+  exit 2
+fi
+
+PAYOUTS_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=payouts,!railfence.dev/metrics" -o jsonpath='{.items[0].metadata.name}')
+PAYOUTS_PORT=$("${K[@]}" get svc "$PAYOUTS_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].port}')
+PAYOUTS_URL="http://$PAYOUTS_SVC.$NAMESPACE.svc:$PAYOUTS_PORT"
+log "run $RUN_ID: $PAYOUTS payouts over $ACCOUNTS accounts via $PAYOUTS_URL"
+
+# The release's NetworkPolicies admit payouts clients only from configured namespaces: let the
+# drill's load pods in for the duration of the run (policies are additive).
+"${K[@]}" apply -f - <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: $RUN_ID-allow-load
+spec:
+  podSelector:
+    matchLabels: {app.kubernetes.io/instance: "$RELEASE", app.kubernetes.io/component: payouts}
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        - podSelector:
+            matchLabels: {railfence.dev/drill: "$RUN_ID"}
+      ports:
+        - port: $PAYOUTS_PORT
+YAML
+
+# Security context shared by the drill pods (same rules as the chart's pods).
+POD_SECURITY='securityContext: {runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, seccompProfile: {type: RuntimeDefault}}'
+CONTAINER_SECURITY='securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}'
+
+# Load: Connect JSON over h2c with node:http2 only (nothing but the image is needed). Each
+# payout has its own Idempotency-Key; a retryable answer is retried with the SAME key.
+LOAD_JS=$(cat <<'JS'
+const http2 = require("node:http2");
+const { randomUUID } = require("node:crypto");
+const [url, total, accounts, conc] = [process.env.PAYOUTS_URL, +process.env.PAYOUTS, +process.env.ACCOUNTS, +process.env.CONCURRENCY];
+let session;
+const client = () => { if (!session || session.closed || session.destroyed) { session = http2.connect(url); session.on("error", () => {}); } return session; };
+function call(body, key) {
+  return new Promise((resolve) => {
+    const req = client().request({ ":method": "POST", ":path": "/railfence.payouts.v1.PayoutService/CreatePayout", "content-type": "application/json", "idempotency-key": key });
+    let data = ""; let status = 0;
+    req.setTimeout(15000, () => req.close(http2.constants.NGHTTP2_CANCEL));
+    req.on("response", (h) => { status = h[":status"]; });
+    req.on("data", (c) => { data += c; });
+    req.on("close", () => resolve({ status, data }));
+    req.on("error", () => resolve({ status: 0, data: "" }));
+    req.end(JSON.stringify(body));
+  });
+}
+const stats = { created: 0, failed: 0, retries: 0 };
+let next = 0;
+async function worker() {
+  while (next < total) {
+    const i = next++;
+    const key = randomUUID();
+    const body = { accountId: `drill-acct-${i % accounts}`, amount: { amountMinor: "100", currency: "EUR" }, beneficiary: `drill-ben-${i}`, clientReference: `${process.env.RUN_ID}-${i}` };
+    for (let attempt = 0; ; attempt++) {
+      const r = await call(body, key);
+      if (r.status === 200) { stats.created++; break; }
+      const retryable = r.status === 0 || r.status === 503 || r.status === 409 || r.status === 502 || r.status === 504;
+      if (!retryable || attempt >= 10) { stats.failed++; console.error(JSON.stringify({ payout: i, status: r.status, body: r.data.slice(0, 200) })); break; }
+      stats.retries++;
+      await new Promise((s) => setTimeout(s, 200 * 2 ** Math.min(attempt, 5)));
+    }
+  }
+}
+Promise.all(Array.from({ length: conc }, worker)).then(() => {
+  console.log(JSON.stringify({ event: "load_done", ...stats }));
+  session?.close();
+  process.exit(stats.created > 0 ? 0 : 1);
+});
+JS
+)
+
+# check.js takes full URLs; this wrapper adds passwords from the mounted Secret files inside the
+# pod (never on the command line, never in the Job spec), then runs the checker unchanged.
+CHECK_JS=$(cat <<'JS'
+import { readFileSync } from "node:fs";
+for (const db of ["PAYDB", "RAILDB"]) {
+  const file = process.env[`${db}_PASSWORD_FILE`];
+  if (!file) continue;
+  const u = new URL(process.env[`${db}_URL`]);
+  u.password = encodeURIComponent(readFileSync(file, "utf8").replace(/\r?\n$/, ""));
+  process.env[`${db}_URL`] = u.toString();
+}
+await import("/app/dist/services/harness/check.js");
+JS
+)
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" >/dev/null
+"${K[@]}" apply -f - <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $RUN_ID-load
+  labels: {railfence.dev/drill: "$RUN_ID"}
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: $TIMEOUT_S
+  template:
+    metadata:
+      labels: {railfence.dev/drill: "$RUN_ID"}
+    spec:
+      restartPolicy: Never
+      automountServiceAccountToken: false
+      $POD_SECURITY
+      containers:
+        - name: load
+          image: $IMAGE
+          command: ["node", "/drill/load.cjs"]
+          env:
+            - {name: PAYOUTS_URL, value: "$PAYOUTS_URL"}
+            - {name: PAYOUTS, value: "$PAYOUTS"}
+            - {name: ACCOUNTS, value: "$ACCOUNTS"}
+            - {name: CONCURRENCY, value: "$CONCURRENCY"}
+            - {name: RUN_ID, value: "$RUN_ID"}
+          volumeMounts:
+            - {name: drill, mountPath: /drill, readOnly: true}
+          $CONTAINER_SECURITY
+      volumes:
+        - {name: drill, configMap: {name: $RUN_ID-load}}
+YAML
+
+# Kill rail-proxy replicas while the load runs: no drain, no goodbye (SIGKILL equivalent).
+log "killing a random rail-proxy pod every ${KILL_EVERY_S}s while the load runs"
+kills=0
+deadline=$((SECONDS + TIMEOUT_S))
+while :; do
+  done_state=$("${K[@]}" get job "$RUN_ID-load" -o jsonpath='{.status.succeeded}{.status.failed}')
+  [ -n "$done_state" ] && break
+  [ "$SECONDS" -ge "$deadline" ] && { log "load did not finish within ${TIMEOUT_S}s"; break; }
+  mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running -o name)
+  if [ "${#pods[@]}" -gt 0 ]; then
+    victim=${pods[$((RANDOM % ${#pods[@]}))]}
+    log "kill $victim"
+    "${K[@]}" delete "$victim" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+    kills=$((kills + 1))
+  fi
+  sleep "$KILL_EVERY_S"
+done
+"${K[@]}" logs "job/$RUN_ID-load" --tail=20 || true
+log "$kills rail-proxy pods killed; settling ${SETTLE_S}s so executors finish and ambiguity is swept"
+"${K[@]}" rollout status deploy -l "$SEL,app.kubernetes.io/component=rail-proxy" --timeout=300s || true
+sleep "$SETTLE_S"
+
+# The checker: invariants over paydb and the rail's own ledger; non-zero exit on a violation.
+db_env() { # name url secret prefix
+  printf '            - {name: %s_URL, value: "%s"}\n' "$1" "$2"
+  [ -n "$3" ] && printf '            - {name: %s_PASSWORD_FILE, value: /var/run/secrets/drill/%s/%s}\n' "$1" "$4" "$PASSWORD_KEY"
+  return 0
+}
+db_mount() { [ -n "$1" ] && printf '            - {name: %s, mountPath: /var/run/secrets/drill/%s, readOnly: true}\n' "$2" "$2"; return 0; }
+db_volume() { [ -n "$1" ] && printf '        - {name: %s, secret: {secretName: %s}}\n' "$2" "$1"; return 0; }
+
+"${K[@]}" apply -f - <<YAML
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $RUN_ID-check
+  labels: {railfence.dev/drill: "$RUN_ID"}
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: 600
+  template:
+    metadata:
+      labels: {railfence.dev/drill: "$RUN_ID"}
+    spec:
+      restartPolicy: Never
+      automountServiceAccountToken: false
+      $POD_SECURITY
+      containers:
+        - name: check
+          image: $IMAGE
+          # = node dist/services/harness/check.js, with password files resolved first.
+          command: ["node", "/drill/check.mjs"]
+          env:
+            - {name: CHECK_QUIESCENT, value: "true"}
+$(db_env PAYDB "$PAYDB_URL" "$PAYDB_SECRET" paydb)
+$(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
+          volumeMounts:
+            - {name: tmp, mountPath: /tmp}
+            - {name: drill, mountPath: /drill, readOnly: true}
+$(db_mount "$PAYDB_SECRET" paydb)
+$(db_mount "$RAILDB_SECRET" raildb)
+          $CONTAINER_SECURITY
+      volumes:
+        - {name: tmp, emptyDir: {}}
+        - {name: drill, configMap: {name: $RUN_ID-load}}
+$(db_volume "$PAYDB_SECRET" paydb)
+$(db_volume "$RAILDB_SECRET" raildb)
+YAML
+
+log "waiting for the checker"
+"${K[@]}" wait --for=condition=complete "job/$RUN_ID-check" --timeout=600s &
+ok_pid=$!
+"${K[@]}" wait --for=condition=failed "job/$RUN_ID-check" --timeout=600s &
+fail_pid=$!
+status=1
+while kill -0 "$ok_pid" 2>/dev/null && kill -0 "$fail_pid" 2>/dev/null; do sleep 2; done
+if ! kill -0 "$ok_pid" 2>/dev/null && wait "$ok_pid"; then status=0; fi
+kill "$ok_pid" "$fail_pid" 2>/dev/null || true
+"${K[@]}" logs "job/$RUN_ID-check" || true
+if [ "$status" -eq 0 ]; then log "VERDICT: no invariant violated ($kills kills)"; else log "VERDICT: violations found or checker failed"; fi
+exit "$status"

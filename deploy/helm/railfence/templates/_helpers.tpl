@@ -1,0 +1,370 @@
+{{/*
+Names and labels. Every object carries the app.kubernetes.io/* labels so NetworkPolicies,
+ServiceMonitors and operators can select by component without knowing the release name.
+*/}}
+
+{{- define "railfence.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "railfence.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "railfence.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Name of one component's objects: <fullname>-<component>. Call with (dict "root" $ "component" "rail-proxy"). */}}
+{{- define "railfence.componentName" -}}
+{{- printf "%s-%s" (include "railfence.fullname" .root) .component | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Selector labels: stable for the life of a release (Deployment selectors are immutable). */}}
+{{- define "railfence.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "railfence.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "railfence.labels" -}}
+helm.sh/chart: {{ include "railfence.chart" .root }}
+{{ include "railfence.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: railfence
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{/* Image reference: a digest, when given, wins over the tag (immutable deploys). */}}
+{{- define "railfence.image" -}}
+{{- $img := .Values.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Secret names. An existingSecret (created by the operator or External Secrets) wins. */}}
+{{- define "railfence.railSecretName" -}}
+{{- if .Values.rail.existingSecret -}}
+{{- .Values.rail.existingSecret -}}
+{{- else -}}
+{{- include "railfence.componentName" (dict "root" . "component" "rail-credential") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Call with (dict "root" $ "db" "paydb"). */}}
+{{- define "railfence.dbSecretName" -}}
+{{- $db := index .root.Values.database .db -}}
+{{- if $db.existingSecret -}}
+{{- $db.existingSecret -}}
+{{- else -}}
+{{- include "railfence.componentName" (dict "root" .root "component" (printf "%s-password" .db)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when the database needs a password file (a Secret exists or is created). */}}
+{{- define "railfence.dbHasPassword" -}}
+{{- $db := index .root.Values.database .db -}}
+{{- if or $db.existingSecret $db.password -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Pod-level security context: identical for every pod, deliberately not configurable.
+uid 10001 matches the USER of the image.
+*/}}
+{{- define "railfence.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "railfence.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+privileged: false
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
+Environment every long-running component shares: bind address, ports, logs, drain bound and
+OpenTelemetry. Call with (dict "root" $ "component" "lock" "port" 7100 "metricsPort" 9100 "drainMs" 10000).
+OTEL_SERVICE_NAME is the component label, so traces and metrics name the same thing.
+*/}}
+{{- define "railfence.commonEnv" -}}
+- name: HOST
+  value: "0.0.0.0"
+{{- if .port }}
+- name: PORT
+  value: {{ .port | quote }}
+{{- end }}
+- name: METRICS_PORT
+  value: {{ .metricsPort | quote }}
+- name: LOG_LEVEL
+  value: {{ .root.Values.logLevel | quote }}
+{{- if .drainMs }}
+- name: DRAIN_MS
+  value: {{ .drainMs | quote }}
+{{- end }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- with .root.Values.otel }}
+{{- if .enabled }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .protocol | quote }}
+{{- else }}
+- name: OTEL_SDK_DISABLED
+  value: "true"
+{{- end }}
+{{- end }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .component | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ include "railfence.otelResourceAttributes" . | quote }}
+{{- end -}}
+
+{{- define "railfence.otelResourceAttributes" -}}
+{{- $attrs := list (printf "service.namespace=%s" .root.Values.otel.serviceNamespace) (printf "deployment.environment.name=%s" .root.Values.otel.environment) (printf "service.version=%s" .root.Chart.AppVersion) "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" "k8s.node.name=$(NODE_NAME)" -}}
+{{- range $k, $v := .root.Values.otel.resourceAttributes -}}
+{{- $attrs = append $attrs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $attrs -}}
+{{- end -}}
+
+{{/*
+Database env for one database: URL without password plus a password file from a Secret.
+Call with (dict "root" $ "db" "paydb" "prefix" "PAYDB").
+*/}}
+{{- define "railfence.dbEnv" -}}
+{{- $db := index .root.Values.database .db -}}
+- name: {{ .prefix }}_URL
+  value: {{ $db.url | quote }}
+{{- if include "railfence.dbHasPassword" . }}
+- name: {{ .prefix }}_PASSWORD_FILE
+  value: /var/run/secrets/railfence/{{ .db }}/{{ $db.passwordKey }}
+{{- end }}
+{{- end -}}
+
+{{- define "railfence.dbVolumeMount" -}}
+{{- if include "railfence.dbHasPassword" . }}
+- name: {{ .db }}-password
+  mountPath: /var/run/secrets/railfence/{{ .db }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "railfence.dbVolume" -}}
+{{- if include "railfence.dbHasPassword" . }}
+{{- $db := index .root.Values.database .db }}
+- name: {{ .db }}-password
+  secret:
+    secretName: {{ include "railfence.dbSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $db.passwordKey }}
+        path: {{ $db.passwordKey }}
+{{- end }}
+{{- end -}}
+
+{{/* /tmp is the only writable path (read-only root filesystem). */}}
+{{- define "railfence.tmpVolumeMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{- define "railfence.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end -}}
+
+{{/* gRPC probes against grpc.health.v1 on the service port ("" = the whole server). */}}
+{{- define "railfence.grpcProbes" -}}
+startupProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 2
+  failureThreshold: 30
+readinessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: 2
+livenessProbe:
+  grpc:
+    port: {{ .port }}
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+{{- end -}}
+
+{{/* Scheduling knobs shared by every pod. */}}
+{{- define "railfence.scheduling" -}}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .root.Values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Spread replicas across zones and nodes: losing a zone must not take every replica. */}}
+{{- define "railfence.topologySpread" -}}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: {{ .root.Values.topology.zoneKey }}
+    whenUnsatisfiable: {{ .root.Values.topology.zoneWhenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "railfence.selectorLabels" . | nindent 8 }}
+    matchLabelKeys: ["pod-template-hash"]
+  - maxSkew: 1
+    topologyKey: {{ .root.Values.topology.hostKey }}
+    whenUnsatisfiable: {{ .root.Values.topology.hostWhenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "railfence.selectorLabels" . | nindent 8 }}
+    matchLabelKeys: ["pod-template-hash"]
+{{- end -}}
+
+{{/* Grace period above the drain bound: seconds = ceil(boundMs / 1000) + preStop + margin. */}}
+{{- define "railfence.graceSeconds" -}}
+{{- $boundMs := int .boundMs -}}
+{{- $s := div (add $boundMs 999) 1000 -}}
+{{- add $s (int .preStop) (int .margin) -}}
+{{- end -}}
+
+{{/* The rail rail-proxy calls: the in-cluster stub in development, otherwise rail.url. */}}
+{{- define "railfence.railUrl" -}}
+{{- if .Values.railStub.enabled -}}
+{{- printf "http://%s:%v" (include "railfence.componentName" (dict "root" . "component" "rail-stub")) .Values.railStub.port -}}
+{{- else -}}
+{{- .Values.rail.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* In-cluster URLs of the gRPC services (h2c). */}}
+{{- define "railfence.serviceUrl" -}}
+{{- printf "http://%s:%v" (include "railfence.componentName" (dict "root" .root "component" .component)) .port -}}
+{{- end -}}
+
+{{/* One migrate container: `node dist/services/migrate/main.js <db>`. */}}
+{{- define "railfence.migrateContainer" -}}
+{{- $db := index .root.Values.database .db -}}
+- name: migrate-{{ .db }}
+  image: {{ include "railfence.image" .root }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  command: ["node", "dist/services/migrate/main.js", {{ .db | quote }}]
+  env:
+    - name: LOG_LEVEL
+      value: {{ .root.Values.logLevel | quote }}
+    - name: DATABASE_URL
+      value: {{ $db.url | quote }}
+    {{- if include "railfence.dbHasPassword" . }}
+    - name: DATABASE_PASSWORD_FILE
+      value: /var/run/secrets/railfence/{{ .db }}/{{ $db.passwordKey }}
+    {{- end }}
+  resources:
+    {{- toYaml .resources | nindent 4 }}
+  securityContext:
+    {{- include "railfence.containerSecurityContext" .root | nindent 4 }}
+  volumeMounts:
+    {{- include "railfence.tmpVolumeMount" .root | nindent 4 }}
+    {{- include "railfence.dbVolumeMount" . | nindent 4 }}
+{{- end -}}
+
+{{/* A NetworkPolicy peer from (dict "namespace" "x" "podLabels" {...}). */}}
+{{- define "railfence.npNamespacePeer" -}}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ .namespace }}
+  {{- with .podLabels }}
+  podSelector:
+    matchLabels:
+      {{- toYaml . | nindent 6 }}
+  {{- end }}
+{{- end -}}
+
+{{/* Egress every component needs: DNS, PostgreSQL (primary endpoints) and the OTLP collector. */}}
+{{- define "railfence.npCommonEgress" -}}
+{{- $np := .Values.networkPolicy -}}
+- to:
+    {{- include "railfence.npNamespacePeer" $np.dns | nindent 4 }}
+    {{- range $np.dns.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- /* An empty `to` would mean "anywhere": render the rule only with CIDRs (schema: minItems 1). */}}
+{{- if $np.postgres.cidrs }}
+- to:
+    {{- range $np.postgres.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: {{ $np.postgres.port }}
+      protocol: TCP
+{{- end }}
+{{- if .Values.otel.enabled }}
+- to:
+    {{- include "railfence.npNamespacePeer" $np.otlp | nindent 4 }}
+    {{- range $np.otlp.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: {{ $np.otlp.port }}
+      protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* Prometheus scrapes the metrics port. Call with (dict "root" $ "port" 9200). */}}
+{{- define "railfence.npMonitoringIngress" -}}
+- from:
+    {{- include "railfence.npNamespacePeer" .root.Values.networkPolicy.monitoring | nindent 4 }}
+  ports:
+    - port: {{ .port }}
+      protocol: TCP
+{{- end -}}

@@ -1,0 +1,184 @@
+/**
+ * The chart's safety properties as functions over rendered objects. Each returns the list of
+ * violations (empty = property holds), so tests can also feed them a deliberately broken
+ * rendering and prove they would catch the regression.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { root } from "./helm-tool.js";
+import { byKind, component, containers, podSpecs, type K8sObject } from "./render.js";
+
+/** Pods that may see the rail credential: the proxy, and the dev stub that plays the rail. */
+const RAIL_SECRET_READERS = new Set(["rail-proxy", "rail-stub"]);
+
+/** Name of the Secret rail-proxy mounts as its credential. */
+export function railSecretName(objects: K8sObject[]): string {
+  const proxy = podSpecs(objects).find((p) => p.component === "rail-proxy");
+  const env = containers(proxy?.spec).flatMap((c: any) => c.env ?? []);
+  const file: string | undefined = env.find((e: any) => e.name === "RAIL_CREDENTIALS_FILE")?.value;
+  const mount = containers(proxy?.spec)
+    .flatMap((c: any) => c.volumeMounts ?? [])
+    .find((m: any) => file?.startsWith(`${m.mountPath}/`));
+  const volume = (proxy?.spec.volumes ?? []).find((v: any) => v.name === mount?.name);
+  const name = volume?.secret?.secretName;
+  if (!name) throw new Error("rail-proxy does not mount its RAIL_CREDENTIALS_FILE from a Secret");
+  return name;
+}
+
+function secretRefs(spec: any): string[] {
+  const names: string[] = [];
+  for (const v of spec?.volumes ?? []) {
+    if (v.secret?.secretName) names.push(v.secret.secretName);
+    for (const s of v.projected?.sources ?? []) if (s.secret?.name) names.push(s.secret.name);
+  }
+  for (const c of containers(spec)) {
+    for (const e of c.env ?? []) if (e.valueFrom?.secretKeyRef?.name) names.push(e.valueFrom.secretKeyRef.name);
+    for (const e of c.envFrom ?? []) if (e.secretRef?.name) names.push(e.secretRef.name);
+  }
+  return names;
+}
+
+/** The rail credential reaches only rail-proxy (and the optional stub), read-only. */
+export function railSecretViolations(objects: K8sObject[]): string[] {
+  const secret = railSecretName(objects);
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    const refs = secretRefs(p.spec).includes(secret);
+    const envFile = containers(p.spec).some((c: any) => (c.env ?? []).some((e: any) => e.name === "RAIL_CREDENTIALS_FILE"));
+    if ((refs || envFile) && !RAIL_SECRET_READERS.has(p.component)) out.push(`${p.owner.kind}/${p.owner.metadata.name} (${p.component}) references the rail credential`);
+    if (refs) {
+      const vol = (p.spec.volumes ?? []).find((v: any) => v.secret?.secretName === secret);
+      for (const c of containers(p.spec))
+        for (const m of c.volumeMounts ?? []) if (m.name === vol?.name && m.readOnly !== true) out.push(`${p.component}: rail credential mounted writable`);
+    }
+  }
+  return out;
+}
+
+/** rail-proxy: >= 2 replicas, a PDB, zone and node spread, grace above the drain bound. */
+export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const deploy = byKind(objects, "Deployment").find((d) => component(d) === "rail-proxy");
+  if (!deploy) return ["no rail-proxy Deployment"];
+  const hpa = byKind(objects, "HorizontalPodAutoscaler").find((h) => h.spec.scaleTargetRef.name === deploy.metadata.name);
+  const replicas = hpa ? hpa.spec.minReplicas : deploy.spec.replicas;
+  if (!(replicas >= 2)) out.push(`rail-proxy replicas ${replicas} < 2`);
+  const selector = deploy.spec.selector.matchLabels as Record<string, string>;
+  const matches = (labels: Record<string, string> | undefined) => !!labels && Object.entries(labels).every(([k, v]) => selector[k] === v);
+  const pdb = byKind(objects, "PodDisruptionBudget").find((p) => matches(p.spec.selector?.matchLabels));
+  if (!pdb) out.push("rail-proxy has no PodDisruptionBudget");
+  else if (!(pdb.spec.minAvailable >= 1)) out.push("rail-proxy PDB minAvailable < 1");
+  const spread = deploy.spec.template.spec.topologySpreadConstraints ?? [];
+  for (const key of ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]) {
+    const c = spread.find((s: any) => s.topologyKey === key);
+    if (!c) out.push(`rail-proxy not spread across ${key}`);
+    else if (!matches(c.labelSelector?.matchLabels)) out.push(`rail-proxy spread on ${key} does not select its own pods`);
+  }
+  const env = Object.fromEntries((deploy.spec.template.spec.containers[0].env ?? []).map((e: any) => [e.name, e.value]));
+  const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
+  if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS)) out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
+  if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
+  return out;
+}
+
+function policyComponent(np: K8sObject): string | undefined {
+  return np.spec.podSelector?.matchLabels?.["app.kubernetes.io/component"];
+}
+
+/**
+ * NetworkPolicies: every workload component is selected by a policy with both directions;
+ * no rule opens "anywhere" (an empty peer list); only rail-proxy reaches the rail; only
+ * executor and reconciler reach rail-proxy; only executor reaches lock.
+ */
+export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[]): string[] {
+  const out: string[] = [];
+  const nps = byKind(objects, "NetworkPolicy");
+  const perComponent = new Map(nps.filter(policyComponent).map((np) => [policyComponent(np)!, np]));
+  for (const p of podSpecs(objects)) {
+    const np = perComponent.get(p.component);
+    if (!np) out.push(`${p.component}: no NetworkPolicy`);
+    else if (!["Ingress", "Egress"].every((t) => np.spec.policyTypes?.includes(t))) out.push(`${p.component}: policy is not default-deny both ways`);
+  }
+  for (const np of nps) {
+    const who = policyComponent(np) ?? np.metadata.name;
+    for (const dir of ["ingress", "egress"] as const) {
+      for (const rule of np.spec[dir] ?? []) {
+        const peers = rule[dir === "ingress" ? "from" : "to"];
+        if (!Array.isArray(peers) || peers.length === 0) out.push(`${who}: ${dir} rule open to anywhere`);
+        for (const peer of peers ?? []) {
+          if (peer.ipBlock?.cidr === "0.0.0.0/0" && dir === "egress" && who !== "rail-proxy") out.push(`${who}: egress to 0.0.0.0/0`);
+          if (dir === "egress" && railCidrs.includes(peer.ipBlock?.cidr) && who !== "rail-proxy") out.push(`${who}: egress to the rail ${peer.ipBlock.cidr}`);
+          const target = peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
+          if (dir === "egress" && target === "rail-stub" && who !== "rail-proxy") out.push(`${who}: egress to the rail-stub`);
+          if (dir === "egress" && target === "rail-proxy" && !["executor", "reconciler"].includes(who)) out.push(`${who}: egress to rail-proxy`);
+          if (dir === "egress" && target === "lock" && who !== "executor") out.push(`${who}: egress to lock`);
+          if (dir === "ingress" && who === "rail-proxy" && target && !["executor", "reconciler"].includes(target)) out.push(`rail-proxy: ingress from ${target}`);
+          if (dir === "ingress" && who === "lock" && target && target !== "executor") out.push(`lock: ingress from ${target}`);
+        }
+      }
+    }
+  }
+  const proxy = perComponent.get("rail-proxy");
+  const railRule = (proxy?.spec.egress ?? []).some((r: any) =>
+    (r.to ?? []).some((p: any) => railCidrs.includes(p.ipBlock?.cidr) || p.podSelector?.matchLabels?.["app.kubernetes.io/component"] === "rail-stub"),
+  );
+  if (proxy && !railRule) out.push("rail-proxy has no egress rule to the rail");
+  return out;
+}
+
+/** Probes: gRPC on every container that serves gRPC; otherwise only /healthz on the metrics port. */
+export function probeViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    for (const c of p.spec.containers ?? []) {
+      const grpcPort = (c.ports ?? []).find((x: any) => x.name === "grpc")?.containerPort;
+      for (const kind of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+        const probe = c[kind];
+        if (!probe) continue;
+        if (probe.exec || probe.tcpSocket) out.push(`${p.component}/${c.name}: ${kind} uses exec/tcpSocket`);
+        if (grpcPort !== undefined && probe.grpc?.port !== grpcPort) out.push(`${p.component}/${c.name}: ${kind} is not gRPC on port ${grpcPort}`);
+        if (grpcPort === undefined && !(probe.httpGet?.path === "/healthz" && probe.httpGet?.port === "metrics")) out.push(`${p.component}/${c.name}: ${kind} is not /healthz`);
+      }
+      if (grpcPort !== undefined && (!c.readinessProbe || !c.livenessProbe)) out.push(`${p.component}/${c.name}: missing readiness/liveness probe`);
+    }
+  }
+  return out;
+}
+
+/** Non-root, read-only root, no privilege escalation, no capabilities, RuntimeDefault seccomp, /tmp emptyDir. */
+export function securityViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    const pod = p.spec.securityContext ?? {};
+    if (pod.runAsNonRoot !== true || pod.runAsUser !== 10001) out.push(`${p.component}: pod may run as root`);
+    if (pod.seccompProfile?.type !== "RuntimeDefault") out.push(`${p.component}: pod seccomp is not RuntimeDefault`);
+    if (p.spec.hostNetwork || p.spec.hostPID || p.spec.hostIPC) out.push(`${p.component}: host namespaces`);
+    const tmp = (p.spec.volumes ?? []).find((v: any) => v.emptyDir && v.name === "tmp");
+    for (const c of containers(p.spec)) {
+      const s = c.securityContext ?? {};
+      const id = `${p.component}/${c.name}`;
+      if (s.runAsNonRoot !== true || s.runAsUser === 0 || (s.runAsUser ?? pod.runAsUser) !== 10001) out.push(`${id}: may run as root`);
+      if (s.readOnlyRootFilesystem !== true) out.push(`${id}: root filesystem writable`);
+      if (s.allowPrivilegeEscalation !== false) out.push(`${id}: privilege escalation allowed`);
+      if (s.privileged) out.push(`${id}: privileged`);
+      if (!(s.capabilities?.drop ?? []).includes("ALL") || (s.capabilities?.add ?? []).length) out.push(`${id}: capabilities not dropped`);
+      if (s.seccompProfile?.type !== "RuntimeDefault") out.push(`${id}: seccomp is not RuntimeDefault`);
+      if (!tmp || !(c.volumeMounts ?? []).some((m: any) => m.name === tmp.name && m.mountPath === "/tmp")) out.push(`${id}: no emptyDir at /tmp`);
+    }
+  }
+  return out;
+}
+
+/** Every container runs `node dist/services/<name>/main.js` for a service whose main.ts exists. */
+export function entrypointViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const cmd: string[] = [...(c.command ?? []), ...(c.args ?? [])];
+      const m = cmd[0] === "node" ? /^dist\/services\/([a-z0-9-]+)\/main\.js$/.exec(cmd[1] ?? "") : null;
+      if (!m) out.push(`${p.component}/${c.name}: command ${JSON.stringify(cmd)} is not node dist/services/<name>/main.js`);
+      else if (!existsSync(join(root, "services", m[1]!, "main.ts"))) out.push(`${p.component}/${c.name}: services/${m[1]}/main.ts does not exist`);
+    }
+  }
+  return out;
+}

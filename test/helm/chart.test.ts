@@ -1,0 +1,167 @@
+/**
+ * The Helm chart, verified without a cluster: `helm lint --strict`, `helm template` for the
+ * default, GKE, EKS, minimal and development value sets, every object validated (types,
+ * required and unknown fields), and the safety properties of the deployment asserted.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  entrypointViolations,
+  networkPolicyViolations,
+  probeViolations,
+  proxyAvailabilityViolations,
+  railSecretName,
+  railSecretViolations,
+  securityViolations,
+} from "./chart-checks.js";
+import { chartDir, helm } from "./helm-tool.js";
+import { validateObject } from "./k8s-validate.js";
+import { byKind, component, containers, podSpecs, render, type K8sObject, type RenderOptions } from "./render.js";
+
+const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
+const DEV = [
+  "railStub.enabled=true",
+  "rail.credential=dev-only-credential",
+  "database.paydb.password=dev",
+  "database.lockdb.password=dev",
+  "database.raildb.password=dev",
+  "lock.backend=etcd",
+  "etcd.endpoints={http://etcd-0.etcd:2379}",
+  "networkPolicy.etcd.cidrs={10.8.0.0/24}",
+  "railProxy.hpa.enabled=true",
+  "prometheusRule.enabled=true",
+  "serviceMonitor.enabled=true",
+];
+
+const variants: Array<{ name: string; opts: RenderOptions; railCidrs: string[] }> = [
+  { name: "default", opts: {}, railCidrs: ["192.0.2.0/24"] },
+  { name: "gke", opts: { valuesFiles: ["values-gke.yaml"] }, railCidrs: ["198.51.100.0/24"] },
+  { name: "eks", opts: { valuesFiles: ["values-eks.yaml"] }, railCidrs: ["198.51.100.0/24"] },
+  { name: "minimal", opts: { set: MINIMAL }, railCidrs: ["203.0.113.0/24"] },
+  { name: "dev (stub, etcd, hpa, monitoring)", opts: { set: DEV }, railCidrs: [] },
+];
+
+describe("helm lint --strict", () => {
+  it.each([[[]], [["-f", `${chartDir}/values-gke.yaml`]], [["-f", `${chartDir}/values-eks.yaml`]]])("passes with %j", (extra) => {
+    const r = helm(["lint", "--strict", chartDir, ...extra]);
+    expect(r.stderr + r.stdout).toContain("0 chart(s) failed");
+    expect(r.status).toBe(0);
+  });
+});
+
+describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
+  const objects = render(opts);
+
+  it("renders every component, each object valid with no unknown fields", async () => {
+    const workloads = podSpecs(objects).map((p) => p.component);
+    expect(workloads).toEqual(expect.arrayContaining(["lock", "rail-proxy", "payouts", "executor", "reconciler", "migrate"]));
+    const problems = (await Promise.all(objects.map(validateObject))).flat();
+    expect(problems).toEqual([]);
+  });
+
+  it("mounts the rail credential only into rail-proxy (and the dev stub), read-only", () => {
+    expect(railSecretViolations(objects)).toEqual([]);
+    const readers = podSpecs(objects)
+      .filter((p) => (p.spec.volumes ?? []).some((v: any) => v.secret?.secretName === railSecretName(objects)))
+      .map((p) => p.component);
+    expect(readers).toContain("rail-proxy");
+  });
+
+  it("keeps at least two rail-proxy replicas with a PDB, zone and node spread, and fencing on", () => {
+    expect(proxyAvailabilityViolations(objects)).toEqual([]);
+  });
+
+  it("restricts the network: only rail-proxy egresses to the rail, default deny per component", () => {
+    expect(networkPolicyViolations(objects, railCidrs)).toEqual([]);
+  });
+
+  it("probes every gRPC server over gRPC", () => {
+    expect(probeViolations(objects)).toEqual([]);
+  });
+
+  it("runs no container as root, with a read-only root filesystem", () => {
+    expect(securityViolations(objects)).toEqual([]);
+  });
+
+  it("starts only entrypoints that exist in services/", () => {
+    expect(entrypointViolations(objects)).toEqual([]);
+  });
+
+  it("names each component in OpenTelemetry and never puts a password in an env value", () => {
+    for (const p of podSpecs(objects)) {
+      for (const c of p.spec.containers) {
+        const env = c.env ?? [];
+        if (p.component !== "migrate") expect(env.find((e: any) => e.name === "OTEL_SERVICE_NAME")?.value).toBe(p.component);
+        for (const e of env) {
+          expect(e.name).not.toMatch(/PASSWORD$|CREDENTIAL$|SECRET$/);
+          if (typeof e.value === "string" && /^postgres(ql)?:\/\//.test(e.value)) expect(new URL(e.value).password).toBe("");
+        }
+      }
+    }
+  });
+
+  it("migrates paydb and lockdb in a pre-install/pre-upgrade hook, and runs the reconciler once per CronJob run", () => {
+    const job = byKind(objects, "Job").find((j) => component(j) === "migrate")!;
+    expect(job.metadata.annotations?.["helm.sh/hook"]).toBe("pre-install,pre-upgrade");
+    const dbs = containers(job.spec.template.spec).map((c: any) => c.command.at(-1));
+    expect(dbs).toEqual(expect.arrayContaining(["paydb", "lockdb"]));
+    const cron = byKind(objects, "CronJob").find((j) => component(j) === "reconciler")!;
+    const env = cron.spec.jobTemplate.spec.template.spec.containers[0].env;
+    expect(env.find((e: any) => e.name === "RECONCILE_INTERVAL_MS")?.value).toBe("0");
+  });
+});
+
+describe("the checks catch regressions (negative controls)", () => {
+  const base = render({ set: MINIMAL });
+  const mutate = (fn: (objs: K8sObject[]) => void): K8sObject[] => {
+    const copy = structuredClone(base);
+    fn(copy);
+    return copy;
+  };
+  const pod = (objs: K8sObject[], name: string) => podSpecs(objs).find((p) => p.component === name)!.spec;
+
+  it("a rail credential mounted into an executor is reported", () => {
+    const broken = mutate((objs) => {
+      const spec = pod(objs, "executor");
+      spec.volumes.push({ name: "rail", secret: { secretName: railSecretName(objs) } });
+    });
+    expect(railSecretViolations(broken)).toEqual([expect.stringContaining("(executor) references the rail credential")]);
+  });
+
+  it("a single proxy replica, a missing PDB or a missing zone spread is reported", () => {
+    const broken = mutate((objs) => {
+      const d = byKind(objs, "Deployment").find((x) => component(x) === "rail-proxy")!;
+      d.spec.replicas = 1;
+      d.spec.template.spec.topologySpreadConstraints = [];
+      objs.splice(objs.findIndex((o) => o.kind === "PodDisruptionBudget" && component(o) === "rail-proxy"), 1);
+    });
+    expect(proxyAvailabilityViolations(broken)).toHaveLength(4);
+  });
+
+  it("rail egress from another component, or an open egress rule, is reported", () => {
+    const broken = mutate((objs) => {
+      const np = byKind(objs, "NetworkPolicy").find((x) => component(x) === "payouts")!;
+      np.spec.egress.push({ to: [{ ipBlock: { cidr: "203.0.113.0/24" } }] }, { ports: [{ port: 443 }] });
+    });
+    expect(networkPolicyViolations(broken, ["203.0.113.0/24"])).toEqual(["payouts: egress to the rail 203.0.113.0/24", "payouts: egress rule open to anywhere"]);
+  });
+
+  it("a TCP probe, a root container or a missing entrypoint is reported", () => {
+    const broken = mutate((objs) => {
+      const c = pod(objs, "lock").containers[0];
+      c.readinessProbe = { tcpSocket: { port: 7100 } };
+      c.securityContext.runAsUser = 0;
+      c.command = ["node", "dist/services/no-such-service/main.js"];
+    });
+    expect(probeViolations(broken).join()).toContain("lock/lock: readinessProbe uses exec/tcpSocket");
+    expect(securityViolations(broken)).toEqual(["lock/lock: may run as root"]);
+    expect(entrypointViolations(broken)).toEqual(["lock/lock: services/no-such-service/main.ts does not exist"]);
+  });
+
+  it("an unknown field is reported by the validator", async () => {
+    const broken = mutate((objs) => {
+      pod(objs, "rail-proxy").containers[0].securityContext.readOnlyRootFileSystem = true;
+    });
+    const d = byKind(broken, "Deployment").find((x) => component(x) === "rail-proxy")!;
+    expect(await validateObject(d)).toEqual([expect.stringContaining("unknown field .spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem")]);
+  });
+});

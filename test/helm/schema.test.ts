@@ -1,0 +1,58 @@
+/**
+ * values.schema.json: fencing cannot be turned off, the proxy cannot drop below two replicas,
+ * and unknown keys are refused everywhere (no free-form env to smuggle a flag through).
+ */
+import { describe, expect, it } from "vitest";
+import { helm } from "./helm-tool.js";
+import { templateArgs } from "./render.js";
+
+function template(...set: string[]) {
+  return helm(templateArgs({ set }));
+}
+
+describe("values.schema.json", () => {
+  it.each([
+    ["railProxy.fencingEnabled=false", "fencingEnabled"],
+    ["railProxy.env.RAIL_PROXY_FENCING_ENABLED=false", "env"],
+    ["railProxy.extraEnv[0].name=RAIL_PROXY_FENCING_ENABLED", "extraEnv"],
+    ["executor.env.X=1", "env"],
+    ["railProxy.replicas=1", "railProxy.replicas"],
+    ["railProxy.hpa.minReplicas=1", "railProxy.hpa.minReplicas"],
+    ["railProxy.pdb.minAvailable=0", "railProxy.pdb.minAvailable"],
+    ["noSuchKey=1", "noSuchKey"],
+    ["railProxy.resources.requests.gpu=1", "gpu"],
+    ["networkPolicy.otlp.protocol=grpc", "protocol"],
+    ["lock.backend=memory", "lock.backend"],
+    ["database.paydb.url=postgresql://railfence:hunter2@db:5432/paydb", "database.paydb.url"],
+    ["rail.egress.cidrs=null", "cidrs"],
+  ])("rejects --set %s", (set, mentions) => {
+    const r = template(set);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("values don't meet the specifications of the schema");
+    expect(r.stderr).toContain(mentions);
+  });
+
+  it("accepts the same keys with allowed values (negative control)", () => {
+    const r = template("railProxy.replicas=3", "railProxy.hpa.minReplicas=2", "lock.backend=pg", "railProxy.resources.requests.cpu=500m");
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("replicas: 3");
+  });
+
+  it("closes every object in the schema (additionalProperties: false)", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { chartDir } = await import("./helm-tool.js");
+    const schema = JSON.parse(readFileSync(join(chartDir, "values.schema.json"), "utf8"));
+    const open: string[] = [];
+    const walk = (node: any, path: string) => {
+      if (node === null || typeof node !== "object") return;
+      if (node.type === "object" && node.properties && node.additionalProperties !== false) open.push(path);
+      // Maps (labels, annotations) are objects without properties whose values must be strings.
+      if (node.type === "object" && !node.properties && node.additionalProperties?.type !== "string") open.push(`${path} (map)`);
+      for (const [k, v] of Object.entries(node)) walk(v, `${path}/${k}`);
+    };
+    walk(schema, "#");
+    expect(open).toEqual([]);
+  });
+});
