@@ -33,6 +33,36 @@ export interface ServiceServerOptions {
   /** Largest request message accepted (bytes); larger: resource_exhausted. */
   readMaxBytes?: number;
   interceptors?: Interceptor[];
+  /** Longest a call may run on this server (its deadline if the client set none). */
+  maxCallMs?: number;
+}
+
+/** Server limits (documented in README "Limits"). */
+export const LIMITS = {
+  readMaxBytes: 64 * 1024,
+  writeMaxBytes: 4 * 1024 * 1024,
+  maxConcurrentStreams: 256,
+  maxConnections: 1024,
+  maxCallMs: 90_000,
+  /** A client may not ask for a longer deadline than this (invalid_argument). */
+  maxTimeoutMs: 120_000,
+  /** A connection with no traffic at all for this long is closed. */
+  idleSessionMs: 120_000,
+} as const;
+
+/** Every call gets a deadline: the client's, or the server's own bound if it set none. */
+function deadlineInterceptor(maxCallMs: number): Interceptor {
+  return (next) => async (req) => {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ConnectError(`call exceeded the server's ${maxCallMs} ms bound`, Code.DeadlineExceeded)), maxCallMs);
+    });
+    try {
+      return await Promise.race([next(req), expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
 }
 
 export interface RunningServer {
@@ -81,14 +111,21 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       opts.routes(router);
     },
     // Tracing outermost (its span sees the final error), then the boundary log + error mapping.
-    interceptors: [serverTracing, boundaryInterceptor(opts.logger), ...(opts.interceptors ?? [])],
-    readMaxBytes: opts.readMaxBytes ?? 64 * 1024,
+    interceptors: [serverTracing, boundaryInterceptor(opts.logger), deadlineInterceptor(opts.maxCallMs ?? LIMITS.maxCallMs), ...(opts.interceptors ?? [])],
+    readMaxBytes: opts.readMaxBytes ?? LIMITS.readMaxBytes,
+    writeMaxBytes: LIMITS.writeMaxBytes,
+    maxTimeoutMs: LIMITS.maxTimeoutMs,
     // Aborted only when the drain bound is exceeded: in-flight calls get to finish first.
     shutdownSignal: hardStop.signal,
   });
 
   const sessions = new Set<http2.ServerHttp2Session>();
-  const server = http2.createServer({ settings: { maxConcurrentStreams: 256 } }, handler);
+  const server = http2.createServer({ settings: { maxConcurrentStreams: LIMITS.maxConcurrentStreams }, maxSessionMemory: 16 }, handler);
+  server.maxConnections = LIMITS.maxConnections;
+  server.setTimeout(LIMITS.idleSessionMs);
+  // A stream that outlives the call bound (a slow client dribbling its body) is cancelled.
+  const streamBoundMs = (opts.maxCallMs ?? LIMITS.maxCallMs) + 5000;
+  server.on("stream", (stream) => stream.setTimeout(streamBoundMs, () => stream.close(http2.constants.NGHTTP2_CANCEL)));
   server.on("session", (session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
