@@ -1,0 +1,65 @@
+/** executor configuration, read once from the environment. */
+import { hostname } from "node:os";
+import { z } from "zod";
+import { databaseUrl, env, loadConfig } from "../shared/config.js";
+
+/** Comma-separated base URLs; every entry must parse as an http(s) URL. */
+const urlList = z
+  .string()
+  .min(1)
+  .transform((s) => s.split(",").map((u) => u.trim()).filter((u) => u.length > 0))
+  .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, "name at least one rail-proxy URL"));
+
+const schema = z.object({
+  HOST: env.host(),
+  METRICS_PORT: env.port(9500),
+  PAYDB_URL: env.url(),
+  PAYDB_PASSWORD_FILE: env.optionalFile(),
+  LOCK_URL: z.url({ protocol: /^https?$/ }),
+  RAIL_PROXY_URLS: urlList,
+  EXECUTOR_ID: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, "1-64 characters of [A-Za-z0-9._:-]").default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
+  EXECUTOR_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(4),
+  POLL_INTERVAL_MS: env.ms(200, 10, 60_000),
+  LEASE_TTL_MS: env.ms(5000, 100, 600_000),
+  LOCK_WAIT_MS: env.ms(1000, 0, 60_000),
+  /** Bound of every call to the lock service and the proxy. Past it the answer is "lost". */
+  CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
+  /** Test/drill only: hold still right before SubmitPayout so a stale-holder window opens on demand. */
+  EXECUTOR_PAUSE_AFTER_FENCE_MS: env.ms(0, 0, 3_600_000),
+  DRAIN_MS: env.ms(10_000),
+});
+
+export interface ExecutorConfig {
+  host: string;
+  metricsPort: number;
+  paydbUrl: string;
+  lockUrl: string;
+  railProxyUrls: string[];
+  executorId: string;
+  concurrency: number;
+  pollIntervalMs: number;
+  leaseTtlMs: number;
+  lockWaitMs: number;
+  callTimeoutMs: number;
+  pauseAfterFenceMs: number;
+  drainMs: number;
+}
+
+export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
+  const c = loadConfig(schema, e);
+  return {
+    host: c.HOST,
+    metricsPort: c.METRICS_PORT,
+    paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    lockUrl: c.LOCK_URL,
+    railProxyUrls: c.RAIL_PROXY_URLS,
+    executorId: c.EXECUTOR_ID,
+    concurrency: c.EXECUTOR_CONCURRENCY,
+    pollIntervalMs: c.POLL_INTERVAL_MS,
+    leaseTtlMs: c.LEASE_TTL_MS,
+    lockWaitMs: c.LOCK_WAIT_MS,
+    callTimeoutMs: c.CALL_TIMEOUT_MS,
+    pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
+    drainMs: c.DRAIN_MS,
+  };
+}

@@ -1,0 +1,37 @@
+/** Executor signals (C4 §4.4). Label sets are bounded: outcomes only, never payout or account ids. */
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+export function createExecutorMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    payouts: new Counter({
+      name: "executor_payouts_total",
+      help: "Payout attempts by outcome (PAID, FAILED, UNKNOWN, FENCED_OUT, DEFERRED, ABANDONED)",
+      labelNames: ["outcome"] as const,
+      registers,
+    }),
+    endToEnd: new Histogram({
+      name: "payout_end_to_end_seconds",
+      help: "Payout created_at -> terminal state (PAID, FAILED or UNKNOWN) recorded by an executor",
+      labelNames: ["state"] as const,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+      registers,
+    }),
+    lockAcquire: new Histogram({
+      name: "executor_lock_acquire_seconds",
+      help: "Lock service Acquire latency (including waiting for a held lock)",
+      labelNames: ["result"] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    }),
+    fencedOut: new Counter({
+      name: "executor_fenced_out_total",
+      help: "Work stopped because a newer token owns the payout or account (where: paydb fence or rail-proxy mark)",
+      labelNames: ["where"] as const,
+      registers,
+    }),
+    inFlight: new Gauge({ name: "executor_in_flight", help: "Payouts being worked on now", registers }),
+  };
+}
+
+export type ExecutorMetrics = ReturnType<typeof createExecutorMetrics>;

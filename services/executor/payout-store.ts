@@ -1,0 +1,136 @@
+/**
+ * paydb access for the executor: claiming payouts and the C1 §1.6 resource fence. The only
+ * layer of the executor that knows SQL.
+ *
+ * A claim (claimed_by / claimed_until) is only a hint that keeps executors out of each other's
+ * way; it is never a guard. The guard is the fence: every write that matters is conditional on
+ * `fence < $token` (taking a payout) or `fence <= $token` (writing its outcome), so a stale
+ * executor's write touches 0 rows however late it arrives (INV-07: enforced by paydb, not by
+ * the executor).
+ */
+import type { Pool } from "../shared/pg.js";
+
+export interface ClaimedPayout {
+  payoutId: string;
+  accountId: string;
+  amountMinor: bigint;
+  currency: string;
+  beneficiary: string;
+  state: "PENDING" | "PROCESSING";
+  fence: bigint;
+  traceparent: string | null;
+  createdAt: Date;
+}
+
+interface ClaimRow {
+  payout_id: string;
+  account_id: string;
+  amount_minor: string;
+  currency: string;
+  beneficiary: string;
+  state: "PENDING" | "PROCESSING";
+  fence: string;
+  traceparent: string | null;
+  created_at: Date;
+}
+
+export type TerminalState = "PAID" | "FAILED" | "UNKNOWN";
+
+export interface OutcomeWrite {
+  state: TerminalState;
+  railReference?: string | null;
+  failureReason?: string | null;
+}
+
+/** Seconds with millisecond precision, as SQL text for make_interval. */
+const secs = (ms: number) => (ms / 1000).toFixed(3);
+
+export function createPayoutStore(pool: Pool) {
+  return {
+    /**
+     * Claims up to `limit` payouts nobody is working on: PENDING ones, and PROCESSING ones whose
+     * claim has lapsed (an executor died or stalled; fencing keeps taking them over safe).
+     * SKIP LOCKED lets concurrent executors claim disjoint sets without waiting on each other.
+     */
+    async claim(executorId: string, limit: number, claimMs: number): Promise<ClaimedPayout[]> {
+      const { rows } = await pool.query<ClaimRow>(
+        `WITH picked AS (
+           SELECT payout_id FROM payouts
+            WHERE state IN ('PENDING', 'PROCESSING') AND (claimed_until IS NULL OR claimed_until < now())
+            ORDER BY created_at, payout_id
+            LIMIT $1
+            FOR UPDATE SKIP LOCKED)
+         UPDATE payouts p
+            SET claimed_by = $2, claimed_until = now() + make_interval(secs => $3::float8), updated_at = now()
+           FROM picked WHERE p.payout_id = picked.payout_id
+         RETURNING p.payout_id, p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence, p.traceparent, p.created_at`,
+        [limit, executorId, secs(claimMs)],
+      );
+      return rows
+        .map((r) => ({
+          payoutId: r.payout_id,
+          accountId: r.account_id,
+          amountMinor: BigInt(r.amount_minor),
+          currency: r.currency,
+          beneficiary: r.beneficiary,
+          state: r.state,
+          fence: BigInt(r.fence),
+          traceparent: r.traceparent,
+          createdAt: r.created_at,
+        }))
+        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
+    },
+
+    /**
+     * C1 §1.6: takes the payout under `token`. 0 rows (undefined) = fenced out: a holder with a
+     * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
+     * the caller knows whether an earlier holder may already have submitted it.
+     */
+    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
+      const { rows } = await pool.query<{ previous_fence: string }>(
+        `UPDATE payouts p
+            SET fence = $2, state = 'PROCESSING', claimed_by = $3,
+                claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
+           FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
+          WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
+            AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
+          RETURNING prev.previous_fence`,
+        [payoutId, token.toString(), executorId, secs(claimMs)],
+      );
+      return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
+    },
+
+    /**
+     * Records the outcome on the row fenced by the same token (`fence <= $token`). A terminal
+     * PAID/FAILED written by someone else (the reconciler) is never overwritten, and UNKNOWN is
+     * only written over a payout still in flight. Returns the payout's end-to-end age in seconds
+     * (created_at -> now), or undefined when fenced out.
+     */
+    async recordOutcome(payoutId: string, token: bigint, o: OutcomeWrite): Promise<{ ageSeconds: number } | undefined> {
+      const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
+      const { rows } = await pool.query<{ age: number }>(
+        `UPDATE payouts
+            SET state = $3, rail_reference = $4, failure_reason = $5,
+                claimed_by = NULL, claimed_until = NULL, updated_at = now()
+          WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
+          RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`,
+        [payoutId, token.toString(), o.state, o.railReference ?? null, o.failureReason ?? null],
+      );
+      return rows[0] ? { ageSeconds: rows[0].age } : undefined;
+    },
+
+    /**
+     * Gives a payout back for a later attempt after `retryAfterMs`. Only the executor's own claim
+     * is touched: a holder with a newer fence keeps its claim.
+     */
+    async deferClaim(payoutId: string, executorId: string, fenceAtMost: bigint, retryAfterMs: number): Promise<void> {
+      await pool.query(
+        `UPDATE payouts SET claimed_by = NULL, claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
+          WHERE payout_id = $1 AND claimed_by = $2 AND fence <= $3 AND state IN ('PENDING', 'PROCESSING')`,
+        [payoutId, executorId, fenceAtMost.toString(), secs(retryAfterMs)],
+      );
+    },
+  };
+}
+
+export type PayoutStore = ReturnType<typeof createPayoutStore>;

@@ -1,0 +1,108 @@
+/**
+ * The claim loop: keeps up to `concurrency` payouts in flight, claiming more as slots free up
+ * and polling when there is nothing to do. Claims use FOR UPDATE SKIP LOCKED, so executors
+ * never double-claim; lapsed PROCESSING claims are taken over (fencing keeps that safe).
+ *
+ * Drain: stop claiming, let in-flight payouts finish within drainMs, then tell the rest to
+ * abandon (a payout not yet submitted is given back; one already submitted keeps waiting for
+ * its answer, bounded by the call timeout). Leases are released on every path.
+ */
+import type { Logger } from "../shared/logger.js";
+import type { ExecutorMetrics } from "./executor-metrics.js";
+import type { PayOutcome } from "./pay-one.js";
+import type { ClaimedPayout, PayoutStore } from "./payout-store.js";
+
+export interface WorkerDeps {
+  store: PayoutStore;
+  payOne: (p: ClaimedPayout, signal: AbortSignal) => Promise<PayOutcome>;
+  metrics: ExecutorMetrics;
+  logger: Logger;
+  executorId: string;
+  concurrency: number;
+  pollIntervalMs: number;
+  /** How long a fresh claim holds before it lapses (time to get the lock). */
+  claimMs: number;
+}
+
+export interface Worker {
+  /** Stops claiming and drains; resolves when nothing is in flight. */
+  stop(drainMs: number): Promise<void>;
+}
+
+export function startWorker(deps: WorkerDeps): Worker {
+  const inFlight = new Set<Promise<void>>();
+  const abandon = new AbortController();
+  let stopping = false;
+  let wake: () => void = () => {};
+  const idle = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        wake = () => {};
+        resolve();
+      }
+      wake = done;
+    });
+
+  const run = (p: ClaimedPayout) => {
+    deps.metrics.inFlight.inc();
+    const task: Promise<void> = deps
+      .payOne(p, abandon.signal)
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          // pay-one handles every expected failure; this is a bug, logged once. The claim lapses.
+          deps.logger.error({ event: "payout_crashed", payout_id: p.payoutId, error: err instanceof Error ? err.message : String(err) }, "payout attempt crashed");
+        },
+      )
+      .finally(() => {
+        deps.metrics.inFlight.dec();
+        inFlight.delete(task);
+        wake();
+      });
+    inFlight.add(task);
+  };
+
+  const loop = (async () => {
+    let paydbDown = false;
+    while (!stopping) {
+      const free = deps.concurrency - inFlight.size;
+      let claimed = 0;
+      if (free > 0) {
+        try {
+          const rows = await deps.store.claim(deps.executorId, free, deps.claimMs);
+          if (paydbDown) deps.logger.info({ event: "paydb_back" }, "paydb reachable again; claiming");
+          paydbDown = false;
+          claimed = rows.length;
+          for (const p of rows) run(p);
+        } catch (err) {
+          // Logged once per outage, not once per poll.
+          if (!paydbDown) deps.logger.warn({ event: "claim_failed", error: err instanceof Error ? err.message : String(err) }, "cannot claim payouts");
+          paydbDown = true;
+        }
+      }
+      if (stopping) break;
+      // A full batch suggests more work is waiting: claim again as soon as a slot is free.
+      if (free > 0 && claimed === free && inFlight.size < deps.concurrency) continue;
+      await idle(deps.pollIntervalMs);
+    }
+  })();
+
+  return {
+    async stop(drainMs: number) {
+      stopping = true;
+      wake();
+      await loop;
+      const all = Promise.all([...inFlight]);
+      let timer: NodeJS.Timeout | undefined;
+      const drained = await Promise.race([all.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), drainMs)))]);
+      clearTimeout(timer);
+      if (!drained) {
+        deps.logger.warn({ event: "drain_abandon", in_flight: inFlight.size }, "drain bound reached; abandoning payouts not yet submitted");
+        abandon.abort(new Error("executor shutting down"));
+        await Promise.all([...inFlight]);
+      }
+    },
+  };
+}

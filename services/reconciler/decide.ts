@@ -1,0 +1,78 @@
+/**
+ * The reconciler's verdict on one ambiguous submission, from the rail's statement alone.
+ * Pure (no I/O, the clock passed in), so every row of the decision table is unit-tested.
+ *
+ * | statement entries for client_reference = payout_id            | decision  |
+ * |---------------------------------------------------------------|-----------|
+ * | any entry with another account, amount, currency, beneficiary | HUMAN     |
+ * | more than one ACCEPTED (the rail paid twice)                  | HUMAN     |
+ * | exactly one ACCEPTED                                          | PAID      |
+ * | only REJECTED                                                 | NOT_PAID  |
+ * | none, window passed AND statement covers created_at + window  | NOT_PAID  |
+ * | none, otherwise                                               | WAIT      |
+ *
+ * "Absent" only means "not paid" once the rail has had the whole settlement window to book it
+ * and its statement provably covers that window: a payment booked late must not be declared
+ * unpaid (the payout would be paid again by hand). Nothing here ever leads to a resubmission.
+ */
+export interface AmbiguousSubmission {
+  payoutId: string;
+  accountId: string;
+  amountMinor: bigint;
+  currency: string;
+  beneficiary: string;
+  createdAt: Date;
+}
+
+export interface StatementEntry {
+  railReference: string;
+  clientReference: string;
+  accountId: string;
+  beneficiary: string;
+  amountMinor: bigint;
+  currency: string;
+  status: "ACCEPTED" | "REJECTED" | "UNSPECIFIED";
+  reason: string;
+}
+
+export type Decision =
+  | { decision: "PAID"; railReference: string; note: string }
+  | { decision: "NOT_PAID"; failureReason: string; note: string }
+  | { decision: "WAIT"; note: string }
+  | { decision: "HUMAN"; note: string };
+
+export interface DecideContext {
+  now: Date;
+  /** The rail statement is complete up to this instant. */
+  coveredUntil: Date;
+  settlementWindowMs: number;
+}
+
+export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: DecideContext): Decision {
+  const mine = entries.filter((e) => e.clientReference === s.payoutId);
+  const mismatched = mine.filter(
+    (e) => e.accountId !== s.accountId || e.amountMinor !== s.amountMinor || e.currency !== s.currency || e.beneficiary !== s.beneficiary || e.status === "UNSPECIFIED",
+  );
+  if (mismatched.length > 0) {
+    const refs = mismatched.map((e) => e.railReference).join(",");
+    return { decision: "HUMAN", note: `statement entries for this payout differ from the intent (account/amount/currency/beneficiary): ${refs}` };
+  }
+  const accepted = mine.filter((e) => e.status === "ACCEPTED");
+  if (accepted.length > 1) {
+    return { decision: "HUMAN", note: `the rail booked ${accepted.length} accepted payments for this payout (double payment): ${accepted.map((e) => e.railReference).join(",")}` };
+  }
+  if (accepted.length === 1) {
+    const ref = accepted[0]!.railReference;
+    return { decision: "PAID", railReference: ref, note: `found on the rail statement as ${ref}` };
+  }
+  const rejected = mine.filter((e) => e.status === "REJECTED");
+  if (rejected.length > 0) {
+    const r = rejected[0]!;
+    return { decision: "NOT_PAID", failureReason: r.reason || "RAIL_REJECTED", note: `the rail booked it as REJECTED (${r.railReference}: ${r.reason || "no reason"})` };
+  }
+  const windowEnd = s.createdAt.getTime() + ctx.settlementWindowMs;
+  if (ctx.now.getTime() >= windowEnd && ctx.coveredUntil.getTime() >= windowEnd) {
+    return { decision: "NOT_PAID", failureReason: "NOT_ON_RAIL_STATEMENT", note: `absent from the rail statement ${ctx.settlementWindowMs} ms after submission (statement covers ${ctx.coveredUntil.toISOString()})` };
+  }
+  return { decision: "WAIT", note: "not on the statement yet, and the settlement window is still open or not yet covered" };
+}

@@ -1,0 +1,215 @@
+/**
+ * One reconciler run (UC-07): list every ambiguous submission, read the rail's statement
+ * through the proxy, decide each one (decide.ts), and close the clear cases with
+ * ResolveSubmission plus the payout row. Never resubmits. Dry-run decides and logs only.
+ *
+ * A second pass brings UNKNOWN payouts in line with submissions that were closed elsewhere
+ * (by a human with the CLI, by a late rail answer, or by a previous run that stopped between
+ * ResolveSubmission and the payout write), so a run can always be repeated safely.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { errorReason } from "../shared/errors.js";
+import type { Logger } from "../shared/logger.js";
+import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
+import type { ReconcilerStore } from "./payout-store.js";
+import type { RailProxyClient } from "./proxy-clients.js";
+import type { ReconcilerMetrics } from "./reconciler-metrics.js";
+
+/** Read the statement from a little before the oldest submission: the two clocks differ. */
+const STATEMENT_SLACK_MS = 5 * 60_000;
+const UNKNOWN_SYNC_LIMIT = 1000;
+
+export interface ReconcileDeps {
+  proxy: () => RailProxyClient;
+  store: ReconcilerStore;
+  metrics: ReconcilerMetrics;
+  logger: Logger;
+  settlementWindowMs: number;
+  dryRun: boolean;
+  actor: string;
+  callTimeoutMs: number;
+  now?: () => Date;
+}
+
+export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "ERROR";
+
+export interface RunSummary {
+  event: "reconcile_summary";
+  dry_run: boolean;
+  unresolved_seen: number;
+  decisions: Record<DecisionName, number>;
+  left_unresolved: number;
+  oldest_unresolved_age_seconds: number;
+  statement_payments_read: number;
+  covered_until: string | null;
+  duration_ms: number;
+}
+
+function toAmbiguous(s: Submission): AmbiguousSubmission {
+  return {
+    payoutId: s.payoutId,
+    accountId: s.accountId,
+    amountMinor: s.amount?.amountMinor ?? 0n,
+    currency: s.amount?.currency ?? "",
+    beneficiary: s.beneficiary,
+    createdAt: s.createdAt ? timestampDate(s.createdAt) : new Date(0),
+  };
+}
+
+export function createReconciler(deps: ReconcileDeps) {
+  const { store, metrics, logger } = deps;
+  const now = deps.now ?? (() => new Date());
+  const opts = () => ({ timeoutMs: deps.callTimeoutMs });
+
+  async function listUnresolved(): Promise<Submission[]> {
+    const all: Submission[] = [];
+    let pageToken = "";
+    do {
+      const page = await deps.proxy().listUnresolved({ pageSize: 500, pageToken }, opts());
+      all.push(...page.submissions);
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return all;
+  }
+
+  /** Statement entries for the given references only, and the instant the statement covers. */
+  async function readStatement(since: Date, refs: Set<string>) {
+    const byRef = new Map<string, StatementEntry[]>();
+    let afterSequence = 0n;
+    let coveredUntil: Date | undefined;
+    let read = 0;
+    for (;;) {
+      const page = await deps.proxy().getRailStatement({ since: timestampFromDate(since), afterSequence, pageSize: 1000 }, opts());
+      // The first page's instant is the conservative one: later pages continue by sequence
+      // from a snapshot that already held everything booked before it.
+      coveredUntil ??= page.coveredUntil ? timestampDate(page.coveredUntil) : new Date(0);
+      for (const p of page.payments) {
+        read++;
+        if (p.sequence > afterSequence) afterSequence = p.sequence;
+        if (!refs.has(p.clientReference)) continue;
+        const entry: StatementEntry = {
+          railReference: p.railReference,
+          clientReference: p.clientReference,
+          accountId: p.accountId,
+          beneficiary: p.beneficiary,
+          amountMinor: p.amount?.amountMinor ?? 0n,
+          currency: p.amount?.currency ?? "",
+          status: p.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : p.status === PaymentStatus.REJECTED ? "REJECTED" : "UNSPECIFIED",
+          reason: p.reason,
+        };
+        byRef.set(p.clientReference, [...(byRef.get(p.clientReference) ?? []), entry]);
+      }
+      if (!page.hasMore || page.payments.length === 0) break;
+    }
+    return { byRef, coveredUntil: coveredUntil ?? new Date(0), read };
+  }
+
+  /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
+  async function syncPayout(s: Submission): Promise<boolean> {
+    switch (s.state) {
+      case SubmissionState.ACCEPTED:
+      case SubmissionState.RESOLVED_PAID:
+        return store.markPaid(s.payoutId, s.railReference);
+      case SubmissionState.REJECTED:
+        return store.markFailed(s.payoutId, s.railReason || "RAIL_REJECTED");
+      case SubmissionState.RESOLVED_NOT_PAID:
+        return store.markFailed(s.payoutId, "RESOLVED_NOT_PAID");
+      default:
+        return false;
+    }
+  }
+
+  return async function runOnce(): Promise<RunSummary> {
+    const started = performance.now();
+    const counts: Record<DecisionName, number> = { PAID: 0, NOT_PAID: 0, WAIT: 0, HUMAN: 0, SYNCED: 0, RACED: 0, ERROR: 0 };
+    const count = (d: DecisionName) => {
+      counts[d] += 1;
+      metrics.decisions.inc({ decision: d });
+    };
+    const unresolved = (await listUnresolved()).map((s) => ({ raw: s, sub: toAmbiguous(s) }));
+    const left: AmbiguousSubmission[] = [];
+    let statementRead = 0;
+    let coveredUntil: Date | undefined;
+
+    if (unresolved.length > 0) {
+      const oldest = Math.min(...unresolved.map((u) => u.sub.createdAt.getTime()));
+      const statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), new Set(unresolved.map((u) => u.sub.payoutId)));
+      statementRead = statement.read;
+      coveredUntil = statement.coveredUntil;
+      const ctx = { now: now(), coveredUntil: statement.coveredUntil, settlementWindowMs: deps.settlementWindowMs };
+
+      for (const { sub } of unresolved) {
+        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx);
+        const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
+        if (d.decision === "HUMAN") logger.warn(line, "needs a human");
+        else logger.info(line, `decision ${d.decision}`);
+        if (d.decision === "WAIT" || d.decision === "HUMAN" || deps.dryRun) {
+          count(d.decision);
+          left.push(sub);
+          continue;
+        }
+        try {
+          await deps.proxy().resolveSubmission(
+            { payoutId: sub.payoutId, outcome: d.decision === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
+            opts(),
+          );
+          if (d.decision === "PAID") await store.markPaid(sub.payoutId, d.railReference);
+          else await store.markFailed(sub.payoutId, d.failureReason);
+          count(d.decision);
+        } catch (err) {
+          if (ConnectError.from(err).code === Code.FailedPrecondition && errorReason(err) === "NOT_AMBIGUOUS") {
+            // Closed meanwhile (a late rail answer, or a human): take the proxy's word for it.
+            logger.info({ event: "resolve_raced", payout_id: sub.payoutId }, "submission was closed meanwhile");
+            try {
+              const got = await deps.proxy().getSubmission({ payoutId: sub.payoutId }, opts());
+              if (got.submission) await syncPayout(got.submission);
+            } catch {
+              // The UNKNOWN sync pass of the next run picks it up.
+            }
+            count("RACED");
+            continue;
+          }
+          logger.error({ event: "resolve_failed", payout_id: sub.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) }, "could not apply decision");
+          count("ERROR");
+          left.push(sub);
+        }
+      }
+    }
+
+    // Second pass: UNKNOWN payouts whose submission is no longer ambiguous.
+    if (!deps.dryRun) {
+      const open = new Set(unresolved.map((u) => u.sub.payoutId));
+      for (const payoutId of await store.listUnknown(UNKNOWN_SYNC_LIMIT)) {
+        if (open.has(payoutId)) continue;
+        try {
+          const got = await deps.proxy().getSubmission({ payoutId }, opts());
+          if (got.submission && !got.submission.ambiguous && (await syncPayout(got.submission))) {
+            logger.info({ event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[got.submission.state] }, "payout synced from its closed submission");
+            count("SYNCED");
+          }
+        } catch (err) {
+          if (ConnectError.from(err).code !== Code.NotFound) count("ERROR");
+        }
+      }
+    }
+
+    const nowMs = now().getTime();
+    const oldestLeft = left.length ? Math.max(0, (nowMs - Math.min(...left.map((s) => s.createdAt.getTime()))) / 1000) : 0;
+    metrics.unresolved.set(left.length);
+    metrics.oldestAge.set(oldestLeft);
+    return {
+      event: "reconcile_summary",
+      dry_run: deps.dryRun,
+      unresolved_seen: unresolved.length,
+      decisions: counts,
+      left_unresolved: left.length,
+      oldest_unresolved_age_seconds: Math.round(oldestLeft * 1000) / 1000,
+      statement_payments_read: statementRead,
+      covered_until: coveredUntil?.toISOString() ?? null,
+      duration_ms: Math.round(performance.now() - started),
+    };
+  };
+}

@@ -1,0 +1,19 @@
+/** Reconciler signals (C4 §4.4). Label sets are bounded: decisions only. */
+import { Counter, Gauge, type Registry } from "prom-client";
+
+export function createReconcilerMetrics(registry: Registry) {
+  const registers = [registry];
+  return {
+    unresolved: new Gauge({ name: "rail_ambiguous_unresolved", help: "Ambiguous submissions still unresolved after the last reconciler run", registers }),
+    oldestAge: new Gauge({ name: "rail_ambiguous_oldest_age_seconds", help: "Age of the oldest ambiguous submission left after the last run", registers }),
+    decisions: new Counter({
+      name: "reconciler_decisions_total",
+      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, ERROR)",
+      labelNames: ["decision"] as const,
+      registers,
+    }),
+    runs: new Counter({ name: "reconciler_runs_total", help: "Reconciler runs by result", labelNames: ["result"] as const, registers }),
+  };
+}
+
+export type ReconcilerMetrics = ReturnType<typeof createReconcilerMetrics>;

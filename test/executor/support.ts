@@ -1,0 +1,145 @@
+/**
+ * Fixtures for the executor and reconciler tests: a mesh (rail-stub + rail-proxies on the run's
+ * shared PostgreSQL) plus the lock service, direct paydb/raildb access for arranging payouts
+ * and for reading the rail's own ledger (INV-02 is checked there, not in paydb), and helpers
+ * to start executors and read their JSON log lines.
+ */
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import type { Mesh } from "../../services/harness/mesh.js";
+import { ServiceProcess } from "../../services/harness/service-process.js";
+import { RailControlService, type FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+
+export interface PayoutSeed {
+  payoutId: string;
+  accountId: string;
+  amountMinor?: bigint;
+  currency?: string;
+  beneficiary?: string;
+  state?: "PENDING" | "PROCESSING" | "UNKNOWN";
+}
+
+/** Inserts payouts straight into paydb, as the payouts API would have (PENDING by default). */
+export async function insertPayouts(pool: pg.Pool, seeds: PayoutSeed[]): Promise<void> {
+  for (let i = 0; i < seeds.length; i += 500) {
+    const chunk = seeds.slice(i, i + 500);
+    const values: unknown[] = [];
+    const rows = chunk.map((s, j) => {
+      values.push(s.payoutId, s.accountId, (s.amountMinor ?? 1000n).toString(), s.currency ?? "EUR", s.beneficiary ?? `ben-${s.accountId}`, s.state ?? "PENDING");
+      const b = j * 6;
+      return `($${b + 1}, 'test-client', $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6})`;
+    });
+    await pool.query(`INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state) VALUES ${rows.join(", ")}`, values);
+  }
+}
+
+export interface PayoutRow {
+  payout_id: string;
+  state: string;
+  fence: string;
+  rail_reference: string | null;
+  failure_reason: string | null;
+}
+
+export async function payoutStates(pool: pg.Pool, ids: string[]): Promise<Map<string, PayoutRow>> {
+  const { rows } = await pool.query<PayoutRow>("SELECT payout_id, state, fence, rail_reference, failure_reason FROM payouts WHERE payout_id = ANY($1)", [ids]);
+  return new Map(rows.map((r) => [r.payout_id, r]));
+}
+
+/** Accepted payments per client_reference on the rail's own ledger (raildb). */
+export async function railPaymentCounts(raildb: pg.Pool, refs: string[], status: "ACCEPTED" | "REJECTED" | "ANY" = "ACCEPTED"): Promise<Map<string, number>> {
+  const { rows } = await raildb.query<{ client_reference: string; n: string }>(
+    `SELECT client_reference, count(*) AS n FROM payments WHERE client_reference = ANY($1) AND ($2 = 'ANY' OR status = $2) GROUP BY client_reference`,
+    [refs, status],
+  );
+  const counts = new Map(refs.map((r) => [r, 0]));
+  for (const r of rows) counts.set(r.client_reference, Number(r.n));
+  return counts;
+}
+
+/** Polls until check() returns a truthy value; fails with the last value seen. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Parsed JSON log lines of a process (non-JSON lines skipped). */
+export function logEvents(p: ServiceProcess): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const line of p.lines) {
+    try {
+      out.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // not a log line
+    }
+  }
+  return out;
+}
+
+/** Starts the lock service (pg backend, on the mesh's lockdb). */
+export async function startLock(mesh: Mesh): Promise<ServiceProcess> {
+  const lock = new ServiceProcess({
+    service: "lock",
+    env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: mesh.dbUrl("lockdb") },
+  });
+  await lock.start();
+  return lock;
+}
+
+/** Starts one executor against the mesh's proxies and the lock service. */
+export async function startExecutor(mesh: Mesh, lock: ServiceProcess, id: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+  const executor = new ServiceProcess({
+    service: "executor",
+    name: id,
+    env: {
+      METRICS_PORT: "0",
+      PAYDB_URL: mesh.dbUrl("paydb"),
+      LOCK_URL: lock.url,
+      RAIL_PROXY_URLS: mesh.proxies.map((p) => p.url).join(","),
+      EXECUTOR_ID: id,
+      POLL_INTERVAL_MS: "50",
+      LEASE_TTL_MS: "3000",
+      LOCK_WAIT_MS: "1000",
+      CALL_TIMEOUT_MS: "5000",
+      DRAIN_MS: "2000",
+      ...env,
+    },
+  });
+  await executor.start();
+  return executor;
+}
+
+export function railControl(mesh: Mesh) {
+  const port = mesh.railStub.ready?.controlPort;
+  if (!port) throw new Error("rail-stub has no control port");
+  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
+}
+
+export async function setFaults(mesh: Mesh, rules: MessageInitShape<typeof FaultRuleSchema>[]): Promise<void> {
+  await railControl(mesh).setFaults({ rules });
+}
+
+export function lockClient(lock: ServiceProcess) {
+  return createClient(LockService, createGrpcTransport({ baseUrl: lock.url }));
+}
+
+export function proxyClient(mesh: Mesh, replica = 0) {
+  const p = mesh.proxies[replica];
+  if (!p) throw new Error(`no proxy ${replica}`);
+  return createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url }));
+}
+
+export function poolFor(url: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 3 });
+  pool.on("error", () => {});
+  return pool;
+}
