@@ -6,67 +6,20 @@
  * None of these clients retries anything: SubmitPayout must never be retried (C3 §3.8), and
  * the places where a retry is safe (reads) do it explicitly.
  */
-import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { clientTracing } from "../shared/tracing.js";
 
 function transport(baseUrl: string) {
-  return createGrpcTransport({ baseUrl, pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000 });
+  return createGrpcTransport({ baseUrl, interceptors: [clientTracing], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000 });
 }
 
 export type LockClient = Client<typeof LockService>;
-export type RailProxyClient = Client<typeof RailProxyService>;
+export type { RailProxyClient } from "../shared/proxy-pool.js";
 
 export function createLockClient(baseUrl: string): LockClient {
   return createClient(LockService, transport(baseUrl));
 }
 
-/** Round robin over the replicas: each call of next() returns the following replica's client. */
-export interface ProxyPool {
-  next(): RailProxyClient;
-  readonly size: number;
-}
-
-/** How long a replica that failed to answer (UNAVAILABLE) is skipped by the round robin. */
-const EJECT_MS = 2000;
-
-/**
- * Round robin with passive outlier ejection: a replica whose call failed with UNAVAILABLE (not
- * reachable, or draining) is skipped for a short while, so the rotation cannot keep landing the
- * same kind of call on a dead replica. When every replica is ejected, plain rotation resumes.
- */
-export function createProxyPool(baseUrls: string[]): ProxyPool {
-  if (baseUrls.length === 0) throw new Error("at least one rail-proxy URL is needed");
-  const ejectedUntil = baseUrls.map(() => 0);
-  const clients = baseUrls.map((baseUrl, idx) => {
-    const watch: Interceptor = (next) => async (req) => {
-      try {
-        const res = await next(req);
-        ejectedUntil[idx] = 0;
-        return res;
-      } catch (err) {
-        if (ConnectError.from(err).code === Code.Unavailable) ejectedUntil[idx] = Date.now() + EJECT_MS;
-        throw err;
-      }
-    };
-    return createClient(RailProxyService, createGrpcTransport({ baseUrl, interceptors: [watch], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000 }));
-  });
-  let i = 0;
-  return {
-    next() {
-      const now = Date.now();
-      for (let tries = 0; tries < clients.length; tries++) {
-        const idx = (i + tries) % clients.length;
-        if (ejectedUntil[idx]! <= now) {
-          i = (idx + 1) % clients.length;
-          return clients[idx]!;
-        }
-      }
-      const c = clients[i % clients.length]!;
-      i = (i + 1) % clients.length;
-      return c;
-    },
-    size: clients.length,
-  };
-}
+export { createProxyPool, type ProxyPool } from "../shared/proxy-pool.js";

@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 /** Comma-separated base URLs; every entry must parse as an http(s) URL. */
 const urlList = z
@@ -26,6 +27,8 @@ const schema = z.object({
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
   /** Test/drill only: hold still right before SubmitPayout so a stale-holder window opens on demand. */
   EXECUTOR_PAUSE_AFTER_FENCE_MS: env.ms(0, 0, 3_600_000),
+  /** "payout" (honest default) or "attempt" (drills: the untrusted worst case; see shared/submission-ref.ts). */
+  EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
   DRAIN_MS: env.ms(10_000),
 });
 
@@ -42,6 +45,7 @@ export interface ExecutorConfig {
   lockWaitMs: number;
   callTimeoutMs: number;
   pauseAfterFenceMs: number;
+  submissionReference: SubmissionReferenceMode;
   drainMs: number;
 }
 
@@ -60,6 +64,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     lockWaitMs: c.LOCK_WAIT_MS,
     callTimeoutMs: c.CALL_TIMEOUT_MS,
     pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
+    submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
     drainMs: c.DRAIN_MS,
   };
 }

@@ -3,7 +3,9 @@
  * claim loop, plus /metrics. A worker, not a server: it has no RPC port (the ready line says
  * port 0), and it is untrusted by design (INV-07): nothing here is a guard.
  */
+import { context } from "@opentelemetry/api";
 import { onShutdown, runMain } from "../shared/lifecycle.js";
+import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
 import { createLogger } from "../shared/logger.js";
 import { createRegistry, serveMetrics } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
@@ -25,7 +27,7 @@ runMain(logger, async () => {
 
   const registry = createRegistry("executor");
   const metrics = createExecutorMetrics(registry);
-  const payOne = createPayOne({
+  const payOneUntraced = createPayOne({
     store,
     lock: createLockClient(config.lockUrl),
     proxies: createProxyPool(config.railProxyUrls),
@@ -36,8 +38,19 @@ runMain(logger, async () => {
     lockWaitMs: config.lockWaitMs,
     callTimeoutMs: config.callTimeoutMs,
     pauseAfterFenceMs: config.pauseAfterFenceMs,
+    submissionReference: config.submissionReference,
     pollIntervalMs: config.pollIntervalMs,
   });
+  // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
+  // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
+  const payOne: typeof payOneUntraced = (p, signal) =>
+    context.with(contextFromTraceparent(p.traceparent), () =>
+      inSpan("executor PayPayout", { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId }, async (span) => {
+        const outcome = await payOneUntraced(p, signal);
+        span.setAttribute("railfence.outcome", outcome);
+        return outcome;
+      }),
+    );
   if (config.pauseAfterFenceMs > 0) {
     logger.warn({ event: "pause_after_fence", pause_ms: config.pauseAfterFenceMs }, "EXECUTOR_PAUSE_AFTER_FENCE_MS is set: test/drill mode");
   }

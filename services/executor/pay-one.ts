@@ -22,6 +22,8 @@ import type { LockClient, ProxyPool } from "./clients.js";
 import type { ExecutorMetrics } from "./executor-metrics.js";
 import type { ClaimedPayout, OutcomeWrite, PayoutStore } from "./payout-store.js";
 import { verdictFor } from "./submission-outcome.js";
+import { annotate } from "../shared/tracing.js";
+import { submissionRef, type SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 export type PayOutcome = "PAID" | "FAILED" | "UNKNOWN" | "FENCED_OUT" | "DEFERRED" | "ABANDONED";
 
@@ -37,6 +39,7 @@ export interface PayOneDeps {
   callTimeoutMs: number;
   pauseAfterFenceMs: number;
   pollIntervalMs: number;
+  submissionReference: SubmissionReferenceMode;
 }
 
 /** Resolves after ms, or rejects early when signal aborts. */
@@ -147,12 +150,15 @@ export function createPayOne(deps: PayOneDeps) {
     if (!lease || lease.fencingToken <= 0n) return defer(p.fence, jitter(1000), "lock answered without a token");
     const token = lease.fencingToken;
     const leaseId = lease.leaseId;
+    // What the proxy and the rail see as this attempt's payout id (see shared/submission-ref.ts).
+    const ref = submissionRef(p.payoutId, token, deps.submissionReference);
+    annotate({ "railfence.fencing_token": token.toString() });
 
     try {
       // 2. C1 §1.6: fence the payout row. 0 rows = someone newer owns it (or it is finished).
       let fenced;
       try {
-        fenced = await store.fence(p.payoutId, token, executorId, fencedClaimMs);
+        fenced = await store.fence(p.payoutId, token, executorId, fencedClaimMs, ref);
       } catch (err) {
         return await defer(p.fence, jitter(1000), `paydb: ${(err as Error).message}`);
       }
@@ -185,7 +191,7 @@ export function createPayOne(deps: PayOneDeps) {
       // A payout fenced before may already have been submitted by an earlier holder: ask first,
       // so an honest takeover never trips the DUPLICATE_SUBMISSION alarm.
       if (fenced.previousFence > 0n) {
-        const found = await lookup(p.payoutId, headers);
+        const found = await lookup(submissionRef(p.payoutId, fenced.previousFence, deps.submissionReference), headers);
         if (found.kind === "found") return await settle(found.submission, token);
         if (found.kind === "error") return await defer(token, jitter(1000), "GetSubmission failed");
       }
@@ -196,7 +202,7 @@ export function createPayOne(deps: PayOneDeps) {
         const res = await proxies.next().submitPayout(
           {
             accountId: p.accountId,
-            payoutId: p.payoutId,
+            payoutId: ref,
             fencingToken: token,
             amount: { amountMinor: p.amountMinor, currency: p.currency },
             beneficiary: p.beneficiary,
@@ -227,7 +233,7 @@ export function createPayOne(deps: PayOneDeps) {
         return log("FENCED_OUT", { fencing_token: token.toString(), where: "proxy" });
       }
       if (ce.code === Code.AlreadyExists && reason === "DUPLICATE_SUBMISSION") {
-        const found = await lookup(p.payoutId, headers);
+        const found = await lookup(ref, headers);
         if (found.kind === "found") return settle(found.submission, token);
         return defer(token, jitter(1000), "duplicate, and GetSubmission failed");
       }
@@ -248,7 +254,7 @@ export function createPayOne(deps: PayOneDeps) {
       logger.warn({ event: "submit_answer_lost", payout_id: p.payoutId, fencing_token: token.toString(), error: what }, "SubmitPayout answer lost; asking GetSubmission");
       const deadline = performance.now() + deps.callTimeoutMs;
       for (;;) {
-        const found = await lookup(p.payoutId, headers);
+        const found = await lookup(ref, headers);
         if (found.kind === "not_found") return defer(token, jitter(deps.pollIntervalMs), "intent never committed; rail not called");
         if (found.kind === "error") return defer(token, jitter(1000), "GetSubmission failed after a lost answer");
         const v = verdictFor(found.submission);

@@ -86,16 +86,16 @@ export function createPayoutStore(pool: Pool) {
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.
      */
-    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
+    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number, submissionRef: string): Promise<{ previousFence: bigint } | undefined> {
       const { rows } = await pool.query<{ previous_fence: string }>(
         `UPDATE payouts p
-            SET fence = $2, state = 'PROCESSING', claimed_by = $3,
+            SET fence = $2, state = 'PROCESSING', claimed_by = $3, submission_ref = $5,
                 claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
            FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
           WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
             AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
           RETURNING prev.previous_fence`,
-        [payoutId, token.toString(), executorId, secs(claimMs)],
+        [payoutId, token.toString(), executorId, secs(claimMs), submissionRef],
       );
       return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
     },

@@ -14,6 +14,7 @@ import { readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
 import { stateName, toPayout } from "./payout-message.js";
 import type { PayoutStore } from "./payout-store.js";
+import { currentTraceparent } from "../shared/tracing.js";
 
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
@@ -22,7 +23,9 @@ const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
  * trace. A malformed one is ignored, as W3C Trace Context says, rather than failing a payout.
  */
 export function readTraceparent(headers: Headers): string | null {
-  const value = headers.get("traceparent");
+  // Prefer this server's own CreatePayout span (so the executor's span hangs under it); fall back
+  // to the caller's header when tracing is off in this process.
+  const value = currentTraceparent() ?? headers.get("traceparent");
   if (!value || !TRACEPARENT.test(value) || value.startsWith("ff") || /^..-0{32}-/.test(value) || /-0{16}-..$/.test(value)) return null;
   return value;
 }

@@ -1,0 +1,94 @@
+/**
+ * One trace per payout, across real processes: CreatePayout (payouts) -> executor -> lock ->
+ * rail-proxy (admission, pg) -> rail-stub, exported over OTLP/HTTP to an in-test receiver.
+ */
+import { randomUUID } from "node:crypto";
+import { Code } from "@connectrpc/connect";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../services/harness/mesh.js";
+import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { eventually, expectRejected, proxyClient } from "../support/clients.js";
+import { testMesh } from "../support/test-mesh.js";
+import { OtlpReceiver } from "./otlp-receiver.js";
+
+let receiver: OtlpReceiver;
+let mesh: Mesh;
+
+const OTEL = () => ({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "200" });
+
+beforeAll(async () => {
+  receiver = await new OtlpReceiver().start();
+  mesh = testMesh({ proxies: 2, proxyEnv: OTEL(), railStubEnv: OTEL(), lockEnv: OTEL(), executorEnv: OTEL() });
+  await mesh.start();
+  await mesh.startLock();
+  await mesh.startPayouts(OTEL());
+  await mesh.addExecutor();
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+  await receiver?.stop();
+});
+
+describe("tracing", () => {
+  it("one trace id covers payouts, executor, lock, rail-proxy, pg and rail-stub for one payout", async () => {
+    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const created = await payouts.createPayout({ accountId: "acc-trace", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-trace" }, { headers: { "idempotency-key": randomUUID() } });
+    const payoutId = created.payout!.payoutId;
+    await eventually(async () => (await payouts.getPayout({ payoutId })).payout?.state === 3, "payout PAID");
+
+    const spans = await eventually(async () => {
+      const create = receiver.spans.find((s) => s.name.endsWith("CreatePayout") && s.kind === 2);
+      if (!create) return undefined;
+      const trace = receiver.spans.filter((s) => s.traceId === create.traceId);
+      const services = new Set(trace.map((s) => s.service));
+      return ["payouts", "executor", "lock", "rail-proxy", "rail-stub"].every((x) => services.has(x)) && trace.some((s) => s.name.endsWith("SubmitPayment") && s.service === "rail-stub") ? trace : undefined;
+    }, "spans from every service in one trace", 30_000);
+
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    // Every span but the root has its parent in the same trace: one connected tree.
+    const roots = spans.filter((s) => !byId.has(s.parentSpanId));
+    expect(roots.map((r) => r.name)).toEqual([expect.stringContaining("CreatePayout")]);
+
+    const submit = spans.find((s) => s.service === "rail-proxy" && s.name.endsWith("SubmitPayout") && s.kind === 2)!;
+    expect(submit.attributes).toMatchObject({
+      "rpc.system": "grpc",
+      "rpc.service": "railfence.railproxy.v1.RailProxyService",
+      "rpc.method": "SubmitPayout",
+      "rpc.grpc.status_code": 0,
+      "railfence.account_id": "acc-trace",
+      "railfence.admission": "ADMITTED",
+    });
+    expect(String(submit.attributes["railfence.payout_id"])).toContain(payoutId);
+    // The proxy's server span is the child of the executor's client span.
+    expect(byId.get(submit.parentSpanId)?.service).toBe("executor");
+    // pg queries appear as children inside the proxy.
+    expect(spans.some((s) => s.service === "rail-proxy" && s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql")).toBe(true);
+    // The rail call is a child of the proxy's admission.
+    const railServer = spans.find((s) => s.service === "rail-stub" && s.name.endsWith("SubmitPayment"))!;
+    expect(byId.get(byId.get(railServer.parentSpanId)!.parentSpanId)?.service).toBe("rail-proxy");
+    // Never the credential, never the beneficiary.
+    const everything = JSON.stringify(receiver.spans);
+    expect(everything).not.toContain(mesh.credential);
+    expect(everything).not.toContain("ben-trace");
+  });
+
+  it("a FENCED_OUT submission shows railfence.admission=FENCED_OUT and an error status", async () => {
+    const proxy = proxyClient(mesh.proxies[0]!.url);
+    const req = { accountId: "acc-fenced-trace", amount: { amountMinor: 1n, currency: "EUR" }, beneficiary: "b" };
+    await proxy.submitPayout({ ...req, payoutId: "trace-p1", fencingToken: 10n });
+    await expectRejected(proxy.submitPayout({ ...req, payoutId: "trace-p2", fencingToken: 3n }), Code.Aborted, "FENCED_OUT");
+    const span = await eventually(async () => receiver.spans.find((s) => s.service === "rail-proxy" && s.attributes["railfence.payout_id"] === "trace-p2" && s.kind === 2), "fenced-out span");
+    expect(span.attributes["railfence.admission"]).toBe("FENCED_OUT");
+    expect(span.attributes["railfence.error_reason"]).toBe("FENCED_OUT");
+    expect(span.status).toBe(2);
+  });
+
+  it("log lines inside a traced call carry trace_id and span_id", async () => {
+    const line = mesh.proxies[0]!.lines.find((l) => l.includes('"reason":"FENCED_OUT"'));
+    expect(line).toBeDefined();
+    expect(JSON.parse(line!)).toMatchObject({ trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
+  });
+});
