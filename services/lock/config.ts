@@ -1,0 +1,83 @@
+/** Lock service configuration, read once from the environment. */
+import { z } from "zod";
+import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import type { BackendName } from "./lock-backend.js";
+
+/**
+ * Largest accepted floor: leaves 2^62 tokens of headroom below the bigint ceiling (tokens are
+ * stored as PostgreSQL bigint and etcd tokens add a revision to the floor).
+ */
+export const MAX_TOKEN_FLOOR = (1n << 62n) - 1n;
+
+const schema = z
+  .object({
+    HOST: env.host(),
+    PORT: env.port(7100),
+    METRICS_PORT: env.port(9100),
+    LOCK_BACKEND: z.enum(["pg", "etcd"]).default("pg"),
+    LOCKDB_URL: z.string().min(1).optional(),
+    LOCKDB_PASSWORD_FILE: env.optionalFile(),
+    LOCKDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    ETCD_ENDPOINTS: z.string().min(1).optional(),
+    ETCD_PREFIX: z
+      .string()
+      .regex(/^[A-Za-z0-9._/-]{1,100}\/$/, "must be 1-100 characters of [A-Za-z0-9._/-] ending in /")
+      .default("railfence/locks/"),
+    /** Deadline of one backend call (lockdb statement timeout, etcd unary call deadline). */
+    LOCK_BACKEND_TIMEOUT_MS: env.ms(2000, 100, 60_000),
+    /** Every token issued is above this (set it to the previous backend's last token on a switch). */
+    LOCK_TOKEN_FLOOR: z
+      .string()
+      .regex(/^\d{1,19}$/, "must be a non-negative integer")
+      .default("0")
+      .transform((v) => BigInt(v))
+      .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
+    DRAIN_MS: env.ms(10_000),
+  })
+  // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;
+  // it only reads the three string fields it checks.
+  .superRefine((c, ctx) => {
+    if (c.LOCK_BACKEND === "pg" && !c.LOCKDB_URL) ctx.addIssue({ code: "custom", path: ["LOCKDB_URL"], message: "required when LOCK_BACKEND=pg" });
+    if (c.LOCK_BACKEND === "etcd") {
+      if (!c.ETCD_ENDPOINTS) {
+        ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: "required when LOCK_BACKEND=etcd" });
+      } else {
+        for (const e of c.ETCD_ENDPOINTS.split(",")) {
+          if (!/^https?:\/\/[^\s/]+(:\d+)?\/?$/.test(e.trim())) {
+            ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: `not an http(s)://host:port endpoint: ${e.trim()}` });
+          }
+        }
+      }
+    }
+  }, { when: () => true });
+
+export interface LockConfig {
+  host: string;
+  port: number;
+  metricsPort: number;
+  backend: BackendName;
+  lockdbUrl: string | undefined;
+  lockdbPoolMax: number;
+  etcdEndpoints: string[];
+  etcdPrefix: string;
+  backendTimeoutMs: number;
+  tokenFloor: bigint;
+  drainMs: number;
+}
+
+export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
+  const c = loadConfig(schema, e);
+  return {
+    host: c.HOST,
+    port: c.PORT,
+    metricsPort: c.METRICS_PORT,
+    backend: c.LOCK_BACKEND,
+    lockdbUrl: c.LOCK_BACKEND === "pg" && c.LOCKDB_URL ? databaseUrl(c.LOCKDB_URL, c.LOCKDB_PASSWORD_FILE, "LOCKDB_PASSWORD_FILE") : undefined,
+    lockdbPoolMax: c.LOCKDB_POOL_MAX,
+    etcdEndpoints: (c.ETCD_ENDPOINTS ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    etcdPrefix: c.ETCD_PREFIX,
+    backendTimeoutMs: c.LOCK_BACKEND_TIMEOUT_MS,
+    tokenFloor: c.LOCK_TOKEN_FLOOR,
+    drainMs: c.DRAIN_MS,
+  };
+}

@@ -1,0 +1,126 @@
+/**
+ * Fixtures for the lock conformance suite: a backend the test owns (its own PostgreSQL or etcd
+ * process, so it can be stopped and restarted) and the real lock service as an OS process.
+ */
+import { createClient, ConnectError, type Client } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { EtcdServer } from "../../services/harness/etcd.js";
+import { PostgresServer } from "../../services/harness/postgres.js";
+import { ServiceProcess } from "../../services/harness/service-process.js";
+import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+
+export interface BackendFixture {
+  readonly name: "pg" | "etcd";
+  start(): Promise<void>;
+  /** Environment that points a lock service at this backend. */
+  env(): Record<string, string>;
+  /** Makes the backend unreachable (process stopped, data kept). */
+  stop(): Promise<void>;
+  /** Starts it again on the same port with the same data. */
+  resume(): Promise<void>;
+  /** A crash-like restart (etcd: SIGKILL; PostgreSQL: immediate shutdown), data kept. */
+  crashRestart(): Promise<void>;
+  destroy(): Promise<void>;
+}
+
+export function pgFixture(): BackendFixture {
+  let server: PostgresServer | undefined;
+  let url = "";
+  return {
+    name: "pg",
+    async start() {
+      server = await PostgresServer.start({ durable: false });
+      url = await server.createDatabase("lockdb");
+    },
+    env: () => ({ LOCK_BACKEND: "pg", LOCKDB_URL: url }),
+    stop: async () => server!.stop("fast"),
+    resume: async () => server!.startProcess(),
+    async crashRestart() {
+      await server!.stop("immediate");
+      await server!.startProcess();
+    },
+    destroy: async () => server?.destroy(),
+  };
+}
+
+export function etcdFixture(prefix = "railfence/locks/"): BackendFixture {
+  let server: EtcdServer | undefined;
+  return {
+    name: "etcd",
+    async start() {
+      server = await EtcdServer.start();
+    },
+    env: () => ({ LOCK_BACKEND: "etcd", ETCD_ENDPOINTS: server!.endpoint, ETCD_PREFIX: prefix }),
+    stop: async () => server!.stop(),
+    resume: async () => server!.restart(),
+    async crashRestart() {
+      await server!.kill();
+      await server!.restart();
+    },
+    destroy: async () => server?.destroy(),
+  };
+}
+
+export type LockClient = Client<typeof LockService>;
+
+/** The real lock service process plus a client for it. */
+export class LockServiceUnderTest {
+  readonly proc: ServiceProcess;
+  client!: LockClient;
+
+  constructor(env: Record<string, string>) {
+    this.proc = new ServiceProcess({
+      service: "lock",
+      env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND_TIMEOUT_MS: "1500", DRAIN_MS: "2000", ...env },
+    });
+  }
+
+  async start(env: Record<string, string> = {}): Promise<this> {
+    await this.proc.start(env);
+    this.connect();
+    return this;
+  }
+
+  /** SIGKILL and start again on the same ports. */
+  async restart(env: Record<string, string> = {}): Promise<void> {
+    await this.proc.restart(env);
+    this.connect();
+  }
+
+  async stop(): Promise<void> {
+    await this.proc.stop(5000);
+  }
+
+  get metricsUrl(): string {
+    return `http://127.0.0.1:${this.proc.ready!.metricsPort}/metrics`;
+  }
+
+  private connect(): void {
+    this.client = createClient(LockService, createGrpcTransport({ baseUrl: this.proc.url }));
+  }
+}
+
+/** The error a call fails with (fails the test if it succeeds). */
+export async function rejection(p: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await p;
+  } catch (err) {
+    return ConnectError.from(err);
+  }
+  throw new Error("expected the call to be refused, but it succeeded");
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Retries fn until it succeeds or timeoutMs passes (for recovery after a backend restart). */
+export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(200);
+    }
+  }
+}
