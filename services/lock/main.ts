@@ -26,10 +26,8 @@ async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend
     // replicas starting together are safe).
     await migrate(url, "lockdb");
     const pool = createPool({ url, max: config.lockdbPoolMax, statementTimeoutMs: config.backendTimeoutMs, applicationName: "lock", primaryOnly: true });
-    // A token handed out must survive a crash of lockdb: with asynchronous commit a grant can
-    // be acknowledged, lost, and its token issued again. Force synchronous commit on every
-    // session whatever the server default (queued before the session's first statement).
-    pool.on("connect", (client) => void client.query("SET synchronous_commit = on").catch(() => {}));
+    // createPool forces synchronous_commit=on: a token handed out must survive a crash of
+    // lockdb, or with asynchronous commit a grant could be acknowledged, lost, and reissued.
     const listener = new PgListener(url, RELEASE_CHANNEL, (connected) => log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"));
     listener.start();
     try {

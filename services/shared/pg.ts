@@ -38,6 +38,10 @@ export function createPool(opts: PoolOptions): pg.Pool {
     idle_in_transaction_session_timeout: 10_000,
     idleTimeoutMillis: 30_000,
     application_name: opts.applicationName ?? "railfence",
+    // Durable commits whatever the server's default: an intent row acknowledged to the proxy must
+    // survive a paydb crash, or a payment it then forwarded would have no intent and could be
+    // made again. (Drill paydb-outage found exactly this against synchronous_commit=off.)
+    options: "-c synchronous_commit=on",
   });
   // An idle client losing its connection must not crash the process; the next query fails.
   pool.on("error", () => {});

@@ -102,6 +102,8 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
           failures.push("A's stale submission was not FENCED_OUT by the proxy");
         }
 
+        // A pauses on every payout it takes: it has made its point; B carries the background load.
+        await a.stop();
         if (v.lockOutage) {
           if (drill.etcd) await drill.etcd.restart();
           else await drill.servers.lockdb!.startProcess();
@@ -114,10 +116,11 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         await drill.mesh.executors.reduce((prev, e) => prev.then(() => e.stop().then(() => {})), Promise.resolve());
         const result = await drill.check(true);
         const corruption = result.violations.some((x) => x.invariant === "INV-02");
+        const fencedOut = drill.mesh.executors.flatMap((e) => drill.events(e.name, "payout_attempt")).filter((e) => e.outcome === "FENCED_OUT" && e.where === "proxy").length;
         return {
           verdict: v.fencingEnabled ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
           violations: result.violations,
-          counts: { ...result.counts, fencedOut: aOutcome?.outcome === "FENCED_OUT" ? 1 : 0 },
+          counts: { ...result.counts, fencedOut },
           failures: v.fencingEnabled ? failures : corruption ? [] : ["fencing was off but the checker found no double payment"],
           notes,
         };

@@ -18,9 +18,10 @@ export const replicaKill: Scenario = {
     const failures: string[] = [];
     const drill = await DrillMesh.start({ lockBackend: p.lockBackend, proxies: 3, postgresUrl: p.postgresUrl, log: p.log });
     try {
-      await drill.setFaults([{ kind: FaultKind.LATENCY, latencyMs: 25, count: 0, clientReferencePrefix: "" }]);
+      // The rail takes a while to answer, so there is a window between intent commit and answer.
+      await drill.setFaults([{ kind: FaultKind.LATENCY, latencyMs: 80, count: 0, clientReferencePrefix: "" }]);
       await drill.createPayouts(total, accounts, p.rng);
-      for (let i = 0; i < 3; i++) await drill.addExecutor({ EXECUTOR_CONCURRENCY: "6", LEASE_TTL_MS: "3000" });
+      for (let i = 0; i < 3; i++) await drill.addExecutor({ EXECUTOR_CONCURRENCY: "4", LEASE_TTL_MS: "3000" });
 
       let kills = 0;
       let killsMidCall = 0;
@@ -28,10 +29,13 @@ export const replicaKill: Scenario = {
       for (;;) {
         const open = await drill.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING', 'PROCESSING')").then((r) => r[0]!.n);
         if (open === 0 || Date.now() > deadline) break;
-        await new Promise((r) => setTimeout(r, 150 + Math.floor(p.rng() * 250)));
-        const victim = drill.mesh.proxies[Math.floor(p.rng() * drill.mesh.proxies.length)]!;
-        const replica = victim.opts.env.REPLICA_ID!;
-        const inFlight = await drill.query<{ n: number }>("SELECT count(*)::int AS n FROM rail_submissions WHERE replica_id = $1 AND state = 'FORWARDING'", [replica]).then((r) => r[0]!.n);
+        await new Promise((r) => setTimeout(r, 100 + Math.floor(p.rng() * 200)));
+        // Prefer (seeded) a replica with calls in flight: a kill between commit and answer is the point.
+        const forwarding = await drill.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id");
+        const busy = drill.mesh.proxies.filter((x) => x.running && forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
+        const candidates = busy.length > 0 && p.rng() < 0.8 ? busy : drill.mesh.proxies;
+        const victim = candidates[Math.floor(p.rng() * candidates.length)]!;
+        const inFlight = forwarding.find((f) => f.replica_id === victim.opts.env.REPLICA_ID)?.n ?? 0;
         victim.kill("SIGKILL");
         kills++;
         if (inFlight > 0) killsMidCall++;

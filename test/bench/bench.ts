@@ -1,0 +1,228 @@
+/**
+ * `npm run bench`: what the fence costs, measured against the raw floor in the same run.
+ *
+ *   B0  raw floor: the proxy's own two statements (admission + outcome) issued directly with pg
+ *       from this process, on an identical database of the same PostgreSQL server; and direct
+ *       rail calls (the unsafe baseline the ADR replaces).
+ *   B1  SubmitPayout through 1 and 2 rail-proxy replicas, rail stub with no added latency,
+ *       10,000 accounts, tokens minted here (no lock service).
+ *   B2  B1 with 10 hot accounts (per-account serialisation, ADR-007 §7.3).
+ *   B3  end to end: payouts API -> executors (lock + fence + proxy + rail + outcome).
+ *
+ * PostgreSQL runs with default durability (fsync and synchronous_commit on). Results go to
+ * reports/bench/ (JSON, markdown, SVG). BENCH_SECONDS (default 4) sets each point's length.
+ */
+import { randomUUID } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+import { join } from "node:path";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { seededRng } from "../../services/harness/drills/rng.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
+import { Mesh } from "../../services/harness/mesh.js";
+import { PostgresServer } from "../../services/harness/postgres.js";
+import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
+import { errorReason } from "../../services/shared/errors.js";
+import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { migrate } from "../../services/shared/migrate.js";
+import { projectRoot } from "../../services/shared/project-root.js";
+import { svgChart, type Series } from "./chart.js";
+import { closedLoop, cpuSeconds, peakRssMb, type PointResult } from "./load.js";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const WARMUP = 1;
+const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,4,16,64").split(",").map(Number);
+const SEED = Number(process.env.BENCH_SEED ?? 7);
+const POOL = 20; // the proxy's PAYDB_POOL_MAX default: the raw floor gets the same connections
+
+interface Row extends PointResult {
+  workload: string;
+  concurrency: number;
+  proxyCpuUsPerOp?: number;
+}
+
+const rows: Row[] = [];
+const reason = (err: unknown) => errorReason(err) || Code[ConnectError.from(err).code] || "ERROR";
+const log = (s: string) => console.log(s);
+
+function record(workload: string, concurrency: number, r: PointResult, extra: Partial<Row> = {}) {
+  const row = { workload, concurrency, ...r, ...extra };
+  rows.push(row);
+  log(
+    `${workload.padEnd(22)} c=${String(concurrency).padStart(2)}  ${r.throughput.toFixed(0).padStart(6)} ops/s  p50 ${r.p50.toFixed(2)} ms  p95 ${r.p95.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms` +
+      (row.proxyCpuUsPerOp !== undefined ? `  proxy CPU ${row.proxyCpuUsPerOp.toFixed(0)} µs/op` : "") +
+      (Object.keys(r.errors).length ? `  errors ${JSON.stringify(r.errors)}` : ""),
+  );
+}
+
+async function main(): Promise<void> {
+  const rand = seededRng(SEED);
+  const server = await PostgresServer.start({ durable: true });
+  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL), LOG_LEVEL: "warn" }, railStubEnv: { LOG_LEVEL: "warn" } });
+  try {
+    await mesh.start();
+    // B0's database: same server, same schema, its own rows (so paydb's checker run stays meaningful).
+    const rawUrl = await server.createDatabase("paydb_raw");
+    await migrate(rawUrl, "paydb");
+    const raw = new pg.Pool({ connectionString: rawUrl, max: POOL });
+
+    // Tokens are minted here, strictly increasing per account, as a lock service would.
+    const makeAccounts = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ id: `${prefix}-${i}`, next: 1n }));
+    const nextToken = (accounts: Array<{ id: string; next: bigint }>) => {
+      const a = accounts[Math.floor(rand() * accounts.length)]!;
+      const t = a.next;
+      a.next += 1n;
+      return { accountId: a.id, token: t };
+    };
+
+    // B0: the proxy's SQL, raw.
+    for (const c of CONCURRENCY) {
+      const accounts = makeAccounts(10_000, `raw${c}`);
+      const r = await closedLoop(c, SECONDS, WARMUP, async () => {
+        const { accountId, token } = nextToken(accounts);
+        const id = randomUUID();
+        const res = await raw.query(ADMISSION_SQL.admit, [accountId, token.toString(), id, "1050", "EUR", "ben-1", "raw"]);
+        if (res.rowCount !== 1) throw new ConnectError("fenced", Code.Aborted);
+        await raw.query(ADMISSION_SQL.recordOutcome, [id, "ACCEPTED", `rr_${id.slice(0, 8)}`, null, null]);
+      }, reason);
+      record("B0 raw SQL", c, r);
+    }
+
+    // B0: direct rail calls (no fence at all).
+    const rail = createClient(RailService, createGrpcTransport({ baseUrl: mesh.railStub.url }));
+    const auth = { authorization: `Bearer ${mesh.credential}` };
+    for (const c of CONCURRENCY) {
+      const r = await closedLoop(c, SECONDS, WARMUP, async () => {
+        await rail.submitPayment({ clientReference: `direct-${randomUUID()}`, accountId: "acc-direct", beneficiary: "ben-1", amount: { amountMinor: 1050n, currency: "EUR" } }, { headers: auth });
+      }, reason);
+      record("B0 direct rail", c, r);
+    }
+
+    // B1 / B2: through the proxy.
+    const proxyClients = mesh.proxies.map((p) => createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url })));
+    const proxyPids = mesh.proxies.map((p) => p.pid!);
+    const throughProxy = async (workload: string, replicas: number, accountCount: number) => {
+      for (const c of CONCURRENCY) {
+        const accounts = makeAccounts(accountCount, `${workload.replace(/\W/g, "")}${c}`);
+        let i = 0;
+        const cpuBefore = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0);
+        const r = await closedLoop(c, SECONDS, WARMUP, async () => {
+          const { accountId, token } = nextToken(accounts);
+          await proxyClients[i++ % replicas]!.submitPayout({ accountId, payoutId: randomUUID(), fencingToken: token, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" });
+        }, reason);
+        const cpu = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0) - cpuBefore;
+        // CPU covers warm-up too: divide by every op the proxies served in the window.
+        const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
+        record(workload, c, r, { proxyCpuUsPerOp: (cpu / (served * ((SECONDS + WARMUP) / SECONDS))) * 1e6 });
+      }
+    };
+    await throughProxy("B1 proxy x1", 1, 10_000);
+    await throughProxy("B1 proxy x2", 2, 10_000);
+    await throughProxy("B2 hot (10 accounts)", 2, 10);
+    const proxyRss = mesh.proxies.map((p) => peakRssMb(p.pid!));
+
+    // B3: end to end.
+    await mesh.startLock({ LOG_LEVEL: "warn" });
+    await mesh.startPayouts({ LOG_LEVEL: "warn" });
+    for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20", LOG_LEVEL: "warn" });
+    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const b3Count = Number(process.env.BENCH_B3_PAYOUTS ?? 1000);
+    const b3Accounts = Array.from({ length: 200 }, (_, i) => `e2e-${i}`);
+    const pdb = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });
+    const t0 = performance.now();
+    for (let i = 0; i < b3Count; i += 50) {
+      await Promise.all(
+        Array.from({ length: Math.min(50, b3Count - i) }, () =>
+          payouts.createPayout({ accountId: b3Accounts[Math.floor(rand() * b3Accounts.length)]!, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } }),
+        ),
+      );
+    }
+    for (;;) {
+      const { rows: open } = await pdb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING')");
+      if (open[0]!.n === 0 || performance.now() - t0 > 300_000) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const b3Seconds = (performance.now() - t0) / 1000;
+    const { rows: lat } = await pdb.query<{ ms: number; state: string }>("SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts");
+    const sorted = lat.map((l) => Number(l.ms)).sort((a, b) => a - b);
+    const b3: PointResult = {
+      ops: lat.filter((l) => l.state === "PAID").length,
+      errors: Object.fromEntries(Object.entries(lat.reduce<Record<string, number>>((m, l) => ((m[l.state] = (m[l.state] ?? 0) + 1), m), {})).filter(([s]) => s !== "PAID")),
+      seconds: b3Seconds,
+      throughput: lat.length / b3Seconds,
+      p50: sorted[Math.floor(sorted.length * 0.5)] ?? 0,
+      p95: sorted[Math.floor(sorted.length * 0.95)] ?? 0,
+      p99: sorted[Math.floor(sorted.length * 0.99)] ?? 0,
+    };
+    record("B3 end to end", 32, b3);
+    await pdb.end();
+    const rss: Record<string, number> = { "rail-proxy-1": proxyRss[0]!, "rail-proxy-2": proxyRss[1]! };
+    for (const p of mesh.processes()) if (p.pid && !rss[p.name]) rss[p.name] = peakRssMb(p.pid);
+
+    // Zero invariant violations in every bench run.
+    for (const e of mesh.executors) await e.stop();
+    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.dbUrl("raildb"), { quiescent: true });
+    await raw.end();
+    report(rss, check.violations.length, b3Count);
+  } finally {
+    await mesh.stop();
+    await server.destroy();
+  }
+}
+
+function report(rss: Record<string, number>, violations: number, b3Count: number): void {
+  const at = (w: string, c: number) => rows.find((r) => r.workload === w && r.concurrency === c);
+  const ratios = CONCURRENCY.map((c) => {
+    const b0 = at("B0 raw SQL", c)!;
+    const b1 = at("B1 proxy x1", c)!;
+    const b12 = at("B1 proxy x2", c)!;
+    const direct = at("B0 direct rail", c)!;
+    return {
+      concurrency: c,
+      b1OverB0: b1.throughput / b0.throughput,
+      b1x2OverB0: b12.throughput / b0.throughput,
+      addedMedianMs: b1.p50 - b0.p50,
+      b1OverDirectRail: b1.throughput / direct.throughput,
+      proxyCpuUs: b1.proxyCpuUsPerOp ?? 0,
+    };
+  });
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, PostgreSQL 18 (fsync on, synchronous_commit on)`;
+  const b3 = rows.find((r) => r.workload === "B3 end to end")!;
+  // The end-to-end path needs ~4 paydb transactions per payout (claim, fence, admission, outcome
+  // at the proxy, outcome on the payout): B0 does 2 per op, so B0 scaled = B0 / (4 / 2) at c=16.
+  const b0at16 = at("B0 raw SQL", 16)?.throughput ?? 0;
+  const b3Target = 0.5 * (b0at16 / (5 / 2));
+  const lines = [
+    `Machine: ${machine}. ${SECONDS} s per point after ${WARMUP} s warm-up, seed ${SEED}.`,
+    "",
+    "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | proxy CPU µs/op | errors |",
+    "|---|---|---|---|---|---|---|---|",
+    ...rows.map((r) => `| ${r.workload} | ${r.concurrency} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.proxyCpuUsPerOp?.toFixed(0) ?? ""} | ${Object.entries(r.errors).map(([k, v]) => `${k} ${v}`).join(", ")} |`),
+    "",
+    "| concurrency | B1/B0 throughput | B1 (2 replicas)/B0 | B1 − B0 median (ms) | B1 / direct rail |",
+    "|---|---|---|---|---|",
+    ...ratios.map((r) => `| ${r.concurrency} | ${r.b1OverB0.toFixed(2)} | ${r.b1x2OverB0.toFixed(2)} | ${r.addedMedianMs.toFixed(2)} | ${r.b1OverDirectRail.toFixed(2)} |`),
+    "",
+    `Peak RSS (MB): ${Object.entries(rss).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`,
+    `B3: ${b3Count} payouts, ${b3.throughput.toFixed(0)} payouts/s (target >= ${b3Target.toFixed(0)} = 0.5 × B0@16 / 2.5), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms`,
+    `Invariant violations after the run: ${violations}`,
+  ];
+  const dir = join(projectRoot(), "reports", "bench");
+  mkdirSync(dir, { recursive: true });
+  const series: Series[] = ["B0 raw SQL", "B1 proxy x1", "B1 proxy x2", "B0 direct rail"].map((w) => ({
+    name: w,
+    points: CONCURRENCY.map((c) => ({ x: c, throughput: at(w, c)!.throughput, p99: at(w, c)!.p99 })),
+  }));
+  writeFileSync(join(dir, "bench.json"), JSON.stringify({ machine, seconds: SECONDS, seed: SEED, rows, ratios, rss, violations, b3Target }, null, 2));
+  writeFileSync(join(dir, "bench.md"), lines.join("\n") + "\n");
+  writeFileSync(join(dir, "bench.svg"), svgChart(series));
+  log("\n" + lines.join("\n"));
+  log(`\nwritten: ${dir}/bench.{json,md,svg}`);
+  if (violations > 0) process.exitCode = 1;
+}
+
+await main();
