@@ -41,6 +41,12 @@ function onLine(name: string, line: string): void {
   if (/"level":"(warn|error|fatal)"/.test(line)) console.log(`[${name}] ${line}`);
 }
 
+// Traces: to the collector named by OTEL_EXPORTER_OTLP_ENDPOINT if set, else to a local file that
+// `railfence trace <payout_id>` reads. Children inherit the environment.
+if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT && !process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) {
+  process.env.RAILFENCE_TRACE_FILE ??= join(stateDir, "traces.jsonl");
+}
+
 const mesh = new Mesh({ stateDir, durable: true, persistentPostgres: true, proxies: Number(values.proxies), onLine });
 let stopping = false;
 
@@ -100,7 +106,9 @@ async function main(): Promise<void> {
   console.log(`  paydb          ${endpoints.paydb}`);
   for (const [name, url] of Object.entries(metrics)) console.log(`  metrics        ${name.padEnd(14)} ${url}`);
   console.log(`  logs           ${logDir}/<process>.log`);
+  console.log(`  traces         ${process.env.RAILFENCE_TRACE_FILE ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}`);
   console.log("\nTry:  npx railfence payouts create --account acc-1 --amount 1050 --currency EUR --beneficiary ben-1");
+  console.log("      npx railfence payouts get <payout_id>      npx railfence trace <payout_id>");
   console.log("Ctrl-C stops everything.");
 }
 
