@@ -59,12 +59,35 @@ async function readPaydb<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A cursor is PostgreSQL's own `created_at::text` ("2026-01-02 03:04:05.123456+00"). Anything
+ * else (Date.parse accepts "0", "June 1" or February 30) would reach the database as a
+ * timestamptz it refuses, turning bad input into an internal error: check the shape and that
+ * every component is a real calendar value.
+ */
+const CURSOR_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?(Z|[+-]\d{2}(:?\d{2})?)?$/;
+function isCursorTimestamp(text: string): boolean {
+  const m = CURSOR_TIMESTAMP.exec(text);
+  if (!m) return false;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  return y >= 1 && h < 24 && mi < 60 && s < 60 && day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
+}
+
+/** google.protobuf.Timestamp's own valid range (0001-01-01 .. 9999-12-31, nanos < 1e9); outside it: invalid_argument. */
+function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | undefined): void {
+  if (ts === undefined) return;
+  if (ts.seconds < -62_135_596_800n || ts.seconds > 253_402_300_799n || ts.nanos < 0 || ts.nanos > 999_999_999) {
+    throw invalidArgument(field, "TIMESTAMP_INVALID", `${field} must be a valid timestamp between 0001-01-01 and 9999-12-31`);
+  }
+}
+
 const encodeCursor = (r: SubmissionRow) => Buffer.from(JSON.stringify([r.cursor, r.payout_id])).toString("base64url");
 function decodeCursor(token: string): { cursor: string; payoutId: string } | undefined {
   if (!token) return undefined;
   try {
     const [cursor, payoutId] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [unknown, unknown];
-    if (typeof cursor === "string" && typeof payoutId === "string" && !Number.isNaN(Date.parse(cursor))) return { cursor, payoutId };
+    if (typeof cursor === "string" && typeof payoutId === "string" && isCursorTimestamp(cursor)) return { cursor, payoutId };
   } catch {
     // fall through
   }
@@ -135,6 +158,7 @@ export function proxyRoutes(deps: {
 
       async getRailStatement(req) {
         const pageSize = checkPageSize("page_size", req.pageSize, 500, 1000);
+        checkTimestamp("since", req.since);
         try {
           const page = await deps.rail.listPayments({ since: req.since, afterSequence: req.afterSequence, pageSize }, { timeoutMs: deps.railDeadlineMs });
           return { payments: page.payments, hasMore: page.hasMore, coveredUntil: page.coveredUntil };

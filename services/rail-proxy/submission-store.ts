@@ -71,6 +71,16 @@ const ADMIT_UNFENCED = `
     (payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced)
   VALUES ($3, $1, $2, $4, $5, $6, 'FORWARDING', $7, (SELECT count(*) FROM advanced) > 0)`;
 
+const RECORD_OUTCOME = `
+  UPDATE rail_submissions
+     SET state = $2, rail_reference = $3, rail_reason = $4, ambiguity_cause = $5, updated_at = now(),
+         answered_at = CASE WHEN $2 IN ('ACCEPTED', 'REJECTED') THEN now() END
+   WHERE payout_id = $1
+     AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
+
+/** The exact statements of the admission path, for the benchmark's raw floor (B0). */
+export const ADMISSION_SQL = { admit: ADMIT_FENCED, recordOutcome: RECORD_OUTCOME } as const;
+
 const SELECT_COLUMNS = (ambiguousAfterSeconds: string) => `*,
   (state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${ambiguousAfterSeconds}))) AS ambiguous,
   created_at::text AS cursor`;
@@ -99,12 +109,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
      * sweeper already declared stale-ambiguous still takes the late answer: it is the rail's truth. */
     async recordOutcome(payoutId: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT", railReference: string | null, railReason: string | null, ambiguityCause: string | null): Promise<SubmissionRow | undefined> {
       const { rows } = await pool.query<SubmissionRow>(
-        `UPDATE rail_submissions
-            SET state = $2, rail_reference = $3, rail_reason = $4, ambiguity_cause = $5, updated_at = now(),
-                answered_at = CASE WHEN $2 IN ('ACCEPTED', 'REJECTED') THEN now() END
-          WHERE payout_id = $1
-            AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))
-          RETURNING ${columns}`,
+        `${RECORD_OUTCOME} RETURNING ${columns}`,
         [payoutId, state, railReference, railReason, ambiguityCause],
       );
       return rows[0];

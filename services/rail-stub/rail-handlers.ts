@@ -28,6 +28,18 @@ const hangUntilCallerLeaves = (signal: AbortSignal) =>
     signal.addEventListener("abort", () => reject(new ConnectError("caller left", Code.Canceled)), { once: true });
   });
 
+/**
+ * Required, bounded text without control characters. A NUL in particular cannot be stored in
+ * PostgreSQL text: unchecked, it turned a hostile body into an internal error.
+ */
+function checkRailText(field: string, value: string, max: number): void {
+  if (!value) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
+  // eslint-disable-next-line no-control-regex
+  if (value.length > max || /[\u0000-\u001f\u007f]/.test(value)) {
+    throw invalidArgument(field, "FIELD_INVALID", `${field} must be 1-${max} characters without control characters`);
+  }
+}
+
 export interface RailMetrics {
   payments: Counter<"status">;
 }
@@ -48,8 +60,9 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
     router.service(RailService, {
       async submitPayment(req, ctx: HandlerContext) {
         faults.submitCalls += 1n;
-        if (!req.clientReference || req.clientReference.length > 128) throw invalidArgument("client_reference", "FIELD_INVALID", "client_reference must be 1-128 characters");
-        if (!req.accountId || !req.beneficiary) throw invalidArgument("account_id", "FIELD_REQUIRED", "account_id and beneficiary are required");
+        checkRailText("client_reference", req.clientReference, 128);
+        checkRailText("account_id", req.accountId, 128);
+        checkRailText("beneficiary", req.beneficiary, 256);
         if (!req.amount || req.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(req.amount.currency)) {
           throw invalidArgument("amount", "AMOUNT_INVALID", "amount must be > 0 with an ISO-4217 currency");
         }
@@ -76,6 +89,10 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
 
       async listPayments(req) {
         const limit = checkPageSize("page_size", req.pageSize, 500, 1000);
+        // google.protobuf.Timestamp's valid range; outside it the date is not one PostgreSQL (or JS) can hold.
+        if (req.since && (req.since.seconds < -62_135_596_800n || req.since.seconds > 253_402_300_799n || req.since.nanos < 0 || req.since.nanos > 999_999_999)) {
+          throw invalidArgument("since", "TIMESTAMP_INVALID", "since must be a valid timestamp between 0001-01-01 and 9999-12-31");
+        }
         const page = await ledger.list(BigInt(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);
         return {
           payments: page.payments.map((p) => ({

@@ -1,0 +1,321 @@
+/**
+ * Property-based hostile input for every RailProxyService RPC, over binary gRPC and Connect
+ * JSON, against a real rail-proxy, rail-stub and paydb. Every case gets a valid answer or a
+ * clean refusal; invalid-only runs leave marks, intents and the rail ledger exactly as they
+ * were; afterwards the proxy still answers health SERVING and the invariant checker finds
+ * nothing paid wrongly.
+ */
+import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code } from "@connectrpc/connect";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../services/harness/mesh.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
+import {
+  RailProxyService,
+  SubmitPayoutRequestSchema,
+  type SubmitPayoutRequest,
+} from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { testMesh } from "../support/test-mesh.js";
+import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
+import {
+  anyBeneficiary,
+  anyId,
+  anyMoney,
+  anyPageToken,
+  anyToken,
+  anyU32,
+  hostileString,
+  I64_MAX,
+  I64_MIN,
+  isValidBeneficiary,
+  isValidId,
+  MAX_TOKEN,
+  moneyViolation,
+  textViolation,
+  validBeneficiary,
+  validId,
+  validMoney,
+  type MoneyInit,
+} from "./hostile.js";
+import { bounded, expectCleanError, settle } from "./outcome.js";
+import { paydbState, raildbState } from "./state.js";
+import { FuzzTally } from "./summary.js";
+
+const READ_MAX_BYTES = 16 * 1024; // rail-proxy's configured readMaxBytes
+const CALL_BOUND_MS = 10_000;
+
+let mesh: Mesh;
+let pool: ClientPool;
+let proxy: Record<Protocol, ReturnType<typeof clientOf>>;
+const tally = new FuzzTally("rail-proxy");
+const clientOf = (p: ClientPool, url: string, protocol: Protocol) => p.client(RailProxyService, url, protocol);
+const protocolArb = fc.constantFrom(...PROTOCOLS);
+
+async function state() {
+  return { paydb: await paydbState(mesh.dbUrl("paydb")), raildb: await raildbState(mesh.databases.raildb) };
+}
+
+beforeAll(async () => {
+  mesh = testMesh({ proxies: 1 });
+  await mesh.start();
+  pool = new ClientPool();
+  const url = mesh.proxies[0]!.url;
+  proxy = { grpc: clientOf(pool, url, "grpc"), "connect-json": clientOf(pool, url, "connect-json") };
+});
+
+afterAll(async () => {
+  pool?.close();
+  await mesh?.stop();
+  tally.write();
+  // Shrinking adds cases on failure; a passing run executes at least this many.
+  expect(tally.total()).toBeGreaterThanOrEqual(400);
+});
+
+interface SubmitInit {
+  accountId: string;
+  payoutId: string;
+  fencingToken: bigint;
+  amount: MoneyInit | undefined;
+  beneficiary: string;
+}
+
+/** SPEC C3 §3.5 step 0: the first invalid field in check order, or undefined. */
+function firstViolation(r: SubmitInit): string | undefined {
+  if (!isValidId(r.accountId)) return "account_id";
+  if (!isValidId(r.payoutId)) return "payout_id";
+  if (r.fencingToken <= 0n || r.fencingToken > MAX_TOKEN) return "fencing_token";
+  const m = moneyViolation("amount", r.amount);
+  if (m) return m;
+  if (!isValidBeneficiary(r.beneficiary)) return "beneficiary";
+  return undefined;
+}
+
+/** Bytes the server reads for this request over protocol (decides invalid_argument vs resource_exhausted). */
+function wireSize(r: SubmitInit, protocol: Protocol): number {
+  const msg = create(SubmitPayoutRequestSchema, r);
+  return protocol === "grpc" ? toBinary(SubmitPayoutRequestSchema, msg).length : Buffer.byteLength(toJsonString(SubmitPayoutRequestSchema, msg));
+}
+
+const anySubmit: fc.Arbitrary<SubmitInit> = fc.record({
+  accountId: anyId,
+  payoutId: anyId,
+  fencingToken: anyToken,
+  amount: anyMoney,
+  beneficiary: anyBeneficiary,
+});
+
+describe("SubmitPayout", () => {
+  it("an invalid request is refused with invalid_argument naming the first bad field (or resource_exhausted when too big), and changes nothing", async () => {
+    const before = await state();
+    const callsBefore = await railCalls();
+    await fc.assert(
+      fc.asyncProperty(
+        anySubmit.filter((r) => firstViolation(r) !== undefined),
+        protocolArb,
+        async (req, protocol) => {
+          const res = await bounded(settle(proxy[protocol].submitPayout(req as SubmitPayoutRequest)), CALL_BOUND_MS, "SubmitPayout");
+          tally.recordSettled("SubmitPayout/invalid", res);
+          expect(res.ok, `invalid request was accepted: ${JSON.stringify(req, bigintJson)}`).toBe(false);
+          if (res.ok) return;
+          if (wireSize(req, protocol) > READ_MAX_BYTES) {
+            expectCleanError(res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "SubmitPayout oversized");
+          } else {
+            expectCleanError(res.error, { codes: [Code.InvalidArgument], field: firstViolation(req) }, `SubmitPayout ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+    expect(await state()).toEqual(before);
+    expect(await railCalls()).toBe(callsBefore);
+    expect(tally.cases("SubmitPayout/invalid")).toBeGreaterThanOrEqual(150);
+  });
+
+  it("an arbitrary request (valid or hostile) gets an admission or a clean refusal; admitted ones are paid exactly once", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.record({
+          accountId: fc.oneof(validId.map((s) => `fz-${s}`.slice(0, 64)), anyId),
+          payoutId: fc.oneof(validId, anyId),
+          fencingToken: fc.oneof(fc.bigInt({ min: 1n, max: MAX_TOKEN }), anyToken),
+          amount: fc.oneof(validMoney, anyMoney),
+          beneficiary: fc.oneof(validBeneficiary, anyBeneficiary),
+        }),
+        protocolArb,
+        async (req, protocol) => {
+          const res = await bounded(settle(proxy[protocol].submitPayout(req as SubmitPayoutRequest)), CALL_BOUND_MS, "SubmitPayout");
+          tally.recordSettled("SubmitPayout/any", res);
+          const violation = firstViolation(req);
+          if (res.ok) {
+            expect(violation, "accepted a request the contract refuses").toBeUndefined();
+            expect(res.value.submission?.payoutId).toBe(req.payoutId);
+            return;
+          }
+          if (violation !== undefined) {
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "SubmitPayout");
+          } else {
+            // A valid request can still meet a higher mark or a reused payout id: fenced, never paid twice.
+            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION"] }, "SubmitPayout valid");
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    expect(check.violations).toEqual([]);
+  });
+
+  it("a message larger than readMaxBytes is resource_exhausted over both protocols and changes nothing", async () => {
+    const before = await state();
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: READ_MAX_BYTES + 1, max: 200_000 }), fc.constantFrom("accountId", "payoutId", "beneficiary") , protocolArb, async (size, field, protocol) => {
+        const req = { accountId: "acc-big", payoutId: "p-big", fencingToken: 5n, amount: { amountMinor: 5n, currency: "EUR" }, beneficiary: "ben", [field]: "x".repeat(size) };
+        const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
+        tally.recordSettled("SubmitPayout/oversized", res);
+        expect(res.ok).toBe(false);
+        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "oversized");
+      }),
+      { numRuns: 8 },
+    );
+    expect(await state()).toEqual(before);
+  });
+});
+
+describe("reads and resolution", () => {
+  it("GetSubmission with any payout id: not_found, invalid_argument naming payout_id, or the row", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyId, protocolArb, async (payoutId, protocol) => {
+        const res = await bounded(settle(proxy[protocol].getSubmission({ payoutId })), CALL_BOUND_MS, "GetSubmission");
+        tally.recordSettled("GetSubmission", res);
+        if (res.ok) return expect(res.value.submission?.payoutId).toBe(payoutId);
+        if (isValidId(payoutId)) expectCleanError(res.error, { codes: [Code.NotFound], reasons: ["SUBMISSION_NOT_FOUND"] }, "GetSubmission");
+        else expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], field: "payout_id" }, "GetSubmission");
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it("ListUnresolved with any page size and page token: a page or invalid_argument (PAGE_SIZE_INVALID / PAGE_TOKEN_INVALID)", async () => {
+    await fc.assert(
+      fc.asyncProperty(anyU32, anyPageToken, protocolArb, async (pageSize, pageToken, protocol) => {
+        const res = await bounded(settle(proxy[protocol].listUnresolved({ pageSize, pageToken })), CALL_BOUND_MS, "ListUnresolved");
+        tally.recordSettled("ListUnresolved", res);
+        if (res.ok) {
+          expect(pageSize).toBeLessThanOrEqual(500);
+          return;
+        }
+        expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListUnresolved ${pageSize} ${pageToken.slice(0, 80)}`);
+      }),
+      { numRuns: 80 },
+    );
+  });
+
+  it("ResolveSubmission with hostile input: a clean refusal, and nothing is resolved", async () => {
+    // One real, non-ambiguous submission for the valid-id cases to find.
+    const existing = { accountId: "acc-resolve-fz", payoutId: "p-resolve-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
+    await proxy.grpc.submitPayout(existing).catch(() => {});
+    const before = await state();
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(anyId, fc.constant(existing.payoutId)),
+        fc.oneof(fc.constantFrom(0, 1, 2, 3, -1, 2 ** 31 - 1), fc.integer()),
+        fc.oneof(hostileString(300), fc.constantFrom("operator:alice", "reconciler")),
+        fc.oneof(hostileString(1500), fc.constant("")),
+        protocolArb,
+        async (payoutId, outcome, actor, note, protocol) => {
+          const res = await bounded(settle(proxy[protocol].resolveSubmission({ payoutId, outcome, actor, note })), CALL_BOUND_MS, "ResolveSubmission");
+          tally.recordSettled("ResolveSubmission", res);
+          expect(res.ok, "resolved a submission that is not ambiguous").toBe(false);
+          if (res.ok) return;
+          const invalid = !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000);
+          if (invalid) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "ResolveSubmission invalid");
+          else expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+        },
+      ),
+      { numRuns: 80 },
+    );
+    expect(await state()).toEqual(before);
+  });
+
+  it("GetRailStatement with any since / after_sequence / page size: a statement page or a clean refusal", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.option(
+          fc.oneof(
+            fc.integer({ min: -1e15, max: 1e15 }).map((ms) => timestampFromMs(ms)),
+            fc.record({ seconds: fc.bigInt({ min: I64_MIN, max: I64_MAX }), nanos: fc.integer() }),
+          ),
+          { nil: undefined },
+        ),
+        fc.bigInt({ min: I64_MIN, max: I64_MAX }),
+        anyU32,
+        protocolArb,
+        async (since, afterSequence, pageSize, protocol) => {
+          // JSON cannot even express a timestamp outside 0001..9999: the client refuses to encode it.
+          const unencodable = since !== undefined && (since.seconds < -62_135_596_800n || since.seconds > 253_402_300_799n || since.nanos < 0 || since.nanos > 999_999_999);
+          if (protocol === "connect-json" && unencodable) protocol = "grpc";
+          const res = await bounded(settle(proxy[protocol].getRailStatement({ since, afterSequence, pageSize })), CALL_BOUND_MS, "GetRailStatement");
+          tally.recordSettled("GetRailStatement", res);
+          if (res.ok) return;
+          expectCleanError(res.error, { codes: [Code.InvalidArgument] }, `GetRailStatement since=${JSON.stringify(since, bigintJson)} after=${afterSequence} size=${pageSize}`);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+});
+
+describe("regressions found by fuzzing", () => {
+  const token = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  it.each([
+    ["a cursor Date.parse accepts but PostgreSQL refuses (\"0\")", token(["0", "-"])],
+    ["year 0000", token(["0000-12-31T23:59:59.999Z", "p"])],
+    ["February 30", token(["2024-02-30 10:00:00.000001+00", "p"])],
+    ["hour 24", token(["2024-01-01 24:00:00+00", "p"])],
+  ])("ListUnresolved with a page token holding %s is PAGE_TOKEN_INVALID, not internal", async (_name, pageToken) => {
+    for (const protocol of PROTOCOLS) {
+      const res = await settle(proxy[protocol].listUnresolved({ pageToken }));
+      expect(res.ok).toBe(false);
+      if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_TOKEN_INVALID"], field: "page_token" }, "ListUnresolved");
+    }
+  });
+
+  it("a cursor in PostgreSQL's own format is still accepted", async () => {
+    const res = await proxy.grpc.listUnresolved({ pageToken: token(["2024-01-01 10:00:00.123456+00", "p"]) });
+    expect(res.submissions).toBeDefined();
+  });
+
+  it.each([
+    ["past 9999-12-31", { seconds: 253_402_300_800n, nanos: 0 }],
+    ["before 0001-01-01", { seconds: -62_135_596_801n, nanos: 0 }],
+    ["nanos >= 1e9", { seconds: 0n, nanos: 2_000_500_000 }],
+    ["negative nanos", { seconds: 0n, nanos: -1 }],
+  ])("GetRailStatement with since %s is invalid_argument naming since (was: unavailable from an internal rail error)", async (_name, since) => {
+    const res = await settle(proxy.grpc.getRailStatement({ since }));
+    expect(res.ok).toBe(false);
+    if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["TIMESTAMP_INVALID"], field: "since" }, "GetRailStatement");
+  });
+});
+
+describe("after the fuzz runs", () => {
+  it("the proxy still answers health SERVING and the invariant checker finds nothing paid wrongly", async () => {
+    await expectServing(mesh.proxies[0]!.url);
+    await expectServing(mesh.railStub.url);
+    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    expect(check.violations).toEqual([]);
+    expect(mesh.proxies[0]!.running).toBe(true);
+    expect(mesh.allLines().filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);
+  });
+});
+
+async function railCalls(): Promise<bigint> {
+  const { RailControlService } = await import("../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js");
+  const control = pool.client(RailControlService, `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`, "grpc");
+  return (await control.getFaults({})).submitCalls;
+}
+
+function bigintJson(_k: string, v: unknown): unknown {
+  return typeof v === "bigint" ? v.toString() : v;
+}
