@@ -20,6 +20,8 @@ export interface AdmissionDeps {
   metrics: ProxyMetrics;
   logger: Logger;
   fencingEnabled: boolean;
+  /** "memory": the rejected in-process map of ADR-007 §7.2, for harness negative controls only. */
+  markStore?: "paydb" | "memory";
   railDeadlineMs: number;
 }
 
@@ -35,6 +37,9 @@ const RAIL_REFUSALS = new Set([Code.Unauthenticated, Code.PermissionDenied, Code
 
 export function createAdmission(deps: AdmissionDeps) {
   const { store, rail, metrics, logger } = deps;
+  // ADR-007 §7.2's ConcurrentHashMap<accountId, token>: forgets on restart (i) and differs per
+  // replica (ii). Used only when a drill asks for it, to show the checker catches what it lets through.
+  const memoryMarks = deps.markStore === "memory" ? new Map<string, bigint>() : undefined;
 
   /** Writing the outcome is a paydb write, not a rail call: retrying it is safe. */
   async function recordOutcome(...args: Parameters<SubmissionStore["recordOutcome"]>): Promise<SubmissionRow | undefined> {
@@ -57,7 +62,13 @@ export function createAdmission(deps: AdmissionDeps) {
     const started = performance.now();
     let result;
     try {
-      result = await store.admit(intent, deps.fencingEnabled);
+      if (memoryMarks) {
+        const seen = memoryMarks.get(intent.accountId) ?? 0n;
+        if (intent.token > seen) memoryMarks.set(intent.accountId, intent.token);
+        result = intent.token > seen ? await store.admit(intent, false) : "FENCED_OUT";
+      } else {
+        result = await store.admit(intent, deps.fencingEnabled);
+      }
     } catch (err) {
       metrics.admissionSeconds.observe({ result: "ERROR" }, (performance.now() - started) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });

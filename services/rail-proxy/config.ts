@@ -20,6 +20,9 @@ const schema = z.object({
   SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
   /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it. */
   RAIL_PROXY_FENCING_ENABLED: env.bool(true),
+  /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
+   * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
+  RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
   REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
   DRAIN_MS: env.ms(10_000),
 });
@@ -36,6 +39,7 @@ export interface RailProxyConfig {
   ambiguityMarginMs: number;
   sweepIntervalMs: number;
   fencingEnabled: boolean;
+  markStore: "paydb" | "memory";
   replicaId: string;
   drainMs: number;
 }
@@ -54,6 +58,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     ambiguityMarginMs: c.AMBIGUITY_MARGIN_MS,
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,
     fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
+    markStore: c.RAIL_PROXY_MARK_STORE,
     replicaId: c.REPLICA_ID,
     drainMs: c.DRAIN_MS,
   };

@@ -24,11 +24,17 @@ runMain(logger, async () => {
 
   const registry = createRegistry("rail-proxy");
   const metrics = createProxyMetrics(registry);
-  metrics.fencingEnabled.set(config.fencingEnabled ? 1 : 0);
+  const durableFence = config.fencingEnabled && config.markStore === "paydb";
+  metrics.fencingEnabled.set(durableFence ? 1 : 0);
   let stopWarning = () => {};
-  if (!config.fencingEnabled) {
+  if (!durableFence) {
     const warn = () =>
-      logger.warn({ event: "fencing_disabled" }, "RAIL_PROXY_FENCING_ENABLED=false: high-water fencing is OFF. Stale executors WILL pay twice. Harness scenario C5 §5.2 only.");
+      logger.warn(
+        { event: "fencing_disabled", mark_store: config.markStore, fencing_enabled: config.fencingEnabled },
+        config.markStore === "memory"
+          ? "RAIL_PROXY_MARK_STORE=memory: marks live in this process only (ADR-007's rejected design). Restarts and other replicas WILL admit stale tokens. Harness negative controls only."
+          : "RAIL_PROXY_FENCING_ENABLED=false: high-water fencing is OFF. Stale executors WILL pay twice. Harness scenario C5 §5.2 only.",
+      );
     warn();
     const t = setInterval(warn, 60_000);
     t.unref();
@@ -36,7 +42,7 @@ runMain(logger, async () => {
   }
 
   const rail = createRailClient(config.railUrl, config.railCredential);
-  const submit = createAdmission({ store, rail, metrics, logger, fencingEnabled: config.fencingEnabled, railDeadlineMs: config.railDeadlineMs });
+  const submit = createAdmission({ store, rail, metrics, logger, fencingEnabled: config.fencingEnabled, markStore: config.markStore, railDeadlineMs: config.railDeadlineMs });
   const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 
   const server = await startServiceServer({

@@ -15,6 +15,10 @@ export const SCENARIOS: Scenario[] = [
   railAmbiguity,
   paydbOutage,
   pausedHolder({ name: "lock-outage", summary: "§5.9 the lock backend stops; the stale holder is still fenced by the proxy", fencingEnabled: true, lockOutage: true }),
+  // Negative controls for ADR-007 failures i and ii: the same drills against the rejected
+  // in-memory mark must let the stale holder through, and the checker must say so.
+  pausedHolder({ name: "restart-amnesia-memory", summary: "negative control: restart-amnesia with in-memory marks: double payment detected", fencingEnabled: true, restartProxies: true, memoryMarks: true }),
+  pausedHolder({ name: "two-replicas-memory", summary: "negative control: two-replicas with in-memory marks: double payment detected", fencingEnabled: true, splitReplicas: true, memoryMarks: true }),
 ];
 
 export function scenario(name: string): Scenario {

@@ -23,6 +23,8 @@ export interface PausedHolderVariant {
   standby?: boolean;
   /** Stop the lock backend before A resumes (§5.9). */
   lockOutage?: boolean;
+  /** Negative control: proxies keep marks in memory (ADR-007's rejected design). */
+  memoryMarks?: boolean;
 }
 
 const LEASE_TTL_MS = 800;
@@ -31,14 +33,14 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
   return {
     name: v.name,
     summary: v.summary,
-    expectsCorruption: !v.fencingEnabled,
+    expectsCorruption: !v.fencingEnabled || !!v.memoryMarks,
     async run(p: DrillParams) {
       const notes: string[] = [];
       const failures: string[] = [];
       const drill = await DrillMesh.start({
         lockBackend: p.lockBackend,
         proxies: 2,
-        proxyEnv: { RAIL_PROXY_FENCING_ENABLED: String(v.fencingEnabled) },
+        proxyEnv: { RAIL_PROXY_FENCING_ENABLED: String(v.fencingEnabled), RAIL_PROXY_MARK_STORE: v.memoryMarks ? "memory" : "paydb" },
         ownServers: v.standby ? ["paydb"] : v.lockOutage && p.lockBackend === "pg" ? ["lockdb"] : [],
         postgresUrl: p.postgresUrl,
         log: p.log,
@@ -98,7 +100,8 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         a.resume();
         const aOutcome = await drill.waitEvent(a.name, "payout_attempt", (e) => e.payout_id === payoutId, 20_000).catch(() => undefined);
         notes.push(`A resumed: ${aOutcome ? `${aOutcome.outcome}${aOutcome.where ? ` (${aOutcome.where})` : ""}` : "no outcome logged"}`);
-        if (v.fencingEnabled && !(aOutcome?.outcome === "FENCED_OUT" && aOutcome.where === "proxy")) {
+        const guarded = v.fencingEnabled && !v.memoryMarks;
+        if (guarded && !(aOutcome?.outcome === "FENCED_OUT" && aOutcome.where === "proxy")) {
           failures.push("A's stale submission was not FENCED_OUT by the proxy");
         }
 
@@ -118,10 +121,10 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         const corruption = result.violations.some((x) => x.invariant === "INV-02");
         const fencedOut = drill.mesh.executors.flatMap((e) => drill.events(e.name, "payout_attempt")).filter((e) => e.outcome === "FENCED_OUT" && e.where === "proxy").length;
         return {
-          verdict: v.fencingEnabled ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
+          verdict: guarded ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
           violations: result.violations,
           counts: { ...result.counts, fencedOut },
-          failures: v.fencingEnabled ? failures : corruption ? [] : ["fencing was off but the checker found no double payment"],
+          failures: guarded ? failures : corruption ? [] : ["the guard was removed but the checker found no double payment"],
           notes,
         };
       } finally {
