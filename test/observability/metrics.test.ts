@@ -1,0 +1,81 @@
+/**
+ * Every service's /metrics exposes the C4 §4.4 signals with the right Prometheus type, the
+ * process defaults, and only bounded labels (never an account or payout id).
+ */
+import { randomUUID } from "node:crypto";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../services/harness/mesh.js";
+import type { ServiceProcess } from "../../services/harness/service-process.js";
+import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { eventually } from "../support/clients.js";
+import { testMesh } from "../support/test-mesh.js";
+
+let mesh: Mesh;
+
+const EXPECTED: Record<string, Record<string, "counter" | "gauge" | "histogram">> = {
+  "rail-proxy-1": {
+    rail_duplicate_attempted_total: "counter",
+    rail_proxy_fenced_out_total: "counter",
+    rail_proxy_admitted_total: "counter",
+    rail_proxy_rail_outcome_total: "counter",
+    rail_ambiguous_unresolved: "gauge",
+    rail_ambiguous_oldest_age_seconds: "gauge",
+    rail_proxy_fencing_enabled: "gauge",
+    rail_proxy_admission_seconds: "histogram",
+    rail_proxy_rail_call_seconds: "histogram",
+  },
+  lock: { lock_acquire_seconds: "histogram", lock_grants_total: "counter", lock_contention_total: "counter", lock_lease_lost_total: "counter" },
+  "executor-1": { payout_end_to_end_seconds: "histogram", executor_payouts_total: "counter", executor_lock_acquire_seconds: "histogram" },
+  payouts: { idempotency_replays_total: "counter", idempotency_conflicts_total: "counter", payouts_created_total: "counter" },
+  reconciler: { rail_ambiguous_unresolved: "gauge", rail_ambiguous_oldest_age_seconds: "gauge", reconciler_decisions_total: "counter" },
+  "rail-stub": { rail_stub_payments_total: "counter" },
+};
+
+async function scrape(p: ServiceProcess): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${p.ready!.metricsPort}/metrics`)).text();
+}
+
+beforeAll(async () => {
+  mesh = testMesh({ proxies: 1 });
+  await mesh.start();
+  await mesh.startLock();
+  await mesh.startPayouts();
+  await mesh.addExecutor();
+  await mesh.startReconciler({ RECONCILE_INTERVAL_MS: "500" });
+  // Some traffic so labelled series exist.
+  const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+  const key = randomUUID();
+  const req = { accountId: "acc-metrics-1", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-1" };
+  const { payout } = await payouts.createPayout(req, { headers: { "idempotency-key": key } });
+  await payouts.createPayout(req, { headers: { "idempotency-key": key } });
+  await eventually(async () => (await payouts.getPayout({ payoutId: payout!.payoutId })).payout?.state === 3, "payout PAID");
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+describe("metrics", () => {
+  it("every C4 signal is exposed with its Prometheus type", async () => {
+    for (const [name, metrics] of Object.entries(EXPECTED)) {
+      const proc = mesh.processes().find((p) => p.name === name)!;
+      expect(proc, name).toBeDefined();
+      const text = await scrape(proc);
+      for (const [metric, type] of Object.entries(metrics)) expect(text, `${name} ${metric}`).toContain(`# TYPE ${metric} ${type}`);
+      expect(text, `${name} default metrics`).toContain("# TYPE process_cpu_user_seconds_total counter");
+    }
+  });
+
+  it("fencing is reported enabled, and no label carries an account or payout id", async () => {
+    const proxyText = await scrape(mesh.proxies[0]!);
+    expect(proxyText).toMatch(/^rail_proxy_fencing_enabled\{[^}]*\} 1$/m);
+    expect(proxyText).toMatch(/^rail_proxy_admitted_total\{[^}]*\} [1-9]/m);
+    for (const p of mesh.processes()) {
+      if (!p.ready?.metricsPort) continue;
+      const text = await scrape(p);
+      expect(text, p.name).not.toMatch(/acc-metrics-1|po_[a-z0-9]{10,}/);
+    }
+  });
+});
