@@ -4,35 +4,20 @@
  * way `curl` users write it) is one request under one key.
  */
 import { Code } from "@connectrpc/connect";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
-import { clients, countPayouts, create, createPaydb, dropPaydb, newKey, postJson, startPayouts } from "./support.js";
+import { describe, expect, it } from "vitest";
+import { usePayoutsService, countPayouts, create, newKey, postJson } from "./support.js";
 
-let paydb: string;
-let svc: ServiceProcess;
-let c: ReturnType<typeof clients>;
-
-beforeAll(async () => {
-  paydb = await createPaydb();
-  svc = await startPayouts(paydb);
-  c = clients(svc.url);
-});
-
-afterAll(async () => {
-  c?.close();
-  await svc?.stop(5000);
-  if (paydb) await dropPaydb(paydb);
-});
+const t = usePayoutsService();
 
 describe("request fingerprint across encodings", () => {
   it("a Connect JSON request is replayed to the same request over gRPC binary and to raw JSON", async () => {
     const key = newKey();
     const req = { accountId: "acct-enc", amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1", clientReference: "" };
-    const overJson = await create(c.json, req, key);
+    const overJson = await create(t.c.json, req, key);
     expect(overJson.error).toBeUndefined();
     expect(overJson.replayed).toBe(false);
 
-    const overGrpc = await create(c.grpc, req, key);
+    const overGrpc = await create(t.c.grpc, req, key);
     expect(overGrpc.error).toBeUndefined();
     expect(overGrpc.replayed).toBe(true);
     expect(overGrpc.response!.payout!.payoutId).toBe(overJson.response!.payout!.payoutId);
@@ -42,41 +27,41 @@ describe("request fingerprint across encodings", () => {
       `{"clientReference":"","beneficiary":"ben-1","amount":{"currency":"EUR","amountMinor":"1050"},"accountId":"acct-enc"}`,
       `{"account_id":"acct-enc","amount":{"amount_minor":1050,"currency":"EUR"},"beneficiary":"ben-1"}`,
     ]) {
-      const raw = await postJson(svc.url, "CreatePayout", body, { "idempotency-key": key });
+      const raw = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
       expect(raw.status).toBe(200);
       expect(raw.headers["idempotency-replayed"]).toBe("true");
       expect(JSON.parse(raw.body).payout.payoutId).toBe(overJson.response!.payout!.payoutId);
     }
-    expect(await countPayouts(paydb, "account_id = 'acct-enc'")).toBe(1);
+    expect(await countPayouts(t.paydb, "account_id = 'acct-enc'")).toBe(1);
   });
 
   it("a gRPC binary request is replayed to the same request over Connect JSON; a changed body is not", async () => {
     const key = newKey();
     const req = { accountId: "acct-enc2", amount: { amountMinor: 77n, currency: "JPY" }, beneficiary: "ben/2", clientReference: "r-2" };
-    const first = await create(c.grpc, req, key);
+    const first = await create(t.c.grpc, req, key);
     expect(first.error).toBeUndefined();
-    const again = await create(c.json, req, key);
+    const again = await create(t.c.json, req, key);
     expect(again.replayed).toBe(true);
     expect(again.response!.payout!.payoutId).toBe(first.response!.payout!.payoutId);
-    const changed = await create(c.json, { ...req, clientReference: "r-3" }, key);
+    const changed = await create(t.c.json, { ...req, clientReference: "r-3" }, key);
     expect(changed.error?.code).toBe(Code.InvalidArgument);
     expect(changed.reason).toBe("IDEMPOTENCY_KEY_REUSED");
-    expect(await countPayouts(paydb, "account_id = 'acct-enc2'")).toBe(1);
+    expect(await countPayouts(t.paydb, "account_id = 'acct-enc2'")).toBe(1);
   });
 
   it("over plain Connect JSON the HTTP statuses are the contract's: 400 missing key, 400 reused key, 409 conflict", async () => {
-    const missing = await postJson(svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`);
+    const missing = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`);
     expect(missing.status).toBe(400);
     const err = JSON.parse(missing.body);
     expect(err.code).toBe("invalid_argument");
     expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
 
     const key = newKey();
-    const ok = await postJson(svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
+    const ok = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
     expect(ok.status).toBe(200);
-    const reused = await postJson(svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"6","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
+    const reused = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"6","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
     expect(reused.status).toBe(400);
     expect(JSON.parse(reused.body).code).toBe("invalid_argument");
-    expect(await countPayouts(paydb, "account_id = 'acct-enc3'")).toBe(1);
+    expect(await countPayouts(t.paydb, "account_id = 'acct-enc3'")).toBe(1);
   });
 });

@@ -8,7 +8,7 @@ import { createConnectTransport, createGrpcTransport, Http2SessionManager } from
 import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import pg from "pg";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { ServiceProcess } from "../../services/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorInfo } from "../../services/shared/errors.js";
@@ -198,3 +198,19 @@ export function postJson(baseUrl: string, method: string, body: string, headers:
 }
 
 export type { CreatePayoutRequest };
+
+/** One payouts service on a fresh paydb for the whole file, stopped and dropped afterwards. */
+export function usePayoutsService(): { readonly paydb: string; readonly svc: ServiceProcess; readonly c: ReturnType<typeof clients> } {
+  const state = {} as { paydb: string; svc: ServiceProcess; c: ReturnType<typeof clients> };
+  beforeAll(async () => {
+    state.paydb = await createPaydb();
+    state.svc = await startPayouts(state.paydb);
+    state.c = clients(state.svc.url);
+  });
+  afterAll(async () => {
+    state.c?.close();
+    await state.svc?.stop(5000);
+    if (state.paydb) await dropPaydb(state.paydb);
+  });
+  return state;
+}
