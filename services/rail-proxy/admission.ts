@@ -130,9 +130,10 @@ export function createAdmission(deps: AdmissionDeps) {
     metrics.railCallSeconds.observe({ outcome }, (performance.now() - railStarted) / 1000);
     const row = await recordOutcome(intent.payoutId, outcome, answer.railReference, accepted ? null : answer.reason, null);
     if (row) return row;
-    // Money may have moved and the ledger could not say so: report the rail's answer anyway.
+    // Money may have moved and the ledger could not say so: report the rail's answer anyway. The
+    // row stays FORWARDING, the sweeper makes it ambiguous and the reconciler closes it.
+    const now = new Date();
     return {
-      ...({} as SubmissionRow),
       payout_id: intent.payoutId,
       account_id: intent.accountId,
       fencing_token: intent.token.toString(),
@@ -144,9 +145,16 @@ export function createAdmission(deps: AdmissionDeps) {
       rail_reason: accepted ? null : answer.reason,
       replica_id: intent.replicaId,
       mark_advanced: true,
-      created_at: new Date(),
-      updated_at: new Date(),
+      created_at: now,
+      updated_at: now,
+      ambiguity_cause: null,
+      previous_state: null,
+      resolution_outcome: null,
+      resolution_actor: null,
+      resolution_note: null,
+      resolved_at: null,
       ambiguous: false,
+      cursor: now.toISOString(),
     };
   };
 }
