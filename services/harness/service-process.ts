@@ -23,11 +23,15 @@ export interface ServiceProcessOptions {
   env: Record<string, string | undefined>;
   /** Extra arguments after main.js. */
   args?: string[];
+  /** Extra node flags before it (e.g. --cpu-prof for profiling runs). */
+  nodeArgs?: string[];
   /** Called with every output line (JSON logs). */
   onLine?: (name: string, line: string) => void;
   /** Wait for the ready line (false for one-shot jobs). */
   waitReady?: boolean;
   readyTimeoutMs?: number;
+  /** The process serves TLS (its TLS_* files are in env): url is https://. */
+  tls?: boolean;
 }
 
 export function serviceEntry(service: string): string {
@@ -63,7 +67,7 @@ export class ServiceProcess {
     for (const [k, v] of Object.entries({ ...defaults, ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
     // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
     const instrumentation = join(projectRoot(), "dist", "services", "shared", "instrumentation.js");
-    const child = spawn(process.execPath, ["--import", instrumentation, serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
+    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
       env,
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -167,9 +171,9 @@ export class ServiceProcess {
     return this.start({ ...samePorts, ...envOverride });
   }
 
-  /** The address clients use: http://127.0.0.1:<port>. */
+  /** The address clients use: http://127.0.0.1:<port> (https:// when the process serves TLS). */
   get url(): string {
     if (!this.ready) throw new Error(`${this.name} is not ready`);
-    return `http://127.0.0.1:${this.ready.port}`;
+    return `${this.opts.tls ? "https" : "http"}://127.0.0.1:${this.ready.port}`;
   }
 }

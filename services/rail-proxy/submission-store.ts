@@ -94,9 +94,12 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
     /** Steps 1-3 of C3 §3.5 in one statement. */
     async admit(i: Intent, fencingEnabled: boolean): Promise<AdmitResult> {
       try {
-        const res = await pool.query(fencingEnabled ? ADMIT_FENCED : ADMIT_UNFENCED, [
-          i.accountId, i.token.toString(), i.payoutId, i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId,
-        ]);
+        // Named: prepared once per connection, so each admission skips parse and plan.
+        const res = await pool.query({
+          name: fencingEnabled ? "rf_admit_fenced" : "rf_admit_unfenced",
+          text: fencingEnabled ? ADMIT_FENCED : ADMIT_UNFENCED,
+          values: [i.accountId, i.token.toString(), i.payoutId, i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId],
+        });
         return res.rowCount === 1 ? "ADMITTED" : "FENCED_OUT";
       } catch (err) {
         const e = err as { code?: string; constraint?: string };
@@ -108,10 +111,11 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
     /** Records the rail's answer (or its absence) on a row this replica is forwarding. A row the
      * sweeper already declared stale-ambiguous still takes the late answer: it is the rail's truth. */
     async recordOutcome(payoutId: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT", railReference: string | null, railReason: string | null, ambiguityCause: string | null): Promise<SubmissionRow | undefined> {
-      const { rows } = await pool.query<SubmissionRow>(
-        `${RECORD_OUTCOME} RETURNING ${columns}`,
-        [payoutId, state, railReference, railReason, ambiguityCause],
-      );
+      const { rows } = await pool.query<SubmissionRow>({
+        name: "rf_record_outcome",
+        text: `${RECORD_OUTCOME} RETURNING ${columns}`,
+        values: [payoutId, state, railReference, railReason, ambiguityCause],
+      });
       return rows[0];
     },
 

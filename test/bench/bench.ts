@@ -23,6 +23,7 @@ import { seededRng } from "../../services/harness/drills/rng.js";
 import { checkInvariants } from "../../services/harness/invariants.js";
 import { Mesh } from "../../services/harness/mesh.js";
 import { PostgresServer } from "../../services/harness/postgres.js";
+import { ServiceProcess } from "../../services/harness/service-process.js";
 import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -62,7 +63,7 @@ function record(workload: string, concurrency: number, r: PointResult, extra: Pa
 async function main(): Promise<void> {
   const rand = seededRng(SEED);
   const server = await PostgresServer.start({ durable: true });
-  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL), LOG_LEVEL: "warn" }, railStubEnv: { LOG_LEVEL: "warn" } });
+  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL) } });
   try {
     await mesh.start();
     // B0's database: same server, same schema, its own rows (so paydb's checker run stays meaningful).
@@ -85,15 +86,23 @@ async function main(): Promise<void> {
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
         const { accountId, token } = nextToken(accounts);
         const id = randomUUID();
-        const res = await raw.query(ADMISSION_SQL.admit, [accountId, token.toString(), id, "1050", "EUR", "ben-1", "raw"]);
+        // Prepared, like the proxy's (same statements, same pool size).
+        const res = await raw.query({ name: "b0_admit", text: ADMISSION_SQL.admit, values: [accountId, token.toString(), id, "1050", "EUR", "ben-1", "raw"] });
         if (res.rowCount !== 1) throw new ConnectError("fenced", Code.Aborted);
-        await raw.query(ADMISSION_SQL.recordOutcome, [id, "ACCEPTED", `rr_${id.slice(0, 8)}`, null, null]);
+        await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [id, "ACCEPTED", `rr_${id.slice(0, 8)}`, null, null] });
       }, reason);
       record("B0 raw SQL", c, r);
     }
 
-    // B0: direct rail calls (no fence at all).
-    const rail = createClient(RailService, createGrpcTransport({ baseUrl: mesh.railStub.url }));
+    // B0: direct rail calls (no fence at all), on a second stub with its own ledger so that the
+    // checker's view of the real rail stays clean.
+    const directStub = new ServiceProcess({
+      service: "rail-stub",
+      name: "rail-stub-direct",
+      env: { PORT: "0", METRICS_PORT: "0", RAILDB_URL: await server.createDatabase("raildb_direct"), RAIL_CREDENTIALS_FILE: mesh.credentialFile },
+    });
+    await directStub.start();
+    const rail = createClient(RailService, createGrpcTransport({ baseUrl: directStub.url }));
     const auth = { authorization: `Bearer ${mesh.credential}` };
     for (const c of CONCURRENCY) {
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
@@ -101,6 +110,7 @@ async function main(): Promise<void> {
       }, reason);
       record("B0 direct rail", c, r);
     }
+    await directStub.stop();
 
     // B1 / B2: through the proxy.
     const proxyClients = mesh.proxies.map((p) => createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url })));
@@ -126,9 +136,9 @@ async function main(): Promise<void> {
     const proxyRss = mesh.proxies.map((p) => peakRssMb(p.pid!));
 
     // B3: end to end.
-    await mesh.startLock({ LOG_LEVEL: "warn" });
-    await mesh.startPayouts({ LOG_LEVEL: "warn" });
-    for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20", LOG_LEVEL: "warn" });
+    await mesh.startLock();
+    await mesh.startPayouts();
+    for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20" });
     const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
     const b3Count = Number(process.env.BENCH_B3_PAYOUTS ?? 1000);
     const b3Accounts = Array.from({ length: 200 }, (_, i) => `e2e-${i}`);
