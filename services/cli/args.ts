@@ -20,6 +20,10 @@ export const OPTIONS = {
   paydb: { type: "string" },
   "endpoints-file": { type: "string" },
   "timeout-ms": { type: "string" },
+  // mutual TLS: the operator's certificate, its key, and the CA the services' certificates chain to
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "tls-ca": { type: "string" },
   // payouts
   account: { type: "string" },
   amount: { type: "string" },
@@ -45,7 +49,7 @@ export const OPTIONS = {
 export type OptionName = keyof typeof OPTIONS;
 
 /** Options every command accepts (output mode, endpoints, timeouts, help). */
-export const GLOBAL_OPTIONS: readonly OptionName[] = ["help", "json", "payouts", "rail-proxy", "lock", "paydb", "endpoints-file", "timeout-ms"];
+export const GLOBAL_OPTIONS: readonly OptionName[] = ["help", "json", "payouts", "rail-proxy", "lock", "paydb", "endpoints-file", "timeout-ms", "tls-cert", "tls-key", "tls-ca"];
 
 export interface ParsedLine {
   positionals: string[];

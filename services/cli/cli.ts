@@ -4,11 +4,12 @@
  * world (argv, env, cwd, output, prompt) as arguments so it runs the same in tests as in a
  * terminal; main.ts is the only file that touches `process`.
  */
+import { readFileSync } from "node:fs";
 import { GLOBAL_OPTIONS, Options, parseLine } from "./args.js";
 import { CallFailed, Connections } from "./clients.js";
 import type { CommandContext, CommandSpec } from "./command.js";
 import { endpointCommands } from "./endpoints-command.js";
-import { resolveEndpoints } from "./endpoints.js";
+import { resolveEndpoints, type TlsFiles } from "./endpoints.js";
 import { describeError, formatErrorReport } from "./error-report.js";
 import { EXIT_OK, EXIT_REFUSED, EXIT_USAGE, UsageError } from "./exit-codes.js";
 import { commandHelp, generalHelp, groupHelp } from "./help.js";
@@ -99,12 +100,13 @@ export async function runCli(world: CliWorld): Promise<number> {
         lock: opts.string("lock"),
         paydb: opts.string("paydb"),
         endpointsFile: opts.string("endpoints-file"),
+        tls: { cert: opts.string("tls-cert"), key: opts.string("tls-key"), ca: opts.string("tls-ca") },
       },
       env: world.env,
       cwd: world.cwd,
     });
     const timeoutMs = opts.integer("timeout-ms", 1, 600_000) ?? DEFAULT_TIMEOUT_MS;
-    const connections = new Connections(timeoutMs);
+    const connections = new Connections(timeoutMs, readTlsFiles(endpoints.tls?.value));
     const ctx: CommandContext = { output, opts, args, json, endpoints, connections, env: world.env, confirm: world.confirm };
     try {
       return await runWithUsage(command, ctx, usage);
@@ -143,4 +145,17 @@ function report(err: unknown, output: Output, json: boolean): number {
   if (json) output.err(JSON.stringify({ error: { code: "internal", message } }, null, 2));
   else output.err(`error: internal CLI failure: ${message}`);
   return EXIT_REFUSED;
+}
+
+/** Reads the operator's TLS files (a missing one is a usage error naming it). */
+function readTlsFiles(files: TlsFiles | undefined): { cert: Buffer; key: Buffer; ca?: Buffer } | undefined {
+  if (!files) return undefined;
+  const read = (p: string, what: string) => {
+    try {
+      return readFileSync(p);
+    } catch (err) {
+      throw new UsageError(`cannot read the TLS ${what} ${p}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    }
+  };
+  return { cert: read(files.cert, "certificate"), key: read(files.key, "key"), ...(files.ca ? { ca: read(files.ca, "CA") } : {}) };
 }

@@ -35,12 +35,16 @@ export function isUnreachable(err: ConnectError): boolean {
 export class Connections {
   private readonly sessions = new Map<string, Http2SessionManager>();
 
-  constructor(private readonly timeoutMs: number) {}
+  /** tls: the operator's certificate/key and the CA (mutual TLS, https:// endpoints). */
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly tls?: { cert: Buffer; key: Buffer; ca?: Buffer },
+  ) {}
 
   client<S extends DescService>(service: S, baseUrl: string): Client<S> {
     let session = this.sessions.get(baseUrl);
     if (!session) {
-      session = new Http2SessionManager(baseUrl);
+      session = new Http2SessionManager(baseUrl, undefined, this.tls);
       this.sessions.set(baseUrl, session);
     }
     return createClient(service, createGrpcTransport({ baseUrl, sessionManager: session, defaultTimeoutMs: this.timeoutMs }));

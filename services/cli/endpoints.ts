@@ -6,7 +6,7 @@
  * surprising target instead of leaving the operator guessing.
  */
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { UsageError } from "./exit-codes.js";
 
 export type EndpointSource = "flag" | "env" | "file" | "default";
@@ -27,6 +27,8 @@ export interface ResolvedEndpoints {
   rail?: Endpoint<string>;
   railControl?: Endpoint<string>;
   metrics?: Endpoint<Record<string, string>>;
+  /** The operator's client certificate for mutual TLS (cert + key + CA file paths, one source). */
+  tls?: Endpoint<TlsFiles>;
   /** The endpoints file consulted, and whether it existed. */
   file: { path: string; found: boolean };
 }
@@ -37,6 +39,14 @@ export interface EndpointFlags {
   lock?: string;
   paydb?: string;
   endpointsFile?: string;
+  tls?: Partial<TlsFiles>;
+}
+
+/** Paths of the files the CLI presents (cert, key) and trusts (ca) under mutual TLS. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+  ca?: string;
 }
 
 /** The environment variables the CLI reads, by endpoint. */
@@ -46,6 +56,9 @@ export const ENDPOINT_ENV = {
   lock: "RAILFENCE_LOCK_URL",
   paydb: "RAILFENCE_PAYDB_URL",
   endpointsFile: "RAILFENCE_ENDPOINTS_FILE",
+  tlsCert: "RAILFENCE_TLS_CERT_FILE",
+  tlsKey: "RAILFENCE_TLS_KEY_FILE",
+  tlsCa: "RAILFENCE_TLS_CA_FILE",
 } as const;
 
 /** Documented default ports of the services (SPEC service contracts). */
@@ -65,6 +78,7 @@ interface FileEndpoints {
   payouts?: string;
   railControl?: string;
   metrics?: Record<string, string>;
+  tls?: TlsFiles;
 }
 
 /** Reads and checks the endpoints file; a missing file is fine, a malformed one is a usage error. */
@@ -104,6 +118,14 @@ export function readEndpointsFile(path: string, read: (p: string) => string = (p
       throw new UsageError(`endpoints file ${path}: "metrics" must be an object of name -> URL`);
     }
     out.metrics = m as Record<string, string>;
+  }
+  if (o.tls !== undefined) {
+    const t = o.tls as Record<string, unknown> | null;
+    const ok = !!t && typeof t === "object" && typeof t.cert === "string" && typeof t.key === "string" && (t.ca === undefined || typeof t.ca === "string");
+    if (!ok) throw new UsageError(`endpoints file ${path}: "tls" must be {"cert": path, "key": path, "ca": path}`);
+    // Relative paths are relative to the file, so the file can be moved with its certificates.
+    const at = (p: string) => resolve(dirname(path), p);
+    out.tls = { cert: at(t.cert as string), key: at(t.key as string), ...(typeof t.ca === "string" ? { ca: at(t.ca) } : {}) };
   }
   return out;
 }
@@ -169,6 +191,11 @@ export function resolveEndpoints(input: {
     ["default", [...DEFAULT_ENDPOINTS.railProxy]],
   ]);
   const paydb = pick<string>([["flag", flags.paydb], ["env", env[ENDPOINT_ENV.paydb]], ["file", file?.paydb]]);
+  const tls = pick<TlsFiles>([
+    ["flag", tlsGroup("--tls-cert/--tls-key", flags.tls?.cert, flags.tls?.key, flags.tls?.ca)],
+    ["env", tlsGroup(`${ENDPOINT_ENV.tlsCert}/${ENDPOINT_ENV.tlsKey}`, env[ENDPOINT_ENV.tlsCert], env[ENDPOINT_ENV.tlsKey], env[ENDPOINT_ENV.tlsCa])],
+    ["file", file?.tls],
+  ]);
   return {
     payouts: service("payouts", pick([["flag", flags.payouts], ["env", env[ENDPOINT_ENV.payouts]], ["file", file?.payouts], ["default", DEFAULT_ENDPOINTS.payouts]])),
     railProxy: railProxy && { ...railProxy, value: railProxy.value.map((u) => checkServiceUrl("rail-proxy", u, railProxy.source)) },
@@ -177,8 +204,16 @@ export function resolveEndpoints(input: {
     rail: file?.rail ? { value: file.rail, source: "file" } : undefined,
     railControl: file?.railControl ? { value: file.railControl, source: "file" } : undefined,
     metrics: file?.metrics ? { value: file.metrics, source: "file" } : undefined,
+    tls,
     file: { path: filePath, found: file !== undefined },
   };
+}
+
+/** A certificate and its key come together (from one source); a CA alone is a usage error. */
+function tlsGroup(what: string, cert: string | undefined, key: string | undefined, ca: string | undefined): TlsFiles | undefined {
+  if (!cert && !key && !ca) return undefined;
+  if (!cert || !key) throw new UsageError(`${what}: give the certificate and its key together (and the CA)`);
+  return { cert, key, ...(ca ? { ca } : {}) };
 }
 
 /** A database URL safe to print: any password is replaced (secrets never reach a terminal log). */

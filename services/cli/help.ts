@@ -11,6 +11,7 @@ const GLOBAL_HELP = [
   "--paydb URL             paydb, for reconcile (env RAILFENCE_PAYDB_URL)",
   "--endpoints-file PATH   default ./.railfence/endpoints.json (env RAILFENCE_ENDPOINTS_FILE)",
   "--timeout-ms MS         per-call deadline (default 10000)",
+  "--tls-cert/--tls-key/--tls-ca PATH  mutual TLS as the operator (env RAILFENCE_TLS_*_FILE; default: the endpoints file's tls)",
   "--help, -h              help for any command",
 ];
 

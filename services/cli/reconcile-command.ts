@@ -25,6 +25,8 @@ export function reconcilerEnv(input: {
   railProxies: readonly string[];
   dryRun: boolean;
   settlementWindowMs?: number;
+  /** The operator's certificate: the one-shot reconciler calls the proxies as the operator. */
+  tls?: { cert: string; key: string; ca?: string };
 }): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(input.env)) if (v !== undefined) out[k] = v;
@@ -36,6 +38,11 @@ export function reconcilerEnv(input: {
   if (input.settlementWindowMs !== undefined) out.SETTLEMENT_WINDOW_MS = String(input.settlementWindowMs);
   // A one-shot run must not collide with a reconciler already bound to the default metrics port.
   out.METRICS_PORT ??= "0";
+  if (input.tls) {
+    out.TLS_CERT_FILE = input.tls.cert;
+    out.TLS_KEY_FILE = input.tls.key;
+    if (input.tls.ca) out.TLS_CA_FILE = input.tls.ca;
+  }
   return out;
 }
 
@@ -60,6 +67,7 @@ const reconcile: CommandSpec = {
       railProxies: ctx.endpoints.railProxy?.value ?? [],
       dryRun: ctx.opts.flag("dry-run"),
       settlementWindowMs: ctx.opts.integer("settlement-window-ms", 0, 31 * 24 * 3_600_000),
+      tls: ctx.endpoints.tls?.value,
     });
     const entry = reconcilerEntry();
     if (!existsSync(entry)) {

@@ -10,16 +10,19 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import { clientTracing } from "../shared/tracing.js";
+import { clientTlsOptions, type TlsSettings } from "../shared/tls.js";
 
-function transport(baseUrl: string) {
-  return createGrpcTransport({ baseUrl, interceptors: [clientTracing], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000 });
+function transport(baseUrl: string, tls: TlsSettings | undefined) {
+  // With TLS configured the executor's certificate is its identity at the lock service.
+  const nodeOptions = clientTlsOptions(tls);
+  return createGrpcTransport({ baseUrl, interceptors: [clientTracing], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000, ...(nodeOptions ? { nodeOptions } : {}) });
 }
 
 export type LockClient = Client<typeof LockService>;
 export type { RailProxyClient } from "../shared/proxy-pool.js";
 
-export function createLockClient(baseUrl: string): LockClient {
-  return createClient(LockService, transport(baseUrl));
+export function createLockClient(baseUrl: string, tls?: TlsSettings): LockClient {
+  return createClient(LockService, transport(baseUrl, tls));
 }
 
 export { createProxyPool, type ProxyPool } from "../shared/proxy-pool.js";

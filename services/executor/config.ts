@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 /** Comma-separated base URLs; every entry must parse as an http(s) URL. */
@@ -30,6 +31,7 @@ const schema = z.object({
   /** "payout" (honest default) or "attempt" (drills: the untrusted worst case; see shared/submission-ref.ts). */
   EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
   DRAIN_MS: env.ms(10_000),
+  ...tlsEnvShape,
 });
 
 export interface ExecutorConfig {
@@ -47,6 +49,8 @@ export interface ExecutorConfig {
   pauseAfterFenceMs: number;
   submissionReference: SubmissionReferenceMode;
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
@@ -66,5 +70,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
     submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -29,8 +29,8 @@ runMain(logger, async () => {
   const metrics = createExecutorMetrics(registry);
   const payOneUntraced = createPayOne({
     store,
-    lock: createLockClient(config.lockUrl),
-    proxies: createProxyPool(config.railProxyUrls),
+    lock: createLockClient(config.lockUrl, config.transport.tls),
+    proxies: createProxyPool(config.railProxyUrls, config.transport.tls),
     metrics,
     logger,
     executorId: config.executorId,

@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { MESH_IDENTITIES, Pki, type IdentityFiles, type MeshIdentity } from "./pki.js";
 import { PostgresServer } from "./postgres.js";
 import { ServiceProcess } from "./service-process.js";
 
@@ -26,10 +27,17 @@ export interface MeshOptions {
   proxies?: number;
   proxyEnv?: Record<string, string>;
   lockEnv?: Record<string, string>;
+  /** Node flags for the proxy processes (profiling: ["--cpu-prof", "--cpu-prof-dir=..."]). */
+  proxyNodeArgs?: string[];
   executorEnv?: Record<string, string>;
   railStubEnv?: Record<string, string>;
   onLine?: (name: string, line: string) => void;
   persistentPostgres?: boolean;
+  /**
+   * Mutual TLS everywhere: a throwaway PKI under <stateDir>/pki, each process with its own
+   * identity's certificate, https:// URLs. Off by default (tests talk h2c on loopback).
+   */
+  tls?: boolean;
 }
 
 export class Mesh {
@@ -47,11 +55,47 @@ export class Mesh {
   private ownsStateDir = false;
   private readonly stopHooks: Array<() => Promise<void>> = [];
   private ownsPostgres = false;
+  /** The mesh's PKI when tls is on (created by start() / startPki()). */
+  pki: Pki | undefined;
+  private readonly identities = new Map<string, IdentityFiles>();
 
   readonly stateDir: string;
 
   constructor(readonly opts: MeshOptions = {}) {
     this.stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "railfence-mesh-"));
+  }
+
+  /** Creates the CA and every mesh identity's certificate (idempotent; start() calls it). */
+  async startPki(): Promise<void> {
+    if (!this.opts.tls || this.pki) return;
+    this.ownsStateDir = !this.opts.stateDir;
+    this.pki = await Pki.create(join(this.stateDir, "pki"));
+    for (const id of MESH_IDENTITIES) this.identities.set(id, await this.pki.issue(id));
+  }
+
+  /** The files of a mesh identity (tls meshes only). */
+  identityFiles(identity: MeshIdentity): IdentityFiles {
+    const files = this.identities.get(identity);
+    if (!files) throw new Error(`no certificate for ${identity}: is this a tls mesh, started?`);
+    return files;
+  }
+
+  /** TLS_* env of a process running as identity; empty on an h2c mesh. */
+  tlsEnv(identity: MeshIdentity): Record<string, string> {
+    return this.opts.tls ? Pki.env(this.identityFiles(identity)) : {};
+  }
+
+  /**
+   * createGrpcTransport options of a harness client calling as identity (default operator):
+   * `{ nodeOptions }` on a tls mesh, `{}` on an h2c one, so callers just spread it.
+   */
+  clientOptions(identity: MeshIdentity = "operator"): { nodeOptions?: { cert: Buffer; key: Buffer; ca: Buffer } } {
+    return this.opts.tls ? { nodeOptions: Pki.nodeOptions(this.identityFiles(identity)) } : {};
+  }
+
+  /** Base URL of the rail-stub's control API. */
+  get railControlUrl(): string {
+    return `${this.opts.tls ? "https" : "http"}://127.0.0.1:${this.railStub.ready!.controlPort}`;
   }
 
   /** Database URL for kind on the mesh's server. */
@@ -109,10 +153,12 @@ export class Mesh {
         RAIL_STUB_CONTROL_PORT: "0",
         RAILDB_URL: this.databases.raildb,
         RAIL_CREDENTIALS_FILE: this.credentialFile,
+        ...this.tlsEnv("rail"),
         ...this.opts.railStubEnv,
         ...env,
       },
       onLine: this.opts.onLine,
+      tls: this.opts.tls,
     });
     await this.railStub.start();
     return this.railStub;
@@ -126,6 +172,7 @@ export class Mesh {
       RAIL_URL: this.railStub.url,
       RAIL_CREDENTIALS_FILE: this.credentialFile,
       REPLICA_ID: `rail-proxy-${replica}`,
+      ...this.tlsEnv("rail-proxy"),
       ...this.opts.proxyEnv,
       ...env,
     };
@@ -134,7 +181,7 @@ export class Mesh {
   /** Starts one more rail-proxy replica. */
   async addProxy(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const replica = this.proxies.length + 1;
-    const proxy = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${replica}`, env: this.proxyEnv(replica, env), onLine: this.opts.onLine });
+    const proxy = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${replica}`, env: this.proxyEnv(replica, env), onLine: this.opts.onLine, tls: this.opts.tls, nodeArgs: this.opts.proxyNodeArgs });
     this.proxies.push(proxy);
     await proxy.start();
     return proxy;
@@ -148,8 +195,9 @@ export class Mesh {
   async startLock(env: Record<string, string> = {}): Promise<ServiceProcess> {
     this.lock = new ServiceProcess({
       service: "lock",
-      env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: this.databases.lockdb, ...this.opts.lockEnv, ...env },
+      env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: this.databases.lockdb, ...this.tlsEnv("lock"), ...this.opts.lockEnv, ...env },
       onLine: this.opts.onLine,
+      tls: this.opts.tls,
     });
     await this.lock.start();
     return this.lock;
@@ -158,8 +206,9 @@ export class Mesh {
   async startPayouts(env: Record<string, string> = {}): Promise<ServiceProcess> {
     this.payouts = new ServiceProcess({
       service: "payouts",
-      env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, ...env },
+      env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, ...this.tlsEnv("payouts"), ...env },
       onLine: this.opts.onLine,
+      tls: this.opts.tls,
     });
     await this.payouts.start();
     return this.payouts;
@@ -173,6 +222,7 @@ export class Mesh {
       LOCK_URL: this.lock.url,
       RAIL_PROXY_URLS: this.proxyUrls(),
       EXECUTOR_ID: `executor-${n}`,
+      ...this.tlsEnv("executor"),
       ...this.opts.executorEnv,
       ...env,
     };
@@ -187,7 +237,7 @@ export class Mesh {
   }
 
   reconcilerEnv(env: Record<string, string> = {}): Record<string, string> {
-    return { METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, RAIL_PROXY_URLS: this.proxyUrls(), ...env };
+    return { METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, RAIL_PROXY_URLS: this.proxyUrls(), ...this.tlsEnv("reconciler"), ...env };
   }
 
   /** The reconciler on a schedule (RECONCILE_INTERVAL_MS > 0), as `npm start` runs it. */
@@ -209,8 +259,9 @@ export class Mesh {
     return { code, lines: once.lines };
   }
 
-  /** PostgreSQL, credential, rail-stub and the proxies. */
+  /** PKI (tls meshes), PostgreSQL, credential, rail-stub and the proxies. */
   async start(): Promise<this> {
+    await this.startPki();
     await this.startDatabases();
     this.writeCredential();
     await this.startRailStub();

@@ -3,6 +3,8 @@
  * PostgreSQL (data kept in .railfence/pgdata), rail-stub, two rail-proxy replicas, the lock
  * service, the payouts API, two executors and the reconciler on a schedule. Writes the
  * endpoints to .railfence/endpoints.json (read by the `railfence` CLI). Ctrl-C stops it all.
+ * Mutual TLS everywhere: a throwaway CA and one certificate per identity in .railfence/pki; the
+ * endpoints file names the `operator` certificate the CLI presents.
  *
  *   npm start [-- --lock-backend pg|etcd] [-- --proxies N] [-- --executors N]
  */
@@ -47,7 +49,7 @@ if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT && !process.env.OTEL_EXPORTER_OTLP_
   process.env.RAILFENCE_TRACE_FILE ??= join(stateDir, "traces.jsonl");
 }
 
-const mesh = new Mesh({ stateDir, durable: true, persistentPostgres: true, proxies: Number(values.proxies), onLine });
+const mesh = new Mesh({ stateDir, tls: true, durable: true, persistentPostgres: true, proxies: Number(values.proxies), onLine });
 let stopping = false;
 
 async function shutdown(code: number): Promise<void> {
@@ -89,22 +91,25 @@ async function main(): Promise<void> {
     raildb: mesh.dbUrl("raildb"),
     lockdb: mesh.dbUrl("lockdb"),
     rail: mesh.railStub.url,
-    railControl: `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`,
+    railControl: mesh.railControlUrl,
     railProxy: mesh.proxies.map((p) => p.url),
     lock: mesh.lock!.url,
     lockBackend,
     payouts: mesh.payouts!.url,
     metrics,
+    // The CLI calls as the operator (docs/security.md has what that identity may do).
+    tls: { ca: mesh.identityFiles("operator").ca, cert: mesh.identityFiles("operator").cert, key: mesh.identityFiles("operator").key },
   };
   writeFileSync(join(stateDir, "endpoints.json"), JSON.stringify(endpoints, null, 2) + "\n");
 
   console.log(`\nrailfence is up (${((Date.now() - started) / 1000).toFixed(1)} s). Endpoints (also in .railfence/endpoints.json):`);
-  console.log(`  payouts API    ${endpoints.payouts}   (gRPC, gRPC-Web, Connect over h2c)`);
+  console.log(`  payouts API    ${endpoints.payouts}   (gRPC, gRPC-Web, Connect over mutual TLS)`);
   console.log(`  rail-proxy     ${endpoints.railProxy.join("  ")}`);
   console.log(`  lock (${lockBackend.padEnd(4)})    ${endpoints.lock}`);
   console.log(`  rail-stub      ${endpoints.rail}   (control: ${endpoints.railControl})`);
   console.log(`  paydb          ${endpoints.paydb}`);
   for (const [name, url] of Object.entries(metrics)) console.log(`  metrics        ${name.padEnd(14)} ${url}`);
+  console.log(`  certificates   ${mesh.pki!.dir}   (CLI: operator; curl/grpcurl: --cacert ca.crt --cert client.crt --key client.key)`);
   console.log(`  logs           ${logDir}/<process>.log`);
   console.log(`  traces         ${process.env.RAILFENCE_TRACE_FILE ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}`);
   console.log("\nTry:  npx railfence payouts create --account acc-1 --amount 1050 --currency EUR --beneficiary ben-1");

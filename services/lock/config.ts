@@ -1,6 +1,7 @@
 /** Lock service configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 import type { BackendName } from "./lock-backend.js";
 
 /**
@@ -33,6 +34,7 @@ const schema = z
       .transform((v) => BigInt(v))
       .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
     DRAIN_MS: env.ms(10_000),
+    ...tlsEnvShape,
   })
   // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;
   // it only reads the three string fields it checks.
@@ -63,6 +65,8 @@ export interface LockConfig {
   backendTimeoutMs: number;
   tokenFloor: bigint;
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
@@ -79,5 +83,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     backendTimeoutMs: c.LOCK_BACKEND_TIMEOUT_MS,
     tokenFloor: c.LOCK_TOKEN_FLOOR,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -4,6 +4,7 @@ import { createLogger } from "../shared/logger.js";
 import { createRegistry } from "../shared/metrics.js";
 import { migrate } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
+import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import { readConfig, type LockConfig } from "./config.js";
@@ -64,6 +65,8 @@ runMain(logger, async () => {
     registry,
     logger,
     readMaxBytes: 4 * 1024,
+    tls: config.transport,
+    authz: POLICIES.lock,
   });
   logger.info(
     { event: "ready", port: server.port, metricsPort: server.metricsPort, backend: backend.name, token_floor: backend.floor.toString() },

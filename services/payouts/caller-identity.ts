@@ -2,18 +2,20 @@
  * Who is calling. Idempotency keys and payout reads are scoped to this identity, so one client
  * can never read (or replay) another client's answer.
  *
- * Until authentication lands every caller is the configured default client. This is the one
- * place that changes when mTLS arrives: derive the identity from the verified peer
- * certificate here, and every store lookup is already keyed by it.
+ * Under mutual TLS the identity is the one in the caller's verified client certificate
+ * (services/shared/identity.ts); the authorization policy has already refused callers that are
+ * not configured clients (PAYOUTS_CLIENT_IDENTITIES). On cleartext loopback (tests, a laptop)
+ * every caller is the configured default client.
  */
 import type { HandlerContext } from "@connectrpc/connect";
+import { peerIdentityKey } from "../shared/identity.js";
 
 /** Resolves the calling client's identity from a handler context. */
 export type CallerIdentity = (ctx: HandlerContext) => string;
 
-/** The pre-authentication identity: every caller is `defaultClientId`. */
+/** The certificate's identity when there is one, else `defaultClientId`. */
 export function createCallerIdentity(defaultClientId: string): CallerIdentity {
-  return function callerIdentity(_ctx: HandlerContext): string {
-    return defaultClientId;
+  return function callerIdentity(ctx: HandlerContext): string {
+    return ctx.values.get(peerIdentityKey) ?? defaultClientId;
   };
 }

@@ -1,6 +1,7 @@
 /** payouts configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 import { ID_PATTERN } from "../shared/validation.js";
 
 const DAY_MS = 86_400_000;
@@ -18,9 +19,16 @@ const schema = z.object({
   IDEMPOTENCY_PURGE_INTERVAL_MS: env.ms(60_000, 50, DAY_MS),
   /** Lease of an IN_PROGRESS marker: a request that crashed frees its key after this long. */
   IDEMPOTENCY_LOCK_MS: env.ms(30_000, 100, 3_600_000),
-  /** The client identity until authentication (mTLS) lands; see caller-identity.ts. */
+  /** The client identity of callers without a certificate (plain h2c on loopback); see caller-identity.ts. */
   PAYOUTS_DEFAULT_CLIENT_ID: z.string().regex(ID_PATTERN, "must be 1-64 characters of [A-Za-z0-9._:-]").default("local-default"),
+  /** Identities (from client certificates) allowed to call the payouts API under mutual TLS. */
+  PAYOUTS_CLIENT_IDENTITIES: z
+    .string()
+    .default("client,operator")
+    .transform((s) => s.split(",").map((v) => v.trim()).filter((v) => v.length > 0))
+    .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
   DRAIN_MS: env.ms(10_000),
+  ...tlsEnvShape,
 });
 
 export interface PayoutsConfig {
@@ -33,7 +41,10 @@ export interface PayoutsConfig {
   purgeIntervalMs: number;
   lockMs: number;
   defaultClientId: string;
+  clientIdentities: string[];
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
@@ -48,6 +59,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     purgeIntervalMs: c.IDEMPOTENCY_PURGE_INTERVAL_MS,
     lockMs: c.IDEMPOTENCY_LOCK_MS,
     defaultClientId: c.PAYOUTS_DEFAULT_CLIENT_ID,
+    clientIdentities: c.PAYOUTS_CLIENT_IDENTITIES,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -5,6 +5,7 @@ import { createRegistry } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
 import { startServiceServer } from "../shared/server.js";
 import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { POLICIES } from "../shared/authz.js";
 import { createCallerIdentity } from "./caller-identity.js";
 import { readConfig } from "./config.js";
 import { createPayoutCreator } from "./create-payout.js";
@@ -38,6 +39,8 @@ runMain(logger, async () => {
     registry,
     logger,
     readMaxBytes: 16 * 1024,
+    tls: config.transport,
+    authz: POLICIES.payouts(config.clientIdentities),
   });
   logger.info({ event: "ready", port: server.port, metricsPort: server.metricsPort }, "payouts ready");
 

@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 
 const schema = z.object({
   HOST: env.host(),
@@ -25,6 +26,7 @@ const schema = z.object({
   RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
   REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
   DRAIN_MS: env.ms(10_000),
+  ...tlsEnvShape,
 });
 
 export interface RailProxyConfig {
@@ -42,6 +44,8 @@ export interface RailProxyConfig {
   markStore: "paydb" | "memory";
   replicaId: string;
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
@@ -61,5 +65,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     markStore: c.RAIL_PROXY_MARK_STORE,
     replicaId: c.REPLICA_ID,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -9,6 +9,7 @@ import { createAdmission } from "./admission.js";
 import { readConfig } from "./config.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
+import { POLICIES } from "../shared/authz.js";
 import { createRailClient } from "./rail-client.js";
 import { createSubmissionStore } from "./submission-store.js";
 import { startSweeper } from "./sweeper.js";
@@ -41,7 +42,7 @@ runMain(logger, async () => {
     stopWarning = () => clearInterval(t);
   }
 
-  const rail = createRailClient(config.railUrl, config.railCredential);
+  const rail = createRailClient(config.railUrl, config.railCredential, config.transport.tls);
   const submit = createAdmission({ store, rail, metrics, logger, fencingEnabled: config.fencingEnabled, markStore: config.markStore, railDeadlineMs: config.railDeadlineMs });
   const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 
@@ -55,6 +56,8 @@ runMain(logger, async () => {
     registry,
     logger,
     readMaxBytes: 16 * 1024,
+    tls: config.transport,
+    authz: POLICIES.railProxy,
   });
   logger.info(
     { event: "ready", port: server.port, metricsPort: server.metricsPort, replica_id: config.replicaId, fencing_enabled: config.fencingEnabled },

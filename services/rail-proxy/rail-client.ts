@@ -7,8 +7,11 @@ import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { clientTracing } from "../shared/tracing.js";
+import { clientTlsOptions, type TlsSettings } from "../shared/tls.js";
 
-export function createRailClient(baseUrl: string, credential: string) {
+/** tls: with mutual TLS the proxy's certificate (identity rail-proxy) is checked by the rail too. */
+export function createRailClient(baseUrl: string, credential: string, tls?: TlsSettings) {
+  const nodeOptions = clientTlsOptions(tls);
   const authorization = `Bearer ${credential}`;
   const withCredential: Interceptor = (next) => (req) => {
     req.header.set("authorization", authorization);
@@ -21,6 +24,7 @@ export function createRailClient(baseUrl: string, credential: string) {
     // Keep the HTTP/2 connection warm between submissions.
     pingIntervalMs: 30_000,
     idleConnectionTimeoutMs: 300_000,
+    ...(nodeOptions ? { nodeOptions } : {}),
   });
   return createClient(RailService, transport);
 }

@@ -1,6 +1,7 @@
 /** rail-stub configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 
 const schema = z.object({
   HOST: env.host(),
@@ -15,6 +16,7 @@ const schema = z.object({
   /** Initial fault plan as JSON (same shape as SetFaultsRequest.rules), optional. */
   RAIL_STUB_FAULTS: z.string().optional(),
   DRAIN_MS: env.ms(10_000),
+  ...tlsEnvShape,
 });
 
 export interface RailStubConfig {
@@ -26,6 +28,8 @@ export interface RailStubConfig {
   credential: string;
   faultsJson: string | undefined;
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
@@ -39,5 +43,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
     credential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
     faultsJson: c.RAIL_STUB_FAULTS,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -5,6 +5,7 @@ import { createLogger } from "../shared/logger.js";
 import { createRegistry } from "../shared/metrics.js";
 import { migrate } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
+import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
@@ -39,6 +40,8 @@ runMain(logger, async () => {
     registry,
     logger,
     interceptors: [requireCredential(RailService.typeName, config.credential)],
+    tls: config.transport,
+    authz: POLICIES.railStub,
   });
   const control =
     config.controlPort === undefined
@@ -52,6 +55,8 @@ runMain(logger, async () => {
           routes: controlRoutes(faults),
           registry,
           logger,
+          tls: config.transport,
+          authz: POLICIES.railControl,
         });
   logger.info({ event: "ready", port: server.port, metricsPort: server.metricsPort, controlPort: control?.port }, "rail-stub ready");
 

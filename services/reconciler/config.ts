@@ -1,6 +1,7 @@
 /** reconciler configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 
 const urlList = z
   .string()
@@ -23,6 +24,7 @@ const schema = z.object({
   /** Bound of every call to a rail-proxy. */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
   DRAIN_MS: env.ms(10_000),
+  ...tlsEnvShape,
 });
 
 export interface ReconcilerConfig {
@@ -36,6 +38,8 @@ export interface ReconcilerConfig {
   actor: string;
   callTimeoutMs: number;
   drainMs: number;
+  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
+  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig {
@@ -51,5 +55,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     actor: c.RECONCILER_ACTOR,
     callTimeoutMs: c.CALL_TIMEOUT_MS,
     drainMs: c.DRAIN_MS,
+    transport: tlsFromEnv(c),
   };
 }

@@ -21,7 +21,7 @@ runMain(logger, async () => {
   const registry = createRegistry("reconciler");
   const metrics = createReconcilerMetrics(registry);
   const runOnce = createReconciler({
-    proxy: createProxyRoundRobin(config.railProxyUrls),
+    proxy: createProxyRoundRobin(config.railProxyUrls, config.transport.tls),
     store: createReconcilerStore(pool),
     metrics,
     logger,

@@ -5,11 +5,12 @@
  * forwards.
  */
 import { createProxyPool, type RailProxyClient } from "../shared/proxy-pool.js";
+import type { TlsSettings } from "../shared/tls.js";
 
 export type { RailProxyClient };
 
 /** Returns a function that hands out the next replica's client on every call. */
-export function createProxyRoundRobin(baseUrls: string[]): () => RailProxyClient {
-  const pool = createProxyPool(baseUrls);
+export function createProxyRoundRobin(baseUrls: string[], tls?: TlsSettings): () => RailProxyClient {
+  const pool = createProxyPool(baseUrls, tls);
   return () => pool.next();
 }

@@ -13,8 +13,13 @@ export function createRegistry(service: string): Registry {
   return registry;
 }
 
-/** Serves GET /metrics (and /healthz) on host:port. Resolves with the bound port. */
-export async function serveMetrics(registry: Registry, host: string, port: number): Promise<{ server: Server; port: number }> {
+/**
+ * Serves GET /metrics (and /healthz) on host:port. Resolves with the bound port.
+ * With `ready`, also GET /readyz: 200 while ready() holds, 503 otherwise. It mirrors
+ * grpc.health.v1 in plain HTTP for probes that cannot speak TLS to the service port (kubelet
+ * gRPC probes have no TLS), so a draining pod still leaves its Service's endpoints.
+ */
+export async function serveMetrics(registry: Registry, host: string, port: number, ready?: () => boolean): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     if (req.method === "GET" && req.url === "/metrics") {
       registry
@@ -27,6 +32,12 @@ export async function serveMetrics(registry: Registry, host: string, port: numbe
           res.writeHead(500);
           res.end();
         });
+      return;
+    }
+    if (ready && req.method === "GET" && req.url === "/readyz") {
+      const ok = ready();
+      res.writeHead(ok ? 200 : 503, { "content-type": "text/plain" });
+      res.end(ok ? "ok\n" : "not serving\n");
       return;
     }
     if (req.method === "GET" && req.url === "/healthz") {

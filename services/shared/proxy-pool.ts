@@ -10,6 +10,7 @@ import { Code, ConnectError, createClient, type Client, type Interceptor } from 
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RailProxyService } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { clientTracing } from "./tracing.js";
+import { clientTlsOptions, type TlsSettings } from "./tls.js";
 
 export type RailProxyClient = Client<typeof RailProxyService>;
 
@@ -27,8 +28,10 @@ const EJECT_MS = 2000;
  * reachable, or draining) is skipped for a short while, so the rotation cannot keep landing the
  * same kind of call on a dead replica. When every replica is ejected, plain rotation resumes.
  */
-export function createProxyPool(baseUrls: string[]): ProxyPool {
+export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">): ProxyPool {
   if (baseUrls.length === 0) throw new Error("at least one rail-proxy URL is needed");
+  // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
+  const nodeOptions = clientTlsOptions(tls);
   const ejectedUntil = baseUrls.map(() => 0);
   const clients = baseUrls.map((baseUrl, idx) => {
     const watch: Interceptor = (next) => async (req) => {
@@ -41,7 +44,7 @@ export function createProxyPool(baseUrls: string[]): ProxyPool {
         throw err;
       }
     };
-    return createClient(RailProxyService, createGrpcTransport({ baseUrl, interceptors: [clientTracing, watch], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000 }));
+    return createClient(RailProxyService, createGrpcTransport({ baseUrl, interceptors: [clientTracing, watch], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000, ...(nodeOptions ? { nodeOptions } : {}) }));
   });
   let i = 0;
   return {

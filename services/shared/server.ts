@@ -1,5 +1,6 @@
 /**
- * The one way every railfence service serves: a cleartext HTTP/2 server (h2c) whose single
+ * The one way every railfence service serves: an HTTP/2 server (TLS with ALPN h2 and, when a CA
+ * is configured, mutual TLS; cleartext h2c on loopback or when explicitly allowed) whose single
  * connect-node adapter speaks gRPC, gRPC-Web and Connect on one port, grpc.health.v1 beside the
  * service, and Prometheus /metrics on a second port.
  *
@@ -17,6 +18,9 @@ import { HealthState, ServingStatus } from "./health.js";
 import type { Logger } from "./logger.js";
 import { serveMetrics } from "./metrics.js";
 import { serverTracing } from "./tracing.js";
+import { authorization, type AuthzPolicy } from "./authz.js";
+import { identityContextValues } from "./identity.js";
+import { assertTransportAllowed, readTlsMaterial, serverSecureOptions, watchTlsFiles, type TlsConfig } from "./tls.js";
 
 export interface ServiceServerOptions {
   /** Service name for logs. */
@@ -35,6 +39,10 @@ export interface ServiceServerOptions {
   interceptors?: Interceptor[];
   /** Longest a call may run on this server (its deadline if the client set none). */
   maxCallMs?: number;
+  /** Transport security (services/shared/tls.ts); absent = h2c, allowed on loopback only. */
+  tls?: TlsConfig;
+  /** Who may call what; enforced whenever mutual TLS identifies callers (TLS_CA_FILE set). */
+  authz?: AuthzPolicy;
 }
 
 /** Server limits (documented in README "Limits"). */
@@ -102,7 +110,40 @@ function boundaryInterceptor(logger: Logger): Interceptor {
   };
 }
 
+/** Cleartext h2c or TLS (mutual when a CA is configured), with certificate reload. */
+function createHttp2Server(opts: ServiceServerOptions, handler: (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void) {
+  const common = { settings: { maxConcurrentStreams: LIMITS.maxConcurrentStreams }, maxSessionMemory: 16 };
+  const tls = opts.tls?.tls;
+  if (!tls) return { server: http2.createServer(common, handler), stopWatching: () => {} };
+  const mutual = tls.caFile !== undefined;
+  const server = http2.createSecureServer(
+    {
+      ...common,
+      ...serverSecureOptions(readTlsMaterial(tls)),
+      allowHTTP1: false,
+      ALPNProtocols: ["h2"],
+      minVersion: "TLSv1.2",
+      requestCert: mutual,
+      rejectUnauthorized: mutual && tls.clientAuth === "require",
+    },
+    handler,
+  );
+  const stopWatching = watchTlsFiles(
+    tls,
+    (m) => {
+      server.setSecureContext(serverSecureOptions(m));
+      opts.logger.info({ event: "tls_reloaded", cert_file: tls.certFile }, "TLS certificate reloaded");
+    },
+    (err) => opts.logger.warn({ event: "tls_reload_failed", error: err.message }, "TLS files changed but could not be loaded; keeping the previous certificate"),
+  );
+  // A failed handshake (no certificate, wrong CA) is the expected refusal; keep it out of the error log.
+  server.on("tlsClientError", (err) => opts.logger.debug({ event: "tls_handshake_failed", error: err.message }, "TLS handshake refused"));
+  return { server, stopWatching };
+}
+
 export async function startServiceServer(opts: ServiceServerOptions): Promise<RunningServer> {
+  assertTransportAllowed(opts.host, opts.tls ?? { tls: undefined, allowInsecure: false });
+  const mutual = opts.tls?.tls?.caFile !== undefined;
   const health = new HealthState(opts.serviceNames);
   const hardStop = new AbortController();
   const handler = connectNodeAdapter({
@@ -110,8 +151,16 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       health.register(router);
       opts.routes(router);
     },
-    // Tracing outermost (its span sees the final error), then the boundary log + error mapping.
-    interceptors: [serverTracing, boundaryInterceptor(opts.logger), deadlineInterceptor(opts.maxCallMs ?? LIMITS.maxCallMs), ...(opts.interceptors ?? [])],
+    // Tracing outermost (its span sees the final error), then authorization (logs its own denials
+    // once), then the boundary log + error mapping.
+    interceptors: [
+      serverTracing,
+      ...(mutual ? [authorization(opts.authz ?? {}, opts.registry, opts.logger)] : []),
+      boundaryInterceptor(opts.logger),
+      deadlineInterceptor(opts.maxCallMs ?? LIMITS.maxCallMs),
+      ...(opts.interceptors ?? []),
+    ],
+    contextValues: identityContextValues(),
     readMaxBytes: opts.readMaxBytes ?? LIMITS.readMaxBytes,
     writeMaxBytes: LIMITS.writeMaxBytes,
     maxTimeoutMs: LIMITS.maxTimeoutMs,
@@ -120,7 +169,7 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
   });
 
   const sessions = new Set<http2.ServerHttp2Session>();
-  const server = http2.createServer({ settings: { maxConcurrentStreams: LIMITS.maxConcurrentStreams }, maxSessionMemory: 16 }, handler);
+  const { server, stopWatching } = createHttp2Server(opts, handler);
   server.maxConnections = LIMITS.maxConnections;
   server.setTimeout(LIMITS.idleSessionMs);
   // A stream that outlives the call bound (a slow client dribbling its body) is cancelled.
@@ -134,14 +183,19 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
     server.once("error", reject);
     server.listen(opts.port, opts.host, () => resolve());
   });
-  const metrics = await serveMetrics(opts.registry, opts.metricsHost ?? opts.host, opts.metricsPort);
+  const metrics = await serveMetrics(opts.registry, opts.metricsHost ?? opts.host, opts.metricsPort, () => health.get("") === ServingStatus.SERVING);
   health.setAll(ServingStatus.SERVING);
   const port = (server.address() as AddressInfo).port;
+  if (opts.tls?.tls && !mutual) {
+    opts.logger.warn({ event: "tls_without_client_auth", server: opts.name }, "TLS without TLS_CA_FILE: callers are not identified, so no per-method authorization");
+  }
+  opts.logger.info({ event: "transport", server: opts.name, mode: opts.tls?.tls ? (mutual ? "mtls" : "tls") : "h2c", authorization: mutual }, "transport configured");
 
   let closing: Promise<void> | undefined;
   const close = (drainMs: number): Promise<void> => {
     closing ??= (async () => {
       health.setAll(ServingStatus.NOT_SERVING);
+      stopWatching();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sessions) s.close(); // GOAWAY: no new streams, existing ones finish
       const timer = setTimeout(() => {

@@ -222,8 +222,11 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
         ["release", client().release({ key, leaseId: first.lease!.leaseId })],
         ["inspect", client().inspect({ key })],
       ];
-      for (const [what, call] of calls) {
-        const err = await rejection(call);
+      // Settle every call up front: awaiting them one by one would leave the quick ones'
+      // rejections unobserved while the waiting acquire runs (an unhandled rejection).
+      const settled = calls.map(([what, call]) => [what, rejection(call)] as const);
+      for (const [what, pending] of settled) {
+        const err = await pending;
         expect.soft(err.code, what).toBe(Code.Unavailable);
         expect.soft(errorReason(err), what).toBe("LOCK_BACKEND_UNAVAILABLE");
         expect.soft(err.findDetails(RetryInfoSchema), what).toHaveLength(1);

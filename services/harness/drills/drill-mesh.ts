@@ -56,6 +56,8 @@ export class DrillMesh {
       postgresUrl: opts.postgresUrl,
       dbSuffix: opts.postgresUrl ? `_drill_${randomUUID().slice(0, 8).replace(/-/g, "")}` : "",
       servers,
+      // Drills run as production does: mutual TLS and per-method authorization on every hop.
+      tls: true,
       proxies: opts.proxies ?? 2,
       proxyEnv: { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "500", SWEEP_INTERVAL_MS: "200", ...opts.proxyEnv },
       onLine: opts.log ? (name, line) => opts.log!(`[${name}] ${line}`) : undefined,
@@ -92,11 +94,11 @@ export class DrillMesh {
   }
 
   payoutsClient() {
-    return createClient(PayoutService, createGrpcTransport({ baseUrl: this.mesh.payouts!.url }));
+    return createClient(PayoutService, createGrpcTransport({ baseUrl: this.mesh.payouts!.url, ...this.mesh.clientOptions("client") }));
   }
 
   railControl() {
-    return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${this.mesh.railStub.ready!.controlPort}` }));
+    return createClient(RailControlService, createGrpcTransport({ baseUrl: this.mesh.railControlUrl, ...this.mesh.clientOptions("operator") }));
   }
 
   async setFaults(rules: Array<MessageInitShape<typeof FaultRuleSchema>>): Promise<void> {

@@ -150,6 +150,7 @@ OTEL_SERVICE_NAME is the component label, so traces and metrics name the same th
 {{- end }}
 - name: OTEL_SERVICE_NAME
   value: {{ .component | quote }}
+{{- include "railfence.tlsEnv" . }}
 - name: OTEL_RESOURCE_ATTRIBUTES
   value: {{ include "railfence.otelResourceAttributes" . | quote }}
 {{- end -}}
@@ -207,6 +208,97 @@ Call with (dict "root" $ "db" "paydb" "prefix" "PAYDB").
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- end -}}
+
+{{/*
+Transport security env (docs/security.md). tls.enabled: every component serves and calls with
+mutual TLS from its Secret mounted at /var/run/secrets/railfence/tls. Otherwise the services
+serve cleartext h2c, which they refuse on 0.0.0.0 unless ALLOW_INSECURE is explicitly true.
+*/}}
+{{- define "railfence.tlsEnv" -}}
+{{- $t := .root.Values.tls }}
+{{- if $t.enabled }}
+- name: TLS_CERT_FILE
+  value: /var/run/secrets/railfence/tls/tls.crt
+- name: TLS_KEY_FILE
+  value: /var/run/secrets/railfence/tls/tls.key
+- name: TLS_CA_FILE
+  value: /var/run/secrets/railfence/tls/ca.crt
+- name: TLS_CLIENT_AUTH
+  value: {{ $t.clientAuth | quote }}
+- name: TLS_RELOAD_INTERVAL_MS
+  value: {{ $t.reloadIntervalMs | quote }}
+{{- else }}
+- name: ALLOW_INSECURE
+  value: {{ $t.allowInsecure | toString | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The component's TLS Secret: tls.secrets.<key>, or <fullname>-<component>-tls. */}}
+{{- define "railfence.tlsSecretName" -}}
+{{- $key := .component | camelcase | untitle -}}
+{{- $name := index .root.Values.tls.secrets $key | default "" -}}
+{{- if $name -}}{{ $name }}{{- else -}}{{ printf "%s-tls" (include "railfence.componentName" .) }}{{- end -}}
+{{- end -}}
+
+{{/* Read-only mount of the TLS Secret (atomic symlink swap on update: the services reload it). */}}
+{{- define "railfence.tlsVolumeMount" -}}
+{{- if .root.Values.tls.enabled }}
+- name: tls
+  mountPath: /var/run/secrets/railfence/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "railfence.tlsVolume" -}}
+{{- if .root.Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "railfence.tlsSecretName" . }}
+    defaultMode: 0440
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      - {key: ca.crt, path: ca.crt}
+{{- end }}
+{{- end -}}
+
+{{/* URL scheme of in-cluster gRPC calls. */}}
+{{- define "railfence.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
+{{- end -}}
+
+{{/*
+Probes. Cleartext: gRPC probes against grpc.health.v1 on the service port. With TLS: kubelet gRPC
+probes cannot do TLS (let alone present a client certificate), so the probes use the plain-HTTP
+metrics port: /healthz (process alive) and /readyz (grpc.health.v1 overall status mirrored).
+Call with (dict "root" $ "port" 7100 "metricsPort" 9100).
+*/}}
+{{- define "railfence.probes" -}}
+{{- if .root.Values.tls.enabled }}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: metrics
+  periodSeconds: 2
+  failureThreshold: 30
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: metrics
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: 2
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: metrics
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+{{- else }}
+{{- include "railfence.grpcProbes" . }}
+{{- end }}
 {{- end -}}
 
 {{/* gRPC probes against grpc.health.v1 on the service port ("" = the whole server). */}}
@@ -274,15 +366,15 @@ topologySpreadConstraints:
 {{/* The rail rail-proxy calls: the in-cluster stub in development, otherwise rail.url. */}}
 {{- define "railfence.railUrl" -}}
 {{- if .Values.railStub.enabled -}}
-{{- printf "http://%s:%v" (include "railfence.componentName" (dict "root" . "component" "rail-stub")) .Values.railStub.port -}}
+{{- printf "%s://%s:%v" (include "railfence.scheme" .) (include "railfence.componentName" (dict "root" . "component" "rail-stub")) .Values.railStub.port -}}
 {{- else -}}
 {{- .Values.rail.url -}}
 {{- end -}}
 {{- end -}}
 
-{{/* In-cluster URLs of the gRPC services (h2c). */}}
+{{/* In-cluster URLs of the gRPC services (h2c, or https with tls.enabled). */}}
 {{- define "railfence.serviceUrl" -}}
-{{- printf "http://%s:%v" (include "railfence.componentName" (dict "root" .root "component" .component)) .port -}}
+{{- printf "%s://%s:%v" (include "railfence.scheme" .root) (include "railfence.componentName" (dict "root" .root "component" .component)) .port -}}
 {{- end -}}
 
 {{/* One migrate container: `node dist/services/migrate/main.js <db>`. */}}

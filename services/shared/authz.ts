@@ -1,0 +1,90 @@
+/**
+ * Authorization by method: a policy maps `<fully.qualified.Service>/<Method>` (or
+ * `<Service>/*`) to the identities allowed to call it. Active whenever the server runs mutual
+ * TLS (callers are identified by their certificates; see identity.ts). Default deny: a method
+ * the policy does not name is refused. grpc.health.v1 is open to everyone (probes carry no
+ * certificate).
+ *
+ * Denials are permission_denied with ErrorInfo reason PERMISSION_DENIED (metadata: identity,
+ * method), counted in rpc_permission_denied_total{service,grpc_service,method} (`service` is the
+ * registry's default label, the component; identities stay out of labels: unbounded cardinality)
+ * and logged once, here.
+ */
+import { Code, type Interceptor } from "@connectrpc/connect";
+import { Counter, type Registry } from "prom-client";
+import { railError } from "./errors.js";
+import { peerIdentityKey } from "./identity.js";
+import type { Logger } from "./logger.js";
+
+/** Method (or `Service/*`) -> identities allowed. */
+export type AuthzPolicy = Readonly<Record<string, readonly string[]>>;
+
+const HEALTH_SERVICE = "grpc.health.v1.Health";
+
+/** The identities allowed to call `service/method` under policy (empty: nobody). */
+export function allowedIdentities(policy: AuthzPolicy, service: string, method: string): readonly string[] {
+  return policy[`${service}/${method}`] ?? policy[`${service}/*`] ?? [];
+}
+
+function deniedCounter(registry: Registry): Counter<"grpc_service" | "method"> {
+  const name = "rpc_permission_denied_total";
+  // A process may run several servers on one registry (rail-stub + its control API).
+  const existing = registry.getSingleMetric(name);
+  if (existing) return existing as Counter<"grpc_service" | "method">;
+  return new Counter({ name, help: "Calls refused by the authorization policy (or without a verified client certificate)", labelNames: ["grpc_service", "method"] as const, registers: [registry] });
+}
+
+/** The interceptor enforcing policy. */
+export function authorization(policy: AuthzPolicy, registry: Registry, logger: Logger): Interceptor {
+  const denied = deniedCounter(registry);
+  return (next) => async (req) => {
+    const service = req.service.typeName;
+    if (service === HEALTH_SERVICE) return next(req);
+    const method = req.method.name;
+    const identity = req.contextValues.get(peerIdentityKey);
+    if (identity !== undefined && allowedIdentities(policy, service, method).includes(identity)) return next(req);
+    denied.inc({ grpc_service: service, method });
+    const procedure = `${service}/${method}`;
+    logger.warn({ event: "permission_denied", identity: identity ?? null, procedure }, "call refused by authorization policy");
+    throw railError(
+      Code.PermissionDenied,
+      "PERMISSION_DENIED",
+      identity === undefined ? `${procedure} needs a verified client certificate` : `identity ${identity} may not call ${procedure}`,
+      { identity: identity ?? "", method: procedure },
+    );
+  };
+}
+
+/** Fully qualified service names, so the policy table stays readable. */
+const S = {
+  rail: "railfence.rail.v1.RailService",
+  railControl: "railfence.railcontrol.v1.RailControlService",
+  proxy: "railfence.railproxy.v1.RailProxyService",
+  lock: "railfence.lock.v1.LockService",
+  payouts: "railfence.payouts.v1.PayoutService",
+} as const;
+
+const PROXY_READERS = ["executor", "reconciler", "operator"];
+
+/** The railfence policy per server (docs/security.md has the same table). */
+export const POLICIES = {
+  /** The rail takes payments only from the fencing proxy (on top of its bearer credential). */
+  railStub: { [`${S.rail}/*`]: ["rail-proxy"] },
+  /** Fault injection (tests and drills): operators only. */
+  railControl: { [`${S.railControl}/*`]: ["operator"] },
+  railProxy: {
+    [`${S.proxy}/SubmitPayout`]: ["executor"],
+    [`${S.proxy}/ResolveSubmission`]: ["reconciler", "operator"],
+    [`${S.proxy}/ListUnresolved`]: PROXY_READERS,
+    [`${S.proxy}/GetSubmission`]: PROXY_READERS,
+    [`${S.proxy}/GetRailStatement`]: PROXY_READERS,
+  },
+  lock: {
+    [`${S.lock}/Acquire`]: ["executor"],
+    [`${S.lock}/Renew`]: ["executor"],
+    [`${S.lock}/Release`]: ["executor"],
+    [`${S.lock}/Inspect`]: ["executor", "operator"],
+  },
+  /** Every payouts method for the configured client identities (PAYOUTS_CLIENT_IDENTITIES). */
+  payouts: (clients: readonly string[]): AuthzPolicy => ({ [`${S.payouts}/*`]: clients }),
+} satisfies Record<string, AuthzPolicy | ((c: readonly string[]) => AuthzPolicy)>;

@@ -1,0 +1,57 @@
+/** The chart's TLS values: every component gets its Secret, TLS env, https URLs and TLS-proof probes. */
+import { describe, expect, it } from "vitest";
+import { validateObject } from "../helm/k8s-validate.js";
+import { containers, podSpecs, render } from "../helm/render.js";
+
+const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
+const TLS_COMPONENTS = ["lock", "rail-proxy", "payouts", "executor", "reconciler"];
+
+const envOf = (c: any): Record<string, string> => Object.fromEntries((c.env ?? []).filter((e: any) => "value" in e).map((e: any) => [e.name, e.value]));
+
+describe("helm: tls.enabled", () => {
+  const objects = render({ set: [...MINIMAL, "tls.enabled=true", "tls.secrets.payouts=payouts-cert"] });
+  const pods = podSpecs(objects).filter((p) => TLS_COMPONENTS.includes(p.component));
+
+  it("renders valid objects", async () => {
+    expect(pods.map((p) => p.component)).toEqual(expect.arrayContaining(TLS_COMPONENTS));
+    expect((await Promise.all(objects.map(validateObject))).flat()).toEqual([]);
+  });
+
+  it("mounts each component's own Secret read-only and points TLS_* at it", () => {
+    for (const p of pods) {
+      const vol = (p.spec.volumes ?? []).find((v: any) => v.name === "tls");
+      expect(vol?.secret?.secretName, p.component).toBe(p.component === "payouts" ? "payouts-cert" : `rf-railfence-${p.component}-tls`);
+      const c = containers(p.spec)[0];
+      expect(c.volumeMounts.find((m: any) => m.name === "tls")).toMatchObject({ readOnly: true, mountPath: "/var/run/secrets/railfence/tls" });
+      const env = envOf(c);
+      expect(env).toMatchObject({ TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt", TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key", TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt", TLS_CLIENT_AUTH: "require" });
+      expect(env.ALLOW_INSECURE).toBeUndefined();
+      for (const k of ["LOCK_URL", "RAIL_PROXY_URLS"]) if (env[k]) expect(env[k]).toMatch(/^https:\/\//);
+    }
+  });
+
+  it("probes over plain HTTP on the metrics port (kubelet gRPC probes cannot do TLS)", () => {
+    for (const p of pods) {
+      const c = containers(p.spec)[0];
+      // The CronJob reconciler has no probes; every long-running component has a liveness probe.
+      if (p.component !== "reconciler") expect(c.livenessProbe, p.component).toBeDefined();
+      for (const kind of ["readinessProbe", "livenessProbe"].filter((k) => c[k])) {
+        expect(c[kind]?.grpc, `${p.component} ${kind}`).toBeUndefined();
+        expect(c[kind]?.httpGet?.port, `${p.component} ${kind}`).toBe("metrics");
+      }
+      if ((c.ports ?? []).some((x: any) => x.name === "grpc")) expect(c.readinessProbe.httpGet.path).toBe("/readyz");
+    }
+  });
+});
+
+describe("helm: tls disabled (default)", () => {
+  it("makes the cleartext choice explicit (ALLOW_INSECURE) and mounts no TLS Secret", () => {
+    const pods = podSpecs(render({ set: MINIMAL })).filter((p) => TLS_COMPONENTS.includes(p.component));
+    for (const p of pods) {
+      const env = envOf(containers(p.spec)[0]);
+      expect(env.ALLOW_INSECURE, p.component).toBe("true");
+      expect(env.TLS_CERT_FILE).toBeUndefined();
+      expect((p.spec.volumes ?? []).some((v: any) => v.name === "tls")).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,39 @@
+/** The pure parts of identity and authorization: SAN parsing, policy lookup, loopback check. */
+import { describe, expect, it } from "vitest";
+import { allowedIdentities, POLICIES } from "../../services/shared/authz.js";
+import { identityFromSan } from "../../services/shared/identity.js";
+import { isLoopbackHost } from "../../services/shared/tls.js";
+
+describe("identityFromSan", () => {
+  it("takes the spiffe URI of the railfence trust domain before any DNS name", () => {
+    expect(identityFromSan("DNS:localhost, URI:spiffe://railfence/executor, IP Address:127.0.0.1")).toBe("executor");
+  });
+  it("ignores other trust domains and malformed identities, falling back to a DNS SAN", () => {
+    expect(identityFromSan("URI:spiffe://evil/executor, DNS:reconciler")).toBe("reconciler");
+    expect(identityFromSan("URI:spiffe://railfence/a/b")).toBeUndefined();
+    expect(identityFromSan("URI:spiffe://railfence/")).toBeUndefined();
+    expect(identityFromSan(undefined)).toBeUndefined();
+  });
+});
+
+describe("policy", () => {
+  const proxy = "railfence.railproxy.v1.RailProxyService";
+  it("matches the documented table", () => {
+    expect(allowedIdentities(POLICIES.railProxy, proxy, "SubmitPayout")).toEqual(["executor"]);
+    expect(allowedIdentities(POLICIES.railProxy, proxy, "ResolveSubmission")).toEqual(["reconciler", "operator"]);
+    expect(allowedIdentities(POLICIES.lock, "railfence.lock.v1.LockService", "Inspect")).toEqual(["executor", "operator"]);
+    expect(allowedIdentities(POLICIES.railStub, "railfence.rail.v1.RailService", "SubmitPayment")).toEqual(["rail-proxy"]);
+    expect(allowedIdentities(POLICIES.payouts(["client"]), "railfence.payouts.v1.PayoutService", "CreatePayout")).toEqual(["client"]);
+  });
+  it("denies by default: a method the policy does not name has nobody", () => {
+    expect(allowedIdentities(POLICIES.railProxy, proxy, "SomethingNew")).toEqual([]);
+    expect(allowedIdentities(POLICIES.lock, proxy, "SubmitPayout")).toEqual([]);
+  });
+});
+
+describe("isLoopbackHost", () => {
+  it("accepts loopback only", () => {
+    for (const h of ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"]) expect(isLoopbackHost(h)).toBe(true);
+    for (const h of ["0.0.0.0", "::", "10.0.0.1", "example.com", "128.0.0.1"]) expect(isLoopbackHost(h)).toBe(false);
+  });
+});
