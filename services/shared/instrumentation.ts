@@ -32,6 +32,7 @@ if (env.OTEL_SDK_DISABLED !== "true" && (otlp || file)) {
     ...(spanProcessors.length ? { spanProcessors } : {}),
   });
   sdk.start();
+  (globalThis as { __railfenceTracing?: boolean }).__railfenceTracing = true;
   // Flush on the way out; the services' own SIGTERM handlers call process.exit after draining.
   const flush = () => void sdk.shutdown().catch(() => {});
   process.once("beforeExit", flush);

@@ -61,6 +61,9 @@ export const LIMITS = {
 /** Every call gets a deadline: the client's, or the server's own bound if it set none. */
 function deadlineInterceptor(maxCallMs: number): Interceptor {
   return (next) => async (req) => {
+    // A caller that set its own deadline is bounded by it (Connect aborts the call's signal);
+    // only calls without one need the server's timer.
+    if (req.header.has("grpc-timeout") || req.header.has("connect-timeout-ms")) return next(req);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new ConnectError(`call exceeded the server's ${maxCallMs} ms bound`, Code.DeadlineExceeded)), maxCallMs);

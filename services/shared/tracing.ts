@@ -12,6 +12,10 @@ import { errorReason } from "./errors.js";
 
 const TRACER = "railfence";
 
+/** True once instrumentation.ts started an SDK. Without one the interceptors step aside: even
+ * non-recording spans and context switches cost measurable CPU per call (docs/benchmarks.md). */
+const tracingOn = () => (globalThis as { __railfenceTracing?: boolean }).__railfenceTracing === true;
+
 const headerSetter = { set: (h: Headers, k: string, v: string) => h.set(k, v) };
 const headerGetter = {
   get: (h: Headers, k: string) => h.get(k) ?? undefined,
@@ -32,6 +36,7 @@ function endWithError(span: Span, err: unknown): void {
 
 /** Client side: one CLIENT span per call, context injected into the request headers. */
 export const clientTracing: Interceptor = (next) => async (req) => {
+  if (!tracingOn()) return next(req);
   const service = req.service.typeName;
   const method = req.method.name;
   return trace.getTracer(TRACER).startActiveSpan(`${service}/${method}`, { kind: SpanKind.CLIENT, attributes: rpcAttributes(service, method) }, async (span) => {
@@ -51,6 +56,7 @@ export const clientTracing: Interceptor = (next) => async (req) => {
 
 /** Server side: the caller's context extracted, the handler run inside a SERVER span. */
 export const serverTracing: Interceptor = (next) => async (req) => {
+  if (!tracingOn()) return next(req);
   const service = req.service.typeName;
   const method = req.method.name;
   const parent = propagation.extract(context.active(), req.header, headerGetter);

@@ -83,6 +83,7 @@ async function main(): Promise<void> {
     // B0: the proxy's SQL, raw.
     for (const c of CONCURRENCY) {
       const accounts = makeAccounts(10_000, `raw${c}`);
+      const cpu0 = process.cpuUsage();
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
         const { accountId, token } = nextToken(accounts);
         const id = randomUUID();
@@ -91,7 +92,10 @@ async function main(): Promise<void> {
         if (res.rowCount !== 1) throw new ConnectError("fenced", Code.Aborted);
         await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [id, "ACCEPTED", `rr_${id.slice(0, 8)}`, null, null] });
       }, reason);
-      record("B0 raw SQL", c, r);
+      // The same CPU accounting as the proxy's: this process's user+sys per statement pair.
+      const used = process.cpuUsage(cpu0);
+      const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
+      record("B0 raw SQL", c, r, { proxyCpuUsPerOp: (used.user + used.system) / (served * ((SECONDS + WARMUP) / SECONDS)) });
     }
 
     // B0: direct rail calls (no fence at all), on a second stub with its own ledger so that the
@@ -209,7 +213,7 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
   const lines = [
     `Machine: ${machine}. ${SECONDS} s per point after ${WARMUP} s warm-up, seed ${SEED}.`,
     "",
-    "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | proxy CPU µs/op | errors |",
+    "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | CPU µs/op (proxy; for B0 the pg client) | errors |",
     "|---|---|---|---|---|---|---|---|",
     ...rows.map((r) => `| ${r.workload} | ${r.concurrency} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.proxyCpuUsPerOp?.toFixed(0) ?? ""} | ${Object.entries(r.errors).map(([k, v]) => `${k} ${v}`).join(", ")} |`),
     "",
