@@ -5,20 +5,13 @@ import { databaseUrl, env, loadConfig } from "../shared/config.js";
 import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
-/** Comma-separated base URLs; every entry must parse as an http(s) URL. */
-const urlList = z
-  .string()
-  .min(1)
-  .transform((s) => s.split(",").map((u) => u.trim()).filter((u) => u.length > 0))
-  .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, "name at least one rail-proxy URL"));
-
 const schema = z.object({
   HOST: env.host(),
   METRICS_PORT: env.port(9500),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   LOCK_URL: z.url({ protocol: /^https?$/ }),
-  RAIL_PROXY_URLS: urlList,
+  RAIL_PROXY_URLS: env.urlList("rail-proxy"),
   EXECUTOR_ID: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, "1-64 characters of [A-Za-z0-9._:-]").default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
   EXECUTOR_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(4),
   POLL_INTERVAL_MS: env.ms(200, 10, 60_000),

@@ -3,18 +3,12 @@ import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
 import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 
-const urlList = z
-  .string()
-  .min(1)
-  .transform((s) => s.split(",").map((u) => u.trim()).filter((u) => u.length > 0))
-  .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, "name at least one rail-proxy URL"));
-
 const schema = z.object({
   HOST: env.host(),
   METRICS_PORT: env.port(9600),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
-  RAIL_PROXY_URLS: urlList,
+  RAIL_PROXY_URLS: env.urlList("rail-proxy"),
   /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
   SETTLEMENT_WINDOW_MS: env.ms(60_000, 0, 7 * 86_400_000),
   /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */

@@ -32,6 +32,13 @@ export const env = {
       .transform((v) => v === "true" || v === "1"),
   ms: (dflt: number, min = 0, max = 3_600_000) => z.coerce.number().int().min(min).max(max).default(dflt),
   url: () => z.string().min(1),
+  /** Comma-separated http(s) base URLs (e.g. every rail-proxy replica), at least one. */
+  urlList: (what: string) =>
+    z
+      .string()
+      .min(1)
+      .transform((s) => s.split(",").map((u) => u.trim()).filter((u) => u.length > 0))
+      .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, `name at least one ${what} URL`)),
   optionalFile: () => z.string().min(1).optional(),
 };
 
