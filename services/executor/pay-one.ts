@@ -23,6 +23,7 @@ import type { ExecutorMetrics } from "./executor-metrics.js";
 import type { ClaimedPayout, OutcomeWrite, PayoutStore } from "./payout-store.js";
 import { verdictFor } from "./submission-outcome.js";
 import { annotate } from "../shared/tracing.js";
+import { accountLockKey } from "../shared/token-signature.js";
 import { submissionRef, type SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 export type PayOutcome = "PAID" | "FAILED" | "UNKNOWN" | "FENCED_OUT" | "DEFERRED" | "ABANDONED";
@@ -102,7 +103,7 @@ export function createPayOne(deps: PayOneDeps) {
   return async function payOne(p: ClaimedPayout, signal: AbortSignal): Promise<PayOutcome> {
     const started = performance.now();
     const headers: Record<string, string> = p.traceparent ? { traceparent: p.traceparent } : {};
-    const key = `account:${p.accountId}`;
+    const key = accountLockKey(p.accountId);
     // Where the time went, per step (ms), for the attempt's log line.
     const steps: Record<string, number> = {};
     let stepStarted = started;
@@ -204,6 +205,8 @@ export function createPayOne(deps: PayOneDeps) {
             accountId: p.accountId,
             payoutId: ref,
             fencingToken: token,
+            // Passed through untouched: the proxy, not the executor, decides what it is worth.
+            fencingTokenSignature: lease.tokenSignature,
             amount: { amountMinor: p.amountMinor, currency: p.currency },
             beneficiary: p.beneficiary,
           },

@@ -38,6 +38,8 @@ export interface MeshOptions {
    * identity's certificate, https:// URLs. Off by default (tests talk h2c on loopback).
    */
   tls?: boolean;
+  /** Share a token-signing key between the lock service and the proxies (signed fencing tokens). */
+  signTokens?: boolean;
 }
 
 export class Mesh {
@@ -142,7 +144,14 @@ export class Mesh {
     this.credentialFile = join(this.stateDir, "secrets", "rail-credential");
     this.credential = `rk_${randomBytes(24).toString("hex")}`;
     writeFileSync(this.credentialFile, this.credential + "\n", { mode: 0o600 });
+    if (this.opts.signTokens) {
+      this.tokenKeyFile = join(this.stateDir, "secrets", "token-signing-key");
+      writeFileSync(this.tokenKeyFile, randomBytes(32).toString("hex") + "\n", { mode: 0o600 });
+    }
   }
+
+  /** The token-signing key file (signTokens only): lock signs, proxies verify. */
+  tokenKeyFile: string | undefined;
 
   async startRailStub(env: Record<string, string> = {}): Promise<ServiceProcess> {
     this.railStub = new ServiceProcess({
@@ -172,6 +181,7 @@ export class Mesh {
       RAIL_URL: this.railStub.url,
       RAIL_CREDENTIALS_FILE: this.credentialFile,
       REPLICA_ID: `rail-proxy-${replica}`,
+      ...(this.tokenKeyFile ? { RAIL_PROXY_TOKEN_KEY_FILE: this.tokenKeyFile } : {}),
       ...this.tlsEnv("rail-proxy"),
       ...this.opts.proxyEnv,
       ...env,
@@ -195,7 +205,16 @@ export class Mesh {
   async startLock(env: Record<string, string> = {}): Promise<ServiceProcess> {
     this.lock = new ServiceProcess({
       service: "lock",
-      env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: this.databases.lockdb, ...this.tlsEnv("lock"), ...this.opts.lockEnv, ...env },
+      env: {
+        PORT: "0",
+        METRICS_PORT: "0",
+        LOCK_BACKEND: "pg",
+        LOCKDB_URL: this.databases.lockdb,
+        ...(this.tokenKeyFile ? { LOCK_TOKEN_SIGNING_KEY_FILE: this.tokenKeyFile } : {}),
+        ...this.tlsEnv("lock"),
+        ...this.opts.lockEnv,
+        ...env,
+      },
       onLine: this.opts.onLine,
       tls: this.opts.tls,
     });

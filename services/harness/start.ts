@@ -49,7 +49,7 @@ if (!process.env.OTEL_EXPORTER_OTLP_ENDPOINT && !process.env.OTEL_EXPORTER_OTLP_
   process.env.RAILFENCE_TRACE_FILE ??= join(stateDir, "traces.jsonl");
 }
 
-const mesh = new Mesh({ stateDir, tls: true, durable: true, persistentPostgres: true, proxies: Number(values.proxies), onLine });
+const mesh = new Mesh({ stateDir, tls: true, signTokens: true, durable: true, persistentPostgres: true, proxies: Number(values.proxies), onLine });
 let stopping = false;
 
 async function shutdown(code: number): Promise<void> {

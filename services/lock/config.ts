@@ -1,6 +1,7 @@
 /** Lock service configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { signingKeyFromFile } from "../shared/token-signature.js";
 import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 import type { BackendName } from "./lock-backend.js";
 
@@ -33,6 +34,8 @@ const schema = z
       .default("0")
       .transform((v) => BigInt(v))
       .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
+    /** Optional key (shared with rail-proxy) to sign each grant's token (shared/token-signature.ts). */
+    LOCK_TOKEN_SIGNING_KEY_FILE: env.optionalFile(),
     DRAIN_MS: env.ms(10_000),
     ...tlsEnvShape,
   })
@@ -64,6 +67,8 @@ export interface LockConfig {
   etcdPrefix: string;
   backendTimeoutMs: number;
   tokenFloor: bigint;
+  /** Signs each grant's token when set (shared with rail-proxy). */
+  tokenSigningKey: Buffer | undefined;
   drainMs: number;
   /** TLS / mutual TLS of this process (services/shared/tls.ts). */
   transport: TlsConfig;
@@ -82,7 +87,9 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     etcdPrefix: c.ETCD_PREFIX,
     backendTimeoutMs: c.LOCK_BACKEND_TIMEOUT_MS,
     tokenFloor: c.LOCK_TOKEN_FLOOR,
+    tokenSigningKey: signingKeyFromFile(c.LOCK_TOKEN_SIGNING_KEY_FILE, "LOCK_TOKEN_SIGNING_KEY_FILE"),
     drainMs: c.DRAIN_MS,
     transport: tlsFromEnv(c),
   };
 }
+

@@ -17,6 +17,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DomainError, unavailable } from "../shared/errors.js";
 import { LeaseSchema, LockService, type Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
+import { signToken } from "../shared/token-signature.js";
 import { AcquireAbortedError, BackendUnavailableError, type LeaseGrant, type LockBackend } from "./lock-backend.js";
 import type { LockMetrics } from "./lock-metrics.js";
 import { checkKey, checkLeaseId, checkOwner, checkTtl, checkWait } from "./lock-validation.js";
@@ -27,15 +28,18 @@ const BACKEND_RETRY_MS = 1000;
 export interface LockRoutesDeps {
   backend: LockBackend;
   metrics: LockMetrics;
+  /** When set, every lease carries a signature of (key, token) that rail-proxy can verify. */
+  tokenSigningKey?: Buffer;
 }
 
-function toLease(g: LeaseGrant): Lease {
+function toLease(g: LeaseGrant, signingKey: Buffer | undefined): Lease {
   return create(LeaseSchema, {
     key: g.key,
     leaseId: g.leaseId,
     owner: g.owner,
     fencingToken: g.token,
     expiresAt: timestampFromDate(g.expiresAt),
+    tokenSignature: signingKey ? signToken(signingKey, g.key, g.token) : new Uint8Array(0),
   });
 }
 
@@ -80,7 +84,7 @@ export function lockRoutes(deps: LockRoutesDeps) {
         }
         metrics.acquireSeconds.observe({ ...labels, result: "granted" }, seconds());
         metrics.grants.inc(labels);
-        return { lease: toLease(grant) };
+        return { lease: toLease(grant, deps.tokenSigningKey) };
       },
 
       async renew(req) {
@@ -92,7 +96,7 @@ export function lockRoutes(deps: LockRoutesDeps) {
           metrics.leaseLost.inc(labels);
           throw new DomainError(Code.FailedPrecondition, "LEASE_LOST", "the lease is no longer held (expired, released or superseded); acquire again", { key });
         }
-        return { lease: toLease(grant) };
+        return { lease: toLease(grant, deps.tokenSigningKey) };
       },
 
       async release(req) {

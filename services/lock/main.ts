@@ -61,7 +61,7 @@ runMain(logger, async () => {
     port: config.port,
     metricsPort: config.metricsPort,
     serviceNames: [LockService.typeName],
-    routes: lockRoutes({ backend, metrics }),
+    routes: lockRoutes({ backend, metrics, tokenSigningKey: config.tokenSigningKey }),
     registry,
     logger,
     readMaxBytes: 4 * 1024,

@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+import { signingKeyFromFile } from "../shared/token-signature.js";
 import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
 
 const schema = z.object({
@@ -24,6 +25,8 @@ const schema = z.object({
   /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
    * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
   RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
+  /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
+  RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
   REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
   DRAIN_MS: env.ms(10_000),
   ...tlsEnvShape,
@@ -42,6 +45,7 @@ export interface RailProxyConfig {
   sweepIntervalMs: number;
   fencingEnabled: boolean;
   markStore: "paydb" | "memory";
+  tokenKey: Buffer | undefined;
   replicaId: string;
   drainMs: number;
   /** TLS / mutual TLS of this process (services/shared/tls.ts). */
@@ -63,6 +67,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,
     fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
     markStore: c.RAIL_PROXY_MARK_STORE,
+    tokenKey: signingKeyFromFile(c.RAIL_PROXY_TOKEN_KEY_FILE, "RAIL_PROXY_TOKEN_KEY_FILE"),
     replicaId: c.REPLICA_ID,
     drainMs: c.DRAIN_MS,
     transport: tlsFromEnv(c),

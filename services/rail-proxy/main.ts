@@ -52,7 +52,7 @@ runMain(logger, async () => {
     port: config.port,
     metricsPort: config.metricsPort,
     serviceNames: [RailProxyService.typeName],
-    routes: proxyRoutes({ rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId }),
+    routes: proxyRoutes({ tokenKey: config.tokenKey, rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId }),
     registry,
     logger,
     readMaxBytes: 16 * 1024,

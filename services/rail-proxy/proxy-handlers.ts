@@ -16,6 +16,7 @@ import {
   type Submission,
 } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { annotate } from "../shared/tracing.js";
+import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SubmissionRow, SubmissionStore } from "./submission-store.js";
@@ -95,6 +96,8 @@ function decodeCursor(token: string): { cursor: string; payoutId: string } | und
 }
 
 export function proxyRoutes(deps: {
+  /** Shared with the lock service: only tokens it signed are admitted (optional). */
+  tokenKey?: Buffer;
   rail: RailClient;
   railDeadlineMs: number;
   store: SubmissionStore;
@@ -112,6 +115,11 @@ export function proxyRoutes(deps: {
         const token = checkToken("fencing_token", req.fencingToken);
         const amount = checkMoney("amount", req.amount);
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
+        if (deps.tokenKey && !tokenSignatureValid(deps.tokenKey, accountLockKey(accountId), token, req.fencingTokenSignature)) {
+          throw new DomainError(Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID", "fencing_token was not issued by the lock service for this account", {
+            field: "fencing_token_signature",
+          });
+        }
         annotate({ "railfence.account_id": accountId, "railfence.payout_id": payoutId, "railfence.fencing_token": token.toString() });
         const row = await submit({ accountId, payoutId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId });
         return { submission: toSubmission(row) };

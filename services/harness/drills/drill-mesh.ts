@@ -58,6 +58,7 @@ export class DrillMesh {
       servers,
       // Drills run as production does: mutual TLS and per-method authorization on every hop.
       tls: true,
+      signTokens: true,
       proxies: opts.proxies ?? 2,
       proxyEnv: { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "500", SWEEP_INTERVAL_MS: "200", ...opts.proxyEnv },
       onLine: opts.log ? (name, line) => opts.log!(`[${name}] ${line}`) : undefined,

@@ -1,0 +1,30 @@
+/** Signed fencing tokens in the chart: off by default; when on, the key reaches lock and rail-proxy only. */
+import { describe, expect, it } from "vitest";
+import { containers, podSpecs, render } from "./render.js";
+
+const mounting = (objects: ReturnType<typeof render>, secret: string) =>
+  podSpecs(objects)
+    .filter((p) => (p.spec.volumes ?? []).some((v: any) => v.secret?.secretName === secret))
+    .map((p) => p.component)
+    .sort();
+
+describe("token signing", () => {
+  it("is off by default: no pod gets a signing key", () => {
+    const objects = render();
+    const envNames = podSpecs(objects).flatMap((p) => containers(p.spec).flatMap((c: any) => (c.env ?? []).map((e: any) => e.name)));
+    expect(envNames).not.toContain("LOCK_TOKEN_SIGNING_KEY_FILE");
+    expect(envNames).not.toContain("RAIL_PROXY_TOKEN_KEY_FILE");
+  });
+
+  it("mounts the named Secret read-only into lock and rail-proxy and nowhere else", () => {
+    const objects = render({ set: ["tokenSigning.existingSecret=rf-token-key"] });
+    expect(mounting(objects, "rf-token-key")).toEqual(["lock", "rail-proxy"]);
+    for (const p of podSpecs(objects).filter((x) => ["lock", "rail-proxy"].includes(x.component))) {
+      const c = containers(p.spec)[0];
+      const env = Object.fromEntries((c.env ?? []).map((e: any) => [e.name, e.value]));
+      const wanted = p.component === "lock" ? "LOCK_TOKEN_SIGNING_KEY_FILE" : "RAIL_PROXY_TOKEN_KEY_FILE";
+      expect(env[wanted]).toBe("/var/run/secrets/railfence/token-signing/token-signing-key");
+      expect(c.volumeMounts.find((m: any) => m.name === "token-signing")?.readOnly).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,89 @@
+/**
+ * Signed fencing tokens: with a key shared by the lock service and rail-proxy, only tokens the
+ * lock service issued can move a mark. A compromised executor's forged token (say 2^63-1, which
+ * would fence its account out for ever) is refused in step 0 and changes nothing. The negative
+ * control shows the same forged token getting through a proxy that does not verify.
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { Code, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../services/harness/mesh.js";
+import { ServiceProcess } from "../../services/harness/service-process.js";
+import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { signToken } from "../../services/shared/token-signature.js";
+import { MAX_TOKEN } from "../../services/shared/validation.js";
+import { db, eventually, expectRejected, proxyClient, railBookings } from "../support/clients.js";
+import { testMesh } from "../support/test-mesh.js";
+
+let mesh: Mesh;
+let paydb: pg.Client;
+let raildb: pg.Client;
+let key: Buffer;
+const request = (accountId: string, payoutId: string, fencingToken: bigint, fencingTokenSignature = new Uint8Array(0)) => ({
+  accountId,
+  payoutId,
+  fencingToken,
+  fencingTokenSignature,
+  amount: { amountMinor: 500n, currency: "EUR" },
+  beneficiary: "ben-sig",
+});
+const markOf = async (acc: string) => (await paydb.query("SELECT mark FROM rail_high_water WHERE account_id = $1", [acc])).rows[0]?.mark as string | undefined;
+
+beforeAll(async () => {
+  mesh = testMesh({ proxies: 1, signTokens: true });
+  await mesh.start();
+  await mesh.startLock();
+  await mesh.startPayouts();
+  await mesh.addExecutor();
+  key = Buffer.from(readFileSync(mesh.tokenKeyFile!, "utf8").trim(), "utf8");
+  paydb = await db(mesh.dbUrl("paydb"));
+  raildb = await db(mesh.dbUrl("raildb"));
+});
+
+afterAll(async () => {
+  await paydb?.end();
+  await raildb?.end();
+  await mesh?.stop();
+});
+
+describe("signed fencing tokens", () => {
+  it("a payout is paid end to end: the executor passes the lock's signature through", async () => {
+    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const { payout } = await payouts.createPayout({ accountId: "acc-signed", amount: { amountMinor: 700n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } });
+    await eventually(async () => (await payouts.getPayout({ payoutId: payout!.payoutId })).payout?.state === 3, "payout PAID");
+    expect(await railBookings(raildb, payout!.payoutId)).toBe(1);
+  });
+
+  it("a forged token without a valid signature is refused in step 0 and changes nothing", async () => {
+    const proxy = proxyClient(mesh.proxies[0]!.url);
+    const acc = `acc-forged-${Date.now()}`;
+    const p = `p-forged-${Date.now()}`;
+    await expectRejected(proxy.submitPayout(request(acc, p, MAX_TOKEN)), Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID");
+    await expectRejected(proxy.submitPayout(request(acc, p, MAX_TOKEN, new Uint8Array(32))), Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID");
+    // A real signature, but for another account's lock key.
+    await expectRejected(proxy.submitPayout(request(acc, p, 7n, signToken(key, "account:someone-else", 7n))), Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID");
+    expect(await markOf(acc)).toBeUndefined();
+    expect(await railBookings(raildb, p)).toBe(0);
+    // The genuine article is admitted.
+    const res = await proxy.submitPayout(request(acc, p, 7n, signToken(key, `account:${acc}`, 7n)));
+    expect(res.submission?.railReference).toMatch(/^rr_/);
+    expect(await markOf(acc)).toBe("7");
+  });
+
+  it("negative control: a proxy that does not verify lets the forged token fence the account out", async () => {
+    const env = mesh.proxyEnv(9);
+    delete env.RAIL_PROXY_TOKEN_KEY_FILE;
+    const unverified = new ServiceProcess({ service: "rail-proxy", name: "rail-proxy-unverified", env });
+    await unverified.start();
+    try {
+      const acc = `acc-lockout-${Date.now()}`;
+      await proxyClient(unverified.url).submitPayout(request(acc, `p-lockout-${Date.now()}`, MAX_TOKEN));
+      expect(await markOf(acc)).toBe(MAX_TOKEN.toString());
+    } finally {
+      await unverified.stop();
+    }
+  });
+});
