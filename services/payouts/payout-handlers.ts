@@ -5,7 +5,7 @@
  */
 import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { DomainError, invalidArgument, unavailable } from "../shared/errors.js";
-import { isUnavailableError } from "../shared/pg.js";
+import { dbCall } from "../shared/pg.js";
 import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
 import type { CallerIdentity } from "./caller-identity.js";
@@ -31,14 +31,7 @@ export function readTraceparent(headers: Headers): string | null {
 }
 
 /** Reads never change money, but must still say "unavailable" clearly (and retryably). */
-async function readPaydb<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (isUnavailableError(err)) throw unavailable("PAYDB_UNAVAILABLE", "paydb is unavailable; retry later", 1000, err);
-    throw err;
-  }
-}
+const readPaydb = <T>(fn: () => Promise<T>) => dbCall("PAYDB", fn);
 
 export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: PayoutStore; callerIdentity: CallerIdentity }) {
   const { createPayout, payouts, callerIdentity } = deps;

@@ -5,9 +5,9 @@
  * after the intent is durable, exactly once, with a deadline, and never retried.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DomainError, unavailable } from "../shared/errors.js";
+import { DomainError } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { isUnavailableError, StandbyRefusedError } from "../shared/pg.js";
+import { dbUnavailable, isUnavailableError } from "../shared/pg.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
@@ -23,13 +23,6 @@ export interface AdmissionDeps {
   /** "memory": the rejected in-process map of ADR-007 §7.2, for harness negative controls only. */
   markStore?: "paydb" | "memory";
   railDeadlineMs: number;
-}
-
-/** paydb failures on the money path: refuse, retry later, nothing forwarded. */
-function paydbUnavailable(err: unknown): never {
-  if (err instanceof StandbyRefusedError) throw unavailable("PAYDB_NOT_PRIMARY", "paydb is a standby; the proxy only admits on a primary", 1000, err);
-  if (isUnavailableError(err)) throw unavailable("PAYDB_UNAVAILABLE", "paydb is unavailable; nothing was forwarded", 1000, err);
-  throw err;
 }
 
 /** Rail errors that prove the rail refused the call before booking anything. */
@@ -72,7 +65,8 @@ export function createAdmission(deps: AdmissionDeps) {
     } catch (err) {
       metrics.admissionSeconds.observe({ result: "ERROR" }, (performance.now() - started) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
-      paydbUnavailable(err);
+      // The money path refuses: retry later, nothing was forwarded.
+      dbUnavailable("PAYDB", err, "nothing was forwarded");
     }
     metrics.admissionSeconds.observe({ result }, (performance.now() - started) / 1000);
     annotate({ "railfence.admission": result === "DUPLICATE" ? "DUPLICATE_SUBMISSION" : result });

@@ -6,7 +6,7 @@ import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DomainError, invalidArgument } from "../shared/errors.js";
-import { isUnavailableError, StandbyRefusedError } from "../shared/pg.js";
+import { dbCall } from "../shared/pg.js";
 import { unavailable } from "../shared/errors.js";
 import {
   RailProxyService,
@@ -50,15 +50,7 @@ export function toSubmission(r: SubmissionRow): Submission {
 }
 
 /** Reads and paging never change money, but they must still say "unavailable" clearly. */
-async function readPaydb<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof StandbyRefusedError) throw unavailable("PAYDB_NOT_PRIMARY", "paydb is a standby", 1000, err);
-    if (isUnavailableError(err)) throw unavailable("PAYDB_UNAVAILABLE", "paydb is unavailable", 1000, err);
-    throw err;
-  }
-}
+const readPaydb = <T>(fn: () => Promise<T>) => dbCall("PAYDB", fn);
 
 /**
  * A cursor is PostgreSQL's own `created_at::text` ("2026-01-02 03:04:05.123456+00"). Anything

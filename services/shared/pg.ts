@@ -109,8 +109,24 @@ export function isUnavailableError(err: unknown): boolean {
   );
 }
 
-/** Wraps an unavailable-database failure as a retryable DomainError; rethrows anything else. */
-export function mapDbError(err: unknown, reason: string, what: string): never {
-  if (isUnavailableError(err)) throw unavailable(reason, `${what} is unavailable; nothing was changed`, 1000, err);
+/**
+ * Turns "this database cannot be used now" into the retryable answer clients see:
+ * `<DB>_NOT_PRIMARY` for a standby, `<DB>_UNAVAILABLE` when unreachable (UNAVAILABLE with a
+ * retry hint). Anything else is rethrown unchanged. `consequence` tells the caller what did
+ * not happen ("nothing was forwarded").
+ */
+export function dbUnavailable(db: "PAYDB" | "LOCKDB" | "RAILDB", err: unknown, consequence = "retry later"): never {
+  const name = db.toLowerCase();
+  if (err instanceof StandbyRefusedError) throw unavailable(`${db}_NOT_PRIMARY`, `${name} is a standby; only a primary is used`, 1000, err);
+  if (isUnavailableError(err)) throw unavailable(`${db}_UNAVAILABLE`, `${name} is unavailable; ${consequence}`, 1000, err);
   throw err;
+}
+
+/** Runs a database call, mapping unavailability with dbUnavailable. */
+export async function dbCall<T>(db: "PAYDB" | "LOCKDB" | "RAILDB", fn: () => Promise<T>, consequence?: string): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    dbUnavailable(db, err, consequence);
+  }
 }
