@@ -7,7 +7,7 @@
  * API hands out non-recording spans: the cost is a few allocations per call.
  */
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Span } from "@opentelemetry/api";
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from "@opentelemetry/api";
 import { errorReason } from "./errors.js";
 
 const TRACER = "railfence";
@@ -34,15 +34,13 @@ function endWithError(span: Span, err: unknown): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: reason || Code[ce.code] });
 }
 
-/** Client side: one CLIENT span per call, context injected into the request headers. */
-export const clientTracing: Interceptor = (next) => async (req) => {
-  if (!tracingOn()) return next(req);
+/** Runs one RPC inside a span of `kind`, recording the gRPC status and any ErrorInfo reason. */
+function rpcSpan<T>(kind: SpanKind, req: { service: { typeName: string }; method: { name: string } }, parent: Context, run: () => Promise<T>): Promise<T> {
   const service = req.service.typeName;
   const method = req.method.name;
-  return trace.getTracer(TRACER).startActiveSpan(`${service}/${method}`, { kind: SpanKind.CLIENT, attributes: rpcAttributes(service, method) }, async (span) => {
-    propagation.inject(context.active(), req.header, headerSetter);
+  return trace.getTracer(TRACER).startActiveSpan(`${service}/${method}`, { kind, attributes: rpcAttributes(service, method) }, parent, async (span) => {
     try {
-      const res = await next(req);
+      const res = await run();
       span.setAttribute("rpc.grpc.status_code", 0);
       return res;
     } catch (err) {
@@ -51,27 +49,22 @@ export const clientTracing: Interceptor = (next) => async (req) => {
     } finally {
       span.end();
     }
+  });
+}
+
+/** Client side: one CLIENT span per call, context injected into the request headers. */
+export const clientTracing: Interceptor = (next) => async (req) => {
+  if (!tracingOn()) return next(req);
+  return rpcSpan(SpanKind.CLIENT, req, context.active(), () => {
+    propagation.inject(context.active(), req.header, headerSetter);
+    return next(req);
   });
 };
 
 /** Server side: the caller's context extracted, the handler run inside a SERVER span. */
 export const serverTracing: Interceptor = (next) => async (req) => {
   if (!tracingOn()) return next(req);
-  const service = req.service.typeName;
-  const method = req.method.name;
-  const parent = propagation.extract(context.active(), req.header, headerGetter);
-  return trace.getTracer(TRACER).startActiveSpan(`${service}/${method}`, { kind: SpanKind.SERVER, attributes: rpcAttributes(service, method) }, parent, async (span) => {
-    try {
-      const res = await next(req);
-      span.setAttribute("rpc.grpc.status_code", 0);
-      return res;
-    } catch (err) {
-      endWithError(span, err);
-      throw err;
-    } finally {
-      span.end();
-    }
-  });
+  return rpcSpan(SpanKind.SERVER, req, propagation.extract(context.active(), req.header, headerGetter), () => next(req));
 };
 
 /** Adds attributes to the current span (no-op without one). Never pass secrets or bodies. */
