@@ -18,27 +18,37 @@ export function onShutdown(logger: Logger, boundMs: number, stop: () => Promise<
   const handle = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    logger.info({ event: "shutdown", signal }, "draining");
+    // The bound is armed before anything else can fail (a log write to a closed pipe, say).
     const timer = setTimeout(() => {
-      logger.error({ event: "shutdown_timeout", bound_ms: boundMs }, "drain bound exceeded");
+      safeLog(() => logger.error({ event: "shutdown_timeout", bound_ms: boundMs }, "drain bound exceeded"));
       process.exit(EXIT_DRAIN_TIMEOUT);
     }, boundMs);
     timer.unref();
+    safeLog(() => logger.info({ event: "shutdown", signal }, "draining"));
     stop()
       .then(flushTelemetry)
       .then(
         () => {
-          logger.info({ event: "stopped" }, "stopped");
+          safeLog(() => logger.info({ event: "stopped" }, "stopped"));
           process.exit(EXIT_OK);
         },
         (err: unknown) => {
-          logger.error({ event: "shutdown_failed", err: String(err) }, "shutdown failed");
+          safeLog(() => logger.error({ event: "shutdown_failed", err: String(err) }, "shutdown failed"));
           process.exit(EXIT_STARTUP);
         },
       );
   };
   process.on("SIGTERM", handle);
   process.on("SIGINT", handle);
+}
+
+/** Logging must never stop a shutdown (stdout may be a pipe whose reader is gone). */
+function safeLog(write: () => void): void {
+  try {
+    write();
+  } catch {
+    // nothing to do: the exit still happens
+  }
 }
 
 /** Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. */
