@@ -154,14 +154,7 @@ export async function metric(metricsPort: number, name: string): Promise<number>
   return total;
 }
 
-/** Polls until fn returns true (bounded); for waiting on background work, never for timing. */
-export async function eventually(fn: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { eventually } from "../support/clients.js";
 
 /**
  * A raw Connect JSON call over h2c, exactly what `curl --http2-prior-knowledge` sends: the

@@ -70,6 +70,6 @@ export async function eventually<T>(fn: () => Promise<T | undefined | false>, wh
     const v = await fn();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
