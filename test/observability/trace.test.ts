@@ -44,8 +44,13 @@ describe("tracing", () => {
       if (!create) return undefined;
       const trace = receiver.spans.filter((s) => s.traceId === create.traceId);
       const services = new Set(trace.map((s) => s.service));
-      return ["payouts", "executor", "lock", "rail-proxy", "rail-stub"].every((x) => services.has(x)) && trace.some((s) => s.name.endsWith("SubmitPayment") && s.service === "rail-stub") ? trace : undefined;
-    }, "spans from every service in one trace", 30_000);
+      const complete = ["payouts", "executor", "lock", "rail-proxy", "rail-stub"].every((x) => services.has(x)) && trace.some((s) => s.name.endsWith("SubmitPayment") && s.service === "rail-stub");
+      // Spans arrive in export batches per process, and a parent ends (and is exported) after
+      // its children: wait until the proxy's and executor's own server/internal spans are in too.
+      const ids = new Set(trace.map((s) => s.spanId));
+      const connected = trace.filter((s) => !ids.has(s.parentSpanId)).length === 1;
+      return complete && connected ? trace : undefined;
+    }, "spans from every service in one connected trace", 30_000);
 
     const byId = new Map(spans.map((s) => [s.spanId, s]));
     // Every span but the root has its parent in the same trace: one connected tree.
