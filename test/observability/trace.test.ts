@@ -92,8 +92,14 @@ describe("tracing", () => {
   });
 
   it("log lines inside a traced call carry trace_id and span_id", async () => {
-    const line = mesh.proxies[0]!.lines.find((l) => l.includes('"reason":"FENCED_OUT"'));
-    expect(line).toBeDefined();
+    // Its own refused call, so this test does not lean on the one above having run.
+    const proxy = proxyClient(mesh.proxies[0]!.url);
+    const fencedLines = () => mesh.proxies[0]!.lines.filter((l) => l.includes('"reason":"FENCED_OUT"'));
+    const before = fencedLines().length;
+    const req = { accountId: "acc-log-trace", amount: { amountMinor: 1n, currency: "EUR" }, beneficiary: "b" };
+    await proxy.submitPayout({ ...req, payoutId: "log-p1", fencingToken: 10n });
+    await expectRejected(proxy.submitPayout({ ...req, payoutId: "log-p2", fencingToken: 3n }), Code.Aborted, "FENCED_OUT");
+    const line = await eventually(async () => fencedLines()[before], "the FENCED_OUT log line");
     expect(JSON.parse(line!)).toMatchObject({ trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
   });
 });
