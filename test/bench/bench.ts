@@ -8,6 +8,7 @@
  *       10,000 accounts, tokens minted here (no lock service).
  *   B2  B1 with 10 hot accounts (per-account serialisation, ADR-007 §7.3).
  *   B3  end to end: payouts API -> executors (lock + fence + proxy + rail + outcome).
+ *   B5  RPC floor: one unary call's server CPU on node:http2, grpc-js, connect-node and rail-proxy.
  *
  * PostgreSQL runs with default durability (fsync and synchronous_commit on). Results go to
  * reports/bench/ (JSON, markdown, SVG). BENCH_SECONDS (default 4) sets each point's length.
@@ -32,6 +33,7 @@ import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/
 import { migrate } from "../../services/shared/migrate.js";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { svgChart, type Series } from "./chart.js";
+import { measureServer, RPC_SERVER_KINDS, rpcFloor } from "./rpc-floor.js";
 import { closedLoop, cpuSeconds, peakRssMb, type PointResult } from "./load.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -139,6 +141,16 @@ async function main(): Promise<void> {
     await throughProxy("B2 hot (10 accounts)", 2, 10);
     const proxyRss = mesh.proxies.map((p) => peakRssMb(p.pid!));
 
+    // B5: the RPC floor. One unary call, same minimal client: bare servers per stack, then the
+    // running rail-proxy (railfence's server on connect-node, with its interceptors).
+    for (const kind of RPC_SERVER_KINDS) {
+      for (const r of await rpcFloor(kind, CONCURRENCY, SECONDS)) record(`B5 RPC floor: ${kind}`, r.concurrency, r, { proxyCpuUsPerOp: r.serverCpuUsPerCall });
+    }
+    for (const c of CONCURRENCY) {
+      const r = await measureServer(mesh.proxies[0]!.url, mesh.proxies[0]!.pid!, c, SECONDS);
+      record("B5 RPC floor: rail-proxy", c, r, { proxyCpuUsPerOp: r.serverCpuUsPerCall });
+    }
+
     // B3: end to end.
     await mesh.startLock();
     await mesh.startPayouts();
@@ -210,10 +222,11 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
   // at the proxy, outcome on the payout): B0 does 2 per op, so B0 scaled = B0 / (4 / 2) at c=16.
   const b0at16 = at("B0 raw SQL", 16)?.throughput ?? 0;
   const b3Target = 0.5 * (b0at16 / (5 / 2));
+  const floorC = CONCURRENCY.includes(16) ? 16 : CONCURRENCY[CONCURRENCY.length - 1]!;
   const lines = [
     `Machine: ${machine}. ${SECONDS} s per point after ${WARMUP} s warm-up, seed ${SEED}.`,
     "",
-    "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | CPU µs/op (proxy; for B0 the pg client) | errors |",
+    "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | CPU µs/op (proxy; B0: the pg client; B5: the server) | errors |",
     "|---|---|---|---|---|---|---|---|",
     ...rows.map((r) => `| ${r.workload} | ${r.concurrency} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.proxyCpuUsPerOp?.toFixed(0) ?? ""} | ${Object.entries(r.errors).map(([k, v]) => `${k} ${v}`).join(", ")} |`),
     "",
@@ -223,6 +236,7 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
     "",
     `Peak RSS (MB): ${Object.entries(rss).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`,
     `B3: ${b3Count} payouts, ${b3.throughput.toFixed(0)} payouts/s (target >= ${b3Target.toFixed(0)} = 0.5 × B0@16 / 2.5), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms`,
+    `B5: server CPU per unary call at c=${floorC}: ${["node-http2", "grpc-js", "connect-node", "rail-proxy"].map((k) => `${k} ${at(`B5 RPC floor: ${k}`, floorC)?.proxyCpuUsPerOp?.toFixed(0)} µs`).join(", ")}`,
     `Invariant violations after the run: ${violations}`,
   ];
   const dir = join(projectRoot(), "reports", "bench");
