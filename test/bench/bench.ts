@@ -218,8 +218,8 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
   });
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, PostgreSQL 18 (fsync on, synchronous_commit on)`;
   const b3 = rows.find((r) => r.workload === "B3 end to end")!;
-  // The end-to-end path needs ~4 paydb transactions per payout (claim, fence, admission, outcome
-  // at the proxy, outcome on the payout): B0 does 2 per op, so B0 scaled = B0 / (4 / 2) at c=16.
+  // The end-to-end path needs ~5 paydb transactions per payout (claim, fence, admission, outcome
+  // at the proxy, outcome on the payout): B0 does 2 per op, so B0 scaled = B0 / (5 / 2) at c=16.
   const b0at16 = at("B0 raw SQL", 16)?.throughput ?? 0;
   const b3Target = 0.5 * (b0at16 / (5 / 2));
   const floorC = CONCURRENCY.includes(16) ? 16 : CONCURRENCY[CONCURRENCY.length - 1]!;
