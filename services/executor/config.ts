@@ -2,12 +2,11 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
 import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 const schema = z.object({
-  HOST: env.host(),
-  METRICS_PORT: env.port(9500),
+  ...processEnvShape(9500),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   LOCK_URL: z.url({ protocol: /^https?$/ }),
@@ -23,13 +22,9 @@ const schema = z.object({
   EXECUTOR_PAUSE_AFTER_FENCE_MS: env.ms(0, 0, 3_600_000),
   /** "payout" (honest default) or "attempt" (drills: the untrusted worst case; see shared/submission-ref.ts). */
   EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
-  DRAIN_MS: env.ms(10_000),
-  ...tlsEnvShape,
 });
 
-export interface ExecutorConfig {
-  host: string;
-  metricsPort: number;
+export interface ExecutorConfig extends ProcessConfig {
   paydbUrl: string;
   lockUrl: string;
   railProxyUrls: string[];
@@ -41,16 +36,11 @@ export interface ExecutorConfig {
   callTimeoutMs: number;
   pauseAfterFenceMs: number;
   submissionReference: SubmissionReferenceMode;
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    metricsPort: c.METRICS_PORT,
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     lockUrl: c.LOCK_URL,
     railProxyUrls: c.RAIL_PROXY_URLS,
@@ -62,7 +52,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     callTimeoutMs: c.CALL_TIMEOUT_MS,
     pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
     submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...processConfig(c),
   };
 }

@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 import type { BackendName } from "./lock-backend.js";
 
 /**
@@ -13,9 +13,7 @@ export const MAX_TOKEN_FLOOR = (1n << 62n) - 1n;
 
 const schema = z
   .object({
-    HOST: env.host(),
-    PORT: env.port(7100),
-    METRICS_PORT: env.port(9100),
+    ...serverEnvShape(7100, 9100),
     LOCK_BACKEND: z.enum(["pg", "etcd"]).default("pg"),
     LOCKDB_URL: z.string().min(1).optional(),
     LOCKDB_PASSWORD_FILE: env.optionalFile(),
@@ -36,8 +34,6 @@ const schema = z
       .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
     /** Optional key (shared with rail-proxy) to sign each grant's token (shared/token-signature.ts). */
     LOCK_TOKEN_SIGNING_KEY_FILE: env.optionalFile(),
-    DRAIN_MS: env.ms(10_000),
-    ...tlsEnvShape,
   })
   // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;
   // it only reads the three string fields it checks.
@@ -56,10 +52,7 @@ const schema = z
     }
   }, { when: () => true });
 
-export interface LockConfig {
-  host: string;
-  port: number;
-  metricsPort: number;
+export interface LockConfig extends ServerConfig {
   backend: BackendName;
   lockdbUrl: string | undefined;
   lockdbPoolMax: number;
@@ -69,17 +62,11 @@ export interface LockConfig {
   tokenFloor: bigint;
   /** Signs each grant's token when set (shared with rail-proxy). */
   tokenSigningKey: Buffer | undefined;
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    port: c.PORT,
-    metricsPort: c.METRICS_PORT,
     backend: c.LOCK_BACKEND,
     lockdbUrl: c.LOCK_BACKEND === "pg" && c.LOCKDB_URL ? databaseUrl(c.LOCKDB_URL, c.LOCKDB_PASSWORD_FILE, "LOCKDB_PASSWORD_FILE") : undefined,
     lockdbPoolMax: c.LOCKDB_POOL_MAX,
@@ -88,8 +75,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     backendTimeoutMs: c.LOCK_BACKEND_TIMEOUT_MS,
     tokenFloor: c.LOCK_TOKEN_FLOOR,
     tokenSigningKey: signingKeyFromFile(c.LOCK_TOKEN_SIGNING_KEY_FILE, "LOCK_TOKEN_SIGNING_KEY_FILE"),
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...serverConfig(c),
   };
 }
 

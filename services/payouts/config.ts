@@ -1,15 +1,13 @@
 /** payouts configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 import { ID_PATTERN } from "../shared/validation.js";
 
 const DAY_MS = 86_400_000;
 
 const schema = z.object({
-  HOST: env.host(),
-  PORT: env.port(7400),
-  METRICS_PORT: env.port(9400),
+  ...serverEnvShape(7400, 9400),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
@@ -27,14 +25,9 @@ const schema = z.object({
     .default("client,operator")
     .transform((s) => s.split(",").map((v) => v.trim()).filter((v) => v.length > 0))
     .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
-  DRAIN_MS: env.ms(10_000),
-  ...tlsEnvShape,
 });
 
-export interface PayoutsConfig {
-  host: string;
-  port: number;
-  metricsPort: number;
+export interface PayoutsConfig extends ServerConfig {
   paydbUrl: string;
   paydbPoolMax: number;
   retentionMs: number;
@@ -42,17 +35,11 @@ export interface PayoutsConfig {
   lockMs: number;
   defaultClientId: string;
   clientIdentities: string[];
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    port: c.PORT,
-    metricsPort: c.METRICS_PORT,
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
     retentionMs: c.IDEMPOTENCY_RETENTION_MS,
@@ -60,7 +47,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     lockMs: c.IDEMPOTENCY_LOCK_MS,
     defaultClientId: c.PAYOUTS_DEFAULT_CLIENT_ID,
     clientIdentities: c.PAYOUTS_CLIENT_IDENTITIES,
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...serverConfig(c),
   };
 }

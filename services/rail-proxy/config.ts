@@ -3,12 +3,10 @@ import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
 const schema = z.object({
-  HOST: env.host(),
-  PORT: env.port(7200),
-  METRICS_PORT: env.port(9200),
+  ...serverEnvShape(7200, 9200),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
@@ -28,14 +26,9 @@ const schema = z.object({
   /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
   RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
   REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
-  DRAIN_MS: env.ms(10_000),
-  ...tlsEnvShape,
 });
 
-export interface RailProxyConfig {
-  host: string;
-  port: number;
-  metricsPort: number;
+export interface RailProxyConfig extends ServerConfig {
   paydbUrl: string;
   paydbPoolMax: number;
   railUrl: string;
@@ -47,17 +40,11 @@ export interface RailProxyConfig {
   markStore: "paydb" | "memory";
   tokenKey: Buffer | undefined;
   replicaId: string;
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    port: c.PORT,
-    metricsPort: c.METRICS_PORT,
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
     railUrl: c.RAIL_URL,
@@ -69,7 +56,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     markStore: c.RAIL_PROXY_MARK_STORE,
     tokenKey: signingKeyFromFile(c.RAIL_PROXY_TOKEN_KEY_FILE, "RAIL_PROXY_TOKEN_KEY_FILE"),
     replicaId: c.REPLICA_ID,
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...serverConfig(c),
   };
 }

@@ -1,12 +1,10 @@
 /** rail-stub configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
 const schema = z.object({
-  HOST: env.host(),
-  PORT: env.port(7300),
-  METRICS_PORT: env.port(9300),
+  ...serverEnvShape(7300, 9300),
   /** Fault-injection control API; off unless a port is given (tests and drills only). */
   RAIL_STUB_CONTROL_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   RAILDB_URL: env.url(),
@@ -15,34 +13,22 @@ const schema = z.object({
   RAIL_CREDENTIALS_FILE: z.string().min(1),
   /** Initial fault plan as JSON (same shape as SetFaultsRequest.rules), optional. */
   RAIL_STUB_FAULTS: z.string().optional(),
-  DRAIN_MS: env.ms(10_000),
-  ...tlsEnvShape,
 });
 
-export interface RailStubConfig {
-  host: string;
-  port: number;
-  metricsPort: number;
+export interface RailStubConfig extends ServerConfig {
   controlPort: number | undefined;
   raildbUrl: string;
   credential: string;
   faultsJson: string | undefined;
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    port: c.PORT,
-    metricsPort: c.METRICS_PORT,
     controlPort: c.RAIL_STUB_CONTROL_PORT,
     raildbUrl: databaseUrl(c.RAILDB_URL, c.RAILDB_PASSWORD_FILE, "RAILDB_PASSWORD_FILE"),
     credential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
     faultsJson: c.RAIL_STUB_FAULTS,
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...serverConfig(c),
   };
 }

@@ -1,11 +1,10 @@
 /** reconciler configuration, read once from the environment. */
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig } from "../shared/tls.js";
+import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
 
 const schema = z.object({
-  HOST: env.host(),
-  METRICS_PORT: env.port(9600),
+  ...processEnvShape(9600),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   RAIL_PROXY_URLS: env.urlList("rail-proxy"),
@@ -17,13 +16,9 @@ const schema = z.object({
   RECONCILER_ACTOR: z.string().min(1).max(128).regex(/^[\x20-\x7e]+$/, "printable ASCII").default("reconciler"),
   /** Bound of every call to a rail-proxy. */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
-  DRAIN_MS: env.ms(10_000),
-  ...tlsEnvShape,
 });
 
-export interface ReconcilerConfig {
-  host: string;
-  metricsPort: number;
+export interface ReconcilerConfig extends ProcessConfig {
   paydbUrl: string;
   railProxyUrls: string[];
   settlementWindowMs: number;
@@ -31,16 +26,11 @@ export interface ReconcilerConfig {
   dryRun: boolean;
   actor: string;
   callTimeoutMs: number;
-  drainMs: number;
-  /** TLS / mutual TLS of this process (services/shared/tls.ts). */
-  transport: TlsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig {
   const c = loadConfig(schema, e);
   return {
-    host: c.HOST,
-    metricsPort: c.METRICS_PORT,
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     railProxyUrls: c.RAIL_PROXY_URLS,
     settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
@@ -48,7 +38,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     dryRun: c.RECONCILER_DRY_RUN,
     actor: c.RECONCILER_ACTOR,
     callTimeoutMs: c.CALL_TIMEOUT_MS,
-    drainMs: c.DRAIN_MS,
-    transport: tlsFromEnv(c),
+    ...processConfig(c),
   };
 }
