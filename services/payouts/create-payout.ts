@@ -24,7 +24,7 @@ import {
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import { newPayoutId, toPayout } from "./payout-message.js";
-import { ROLLBACK, type PayoutStore } from "./payout-store.js";
+import { ROLLBACK, type NewPayout, type PayoutStore } from "./payout-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";
 
 export interface CreatePayoutDeps {
@@ -36,17 +36,11 @@ export interface CreatePayoutDeps {
   retentionMs: number;
 }
 
-/** A validated CreatePayout call. */
-export interface CreatePayoutCommand {
-  clientId: string;
+/** A validated CreatePayout call: the payout to create (its id is assigned here), plus the key
+ * and the request its fingerprint is taken from. */
+export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId"> {
   key: string;
   request: CreatePayoutRequest;
-  accountId: string;
-  amountMinor: bigint;
-  currency: string;
-  beneficiary: string;
-  clientReference: string;
-  traceparent: string | null;
 }
 
 export interface CreatePayoutResult {
