@@ -12,7 +12,8 @@ import type { Mesh } from "../../services/harness/mesh.js";
 import type { ServiceProcess } from "../../services/harness/service-process.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, lockClient, logEvents, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock, waitFor } from "./support.js";
+import { insertPayouts, lockClient, logEvents, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock } from "./support.js";
+import { eventually } from "../support/clients.js";
 
 const TERMINAL = new Set(["PAID", "FAILED", "UNKNOWN"]);
 /** The proxies' rail deadline: short, so "the rail never answered" resolves quickly. */
@@ -53,14 +54,13 @@ async function executor(id: string, env: Record<string, string> = {}): Promise<S
 }
 
 async function waitTerminal(ids: string[], timeoutMs = 60_000) {
-  return waitFor(
-    `${ids.length} payouts to reach a terminal state`,
+  return eventually(
     async () => {
       const states = await payoutStates(paydb, ids);
       return ids.every((id) => TERMINAL.has(states.get(id)?.state ?? "")) ? states : undefined;
     },
+    `${ids.length} payouts to reach a terminal state`,
     timeoutMs,
-    200,
   );
 }
 
@@ -90,21 +90,21 @@ describe("executors (UC-05)", () => {
     await insertPayouts(paydb, [{ payoutId, accountId: "acc-stale" }]);
     // A: short lease and claim, and it holds still right before SubmitPayout.
     const a = await executor("exec-stale-a", { LEASE_TTL_MS: "300", CALL_TIMEOUT_MS: "700", EXECUTOR_PAUSE_AFTER_FENCE_MS: "2000" });
-    const fencedA = await waitFor("A to fence the payout", async () => logEvents(a).find((l) => l.event === "fenced" && l.payout_id === payoutId), 15_000);
+    const fencedA = await eventually(async () => logEvents(a).find((l) => l.event === "fenced" && l.payout_id === payoutId), "A to fence the payout", 15_000);
     // Freeze A inside its pause: its timer can only fire once we let it run again.
     a.pause();
     try {
       const b = await executor("exec-stale-b");
-      const paid = await waitFor("B to pay", async () => {
+      const paid = await eventually(async () => {
         const r = (await payoutStates(paydb, [payoutId])).get(payoutId);
         return r?.state === "PAID" ? r : undefined;
-      });
+      }, "B to pay", 30_000);
       expect(BigInt(paid.fence)).toBeGreaterThan(BigInt(fencedA.fencing_token as string));
       expect(logEvents(b).some((l) => l.event === "fenced" && l.payout_id === payoutId)).toBe(true);
     } finally {
       a.resume();
     }
-    const outcome = await waitFor("A's attempt to end", async () => logEvents(a).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId), 15_000);
+    const outcome = await eventually(async () => logEvents(a).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId), "A's attempt to end", 15_000);
     expect(outcome).toMatchObject({ outcome: "FENCED_OUT", where: "proxy", fencing_token: fencedA.fencing_token });
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     const after = (await payoutStates(paydb, [payoutId])).get(payoutId);
@@ -153,7 +153,7 @@ describe("executors (UC-05)", () => {
     const payoutId = "po-drain-1";
     await insertPayouts(paydb, [{ payoutId, accountId: "acc-drain" }]);
     const e = await executor("exec-drain", { EXECUTOR_PAUSE_AFTER_FENCE_MS: "60000", DRAIN_MS: "500", LEASE_TTL_MS: "30000" });
-    await waitFor("the executor to fence", async () => logEvents(e).find((l) => l.event === "fenced" && l.payout_id === payoutId), 15_000);
+    await eventually(async () => logEvents(e).find((l) => l.event === "fenced" && l.payout_id === payoutId), "the executor to fence", 15_000);
     const held = await lockClient(lock).inspect({ key: "account:acc-drain" });
     expect(held.held).toBe(true);
     started.splice(started.indexOf(e), 1);

@@ -9,10 +9,10 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import type { Mesh } from "../../services/harness/mesh.js";
 import { ServiceProcess } from "../../services/harness/service-process.js";
-import { RailControlService, type FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import type { FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
-import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { proxyClient as proxyClientAt, railControl } from "../support/clients.js";
 
 export interface PayoutSeed {
   payoutId: string;
@@ -61,17 +61,6 @@ export async function railPaymentCounts(raildb: pg.Pool, refs: string[], status:
   return counts;
 }
 
-/** Polls until check() returns a truthy value; fails with the last value seen. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 /** Parsed JSON log lines of a process (non-JSON lines skipped). */
 export function logEvents(p: ServiceProcess): Array<Record<string, unknown>> {
   const out: Array<Record<string, unknown>> = [];
@@ -118,12 +107,6 @@ export async function startExecutor(mesh: Mesh, lock: ServiceProcess, id: string
   return executor;
 }
 
-export function railControl(mesh: Mesh) {
-  const port = mesh.railStub.ready?.controlPort;
-  if (!port) throw new Error("rail-stub has no control port");
-  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
-}
-
 export async function setFaults(mesh: Mesh, rules: MessageInitShape<typeof FaultRuleSchema>[]): Promise<void> {
   await railControl(mesh).setFaults({ rules });
 }
@@ -135,7 +118,7 @@ export function lockClient(lock: ServiceProcess) {
 export function proxyClient(mesh: Mesh, replica = 0) {
   const p = mesh.proxies[replica];
   if (!p) throw new Error(`no proxy ${replica}`);
-  return createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url }));
+  return proxyClientAt(p.url);
 }
 
 export function poolFor(url: string): pg.Pool {

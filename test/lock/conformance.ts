@@ -10,7 +10,7 @@ import { errorInfo, errorReason } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { newLeaseId } from "../../services/lock/lease-id.js";
 import { checkHistory, type LockEvent } from "./history.js";
-import { eventually, LockServiceUnderTest, rejection, sleep, type BackendFixture } from "./lock-fixture.js";
+import { untilSucceeds, LockServiceUnderTest, rejection, sleep, type BackendFixture } from "./lock-fixture.js";
 
 /** 8 clients x ROUNDS on one key (the brief asks 8x50; see docs/lock.md for the figure used). */
 export const CLIENTS = 8;
@@ -65,7 +65,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
     const key = uniqueKey("expiry");
     const { lease } = await client().acquire({ key, owner: "sleepy", ttlMs: 1000, waitMs: 0 });
     expect((await client().inspect({ key })).held).toBe(true);
-    await eventually(async () => expect((await client().inspect({ key })).held).toBe(false), 15_000);
+    await untilSucceeds(async () => expect((await client().inspect({ key })).held).toBe(false), 15_000);
     const renewed = await rejection(client().renew({ key, leaseId: lease!.leaseId, ttlMs: 1000 }));
     expect(renewed.code).toBe(Code.FailedPrecondition);
     expect(errorReason(renewed)).toBe("LEASE_LOST");
@@ -235,7 +235,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
       await backend.resume();
     }
     // Nothing changed while the backend was down: the lease is still the same one.
-    const state = await eventually(() => client().inspect({ key }));
+    const state = await untilSucceeds(() => client().inspect({ key }));
     expect(state).toMatchObject({ held: true, fencingToken: first.lease!.fencingToken });
     expect((await client().release({ key, leaseId: first.lease!.leaseId })).released).toBe(true);
     const next = await client().acquire({ key, owner: "after", ttlMs: 5000, waitMs: 0 });
@@ -248,7 +248,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
     const first = await client().acquire({ key, owner: "before", ttlMs: 30_000, waitMs: 0 });
     await client().release({ key, leaseId: first.lease!.leaseId });
     await backend.crashRestart();
-    const second = await eventually(() => client().acquire({ key, owner: "after", ttlMs: 30_000, waitMs: 0 }));
+    const second = await untilSucceeds(() => client().acquire({ key, owner: "after", ttlMs: 30_000, waitMs: 0 }));
     expect(second.lease!.fencingToken).toBeGreaterThan(first.lease!.fencingToken);
     expect((await client().inspect({ key })).lastToken).toBe(second.lease!.fencingToken);
     await client().release({ key, leaseId: second.lease!.leaseId });

@@ -112,8 +112,9 @@ export async function rejection(p: Promise<unknown>): Promise<ConnectError> {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Retries fn until it succeeds or timeoutMs passes (for recovery after a backend restart). */
-export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 20_000): Promise<T> {
+/** Retries fn until it stops throwing or timeoutMs passes (recovery after a backend restart). Unlike
+ * support/clients.ts eventually(), which polls for a truthy value, this one treats a throw as "not yet". */
+export async function untilSucceeds<T>(fn: () => Promise<T>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

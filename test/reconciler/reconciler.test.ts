@@ -19,8 +19,9 @@ import { errorReason } from "../../services/shared/errors.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmitPayoutRequestSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, payoutStates, waitFor, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
+import { insertPayouts, payoutStates, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
 
 const LANDED = "po-rec-landed";
 const NEVER = "po-rec-never";
@@ -166,10 +167,10 @@ describe("reconciler (UC-07)", () => {
     try {
       const ready = await p.start();
       expect(ready).toMatchObject({ port: 0 });
-      const body = await waitFor("a finished run on /metrics", async () => {
+      const body = await eventually(async () => {
         const text = await (await fetch(`http://127.0.0.1:${ready!.metricsPort}/metrics`)).text();
         return /reconciler_runs_total\{[^}]*result="ok"[^}]*\} [1-9]/.test(text) ? text : undefined;
-      });
+      }, "a finished run on /metrics", 30_000);
       expect(body).toMatch(/^rail_ambiguous_unresolved\{[^}]*\} \d+/m);
       expect(body).toMatch(/^rail_ambiguous_oldest_age_seconds\{[^}]*\} [\d.e+-]+/m);
     } finally {

@@ -15,7 +15,9 @@ export function proxyClient(url: string) {
 }
 
 export function railControl(mesh: Mesh) {
-  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${mesh.railStub.ready!.controlPort}` }));
+  const port = mesh.railStub.ready?.controlPort;
+  if (!port) throw new Error("rail-stub has no control port");
+  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
 }
 
 /** Awaits a call that must fail with code + ErrorInfo reason; returns the error. */
