@@ -15,7 +15,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfo, errorReason } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { isUnavailableError } from "../shared/pg.js";
+import { retryWhileUnavailable } from "../shared/pg.js";
 import type { Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import type { LockClient, ProxyPool } from "./clients.js";
@@ -90,13 +90,10 @@ export function createPayOne(deps: PayOneDeps) {
 
   /** paydb writes are fenced, so retrying one is safe; a transient outage should not cost a payout. */
   async function recordOutcome(payoutId: string, token: bigint, write: OutcomeWrite) {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return { written: await store.recordOutcome(payoutId, token, write) };
-      } catch (err) {
-        if (attempt >= 4 || !isUnavailableError(err)) return { failed: err };
-        await sleep(100 * 2 ** attempt);
-      }
+    try {
+      return { written: await retryWhileUnavailable(() => store.recordOutcome(payoutId, token, write)) };
+    } catch (err) {
+      return { failed: err };
     }
   }
 

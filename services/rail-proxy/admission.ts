@@ -7,7 +7,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DomainError } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { dbUnavailable, isUnavailableError } from "../shared/pg.js";
+import { dbUnavailable, retryWhileUnavailable } from "../shared/pg.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
@@ -36,17 +36,12 @@ export function createAdmission(deps: AdmissionDeps) {
 
   /** Writing the outcome is a paydb write, not a rail call: retrying it is safe. */
   async function recordOutcome(...args: Parameters<SubmissionStore["recordOutcome"]>): Promise<SubmissionRow | undefined> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await store.recordOutcome(...args);
-      } catch (err) {
-        if (attempt >= 4 || !isUnavailableError(err)) {
-          // The row stays FORWARDING; the sweeper makes it ambiguous and the reconciler closes it.
-          logger.error({ event: "outcome_not_recorded", payout_id: args[0], state: args[1] }, "could not record rail outcome");
-          return undefined;
-        }
-        await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
-      }
+    try {
+      return await retryWhileUnavailable(() => store.recordOutcome(...args));
+    } catch {
+      // The row stays FORWARDING; the sweeper makes it ambiguous and the reconciler closes it.
+      logger.error({ event: "outcome_not_recorded", payout_id: args[0], state: args[1] }, "could not record rail outcome");
+      return undefined;
     }
   }
 

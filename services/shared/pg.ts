@@ -130,3 +130,19 @@ export async function dbCall<T>(db: "PAYDB" | "LOCKDB" | "RAILDB", fn: () => Pro
     dbUnavailable(db, err, consequence);
   }
 }
+
+/**
+ * Retries a write while the database is unreachable: up to `tries` attempts, 100 ms doubling
+ * between them. Only for writes that are safe to repeat (fenced or conditional, like recording
+ * an outcome); any other error, or the last unavailability, is thrown.
+ */
+export async function retryWhileUnavailable<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= tries || !isUnavailableError(err)) throw err;
+      await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)));
+    }
+  }
+}
