@@ -7,22 +7,16 @@
  * the places where a retry is safe (reads) do it explicitly.
  */
 import { createClient, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { serviceTransport } from "../shared/client-transport.js";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import { clientTracing } from "../shared/tracing.js";
-import { clientTlsOptions, type TlsSettings } from "../shared/tls.js";
-
-function transport(baseUrl: string, tls: TlsSettings | undefined) {
-  // With TLS configured the executor's certificate is its identity at the lock service.
-  const nodeOptions = clientTlsOptions(tls);
-  return createGrpcTransport({ baseUrl, interceptors: [clientTracing], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000, ...(nodeOptions ? { nodeOptions } : {}) });
-}
+import type { TlsSettings } from "../shared/tls.js";
 
 export type LockClient = Client<typeof LockService>;
 export type { RailProxyClient } from "../shared/proxy-pool.js";
 
+/** With TLS configured the executor's certificate is its identity at the lock service. */
 export function createLockClient(baseUrl: string, tls?: TlsSettings): LockClient {
-  return createClient(LockService, transport(baseUrl, tls));
+  return createClient(LockService, serviceTransport(baseUrl, tls));
 }
 
 export { createProxyPool, type ProxyPool } from "../shared/proxy-pool.js";

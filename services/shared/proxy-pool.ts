@@ -7,10 +7,9 @@
  * the places where a retry is safe (reads) do it explicitly.
  */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { serviceTransport } from "./client-transport.js";
 import { RailProxyService } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { clientTracing } from "./tracing.js";
-import { clientTlsOptions, type TlsSettings } from "./tls.js";
+import type { TlsSettings } from "./tls.js";
 
 export type RailProxyClient = Client<typeof RailProxyService>;
 
@@ -30,8 +29,6 @@ const EJECT_MS = 2000;
  */
 export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">): ProxyPool {
   if (baseUrls.length === 0) throw new Error("at least one rail-proxy URL is needed");
-  // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
-  const nodeOptions = clientTlsOptions(tls);
   const ejectedUntil = baseUrls.map(() => 0);
   const clients = baseUrls.map((baseUrl, idx) => {
     const watch: Interceptor = (next) => async (req) => {
@@ -44,7 +41,8 @@ export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "cer
         throw err;
       }
     };
-    return createClient(RailProxyService, createGrpcTransport({ baseUrl, interceptors: [clientTracing, watch], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 300_000, ...(nodeOptions ? { nodeOptions } : {}) }));
+    // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
+    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch]));
   });
   let i = 0;
   return {

@@ -1,0 +1,21 @@
+/**
+ * The transport every service-to-service client uses: gRPC, W3C trace context on every call
+ * (clientTracing first, so later interceptors run inside the client span), one HTTP/2
+ * connection kept warm between calls, and, with TLS, this process's certificate as its
+ * identity. No retries here: where a retry is safe the caller does it explicitly.
+ */
+import type { Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { clientTlsOptions, type TlsSettings } from "./tls.js";
+import { clientTracing } from "./tracing.js";
+
+export function serviceTransport(baseUrl: string, tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined, interceptors: Interceptor[] = []) {
+  const nodeOptions = clientTlsOptions(tls);
+  return createGrpcTransport({
+    baseUrl,
+    interceptors: [clientTracing, ...interceptors],
+    pingIntervalMs: 30_000,
+    idleConnectionTimeoutMs: 300_000,
+    ...(nodeOptions ? { nodeOptions } : {}),
+  });
+}
