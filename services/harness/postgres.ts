@@ -8,6 +8,7 @@
  * Authentication is `trust` on 127.0.0.1 only: a throwaway local server, no password to leak.
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
 import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
@@ -51,6 +52,24 @@ function reachableByPostgresUser(native: string, pkgDir: string): string {
     rmSync(staging, { recursive: true, force: true });
   }
   return target;
+}
+
+/**
+ * A data directory the server's user can reach. As root, a directory asked for inside a private
+ * checkout (npm start keeps paydb in .railfence/ of a `mktemp -d` clone) is out of reach of the
+ * "postgres" user, as the binaries were: then it lives under the temp dir instead, at a path
+ * derived from the one asked for, so it persists across restarts all the same.
+ */
+function reachableDataDir(requested: string): string {
+  const owner = runAs();
+  if (!owner) return requested;
+  const parent = dirname(requested);
+  mkdirSync(parent, { recursive: true });
+  if (spawnSync("test", ["-x", parent], { ...owner, stdio: "ignore" }).status === 0) return requested;
+  const id = createHash("sha256").update(requested).digest("hex").slice(0, 12);
+  const dir = join(tmpdir(), `railfence-pgdata-${id}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return join(dir, "data");
 }
 
 interface RunAs {
@@ -100,7 +119,7 @@ export class PostgresServer {
   /** Initialises (if needed) and starts a server; resolves when it accepts connections. */
   static async start(opts: PostgresOptions = {}): Promise<PostgresServer> {
     const ownsDir = !opts.dataDir;
-    const dataDir = opts.dataDir ?? join(mkdtempSync(join(tmpdir(), "railfence-pg-")), "data");
+    const dataDir = opts.dataDir ? reachableDataDir(opts.dataDir) : join(mkdtempSync(join(tmpdir(), "railfence-pg-")), "data");
     const server = new PostgresServer(dataDir, opts.port ?? (await freePort()), opts, ownsDir && !opts.persistent);
     if (!existsSync(join(dataDir, "PG_VERSION"))) server.initdb();
     await server.startProcess();
