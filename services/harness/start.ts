@@ -1,7 +1,8 @@
 /**
  * `npm start`: the whole mesh on this machine, as real processes on 127.0.0.1.
- * PostgreSQL (data kept in .railfence/pgdata, or under the temp dir when root runs it from a private checkout), rail-stub, two rail-proxy replicas, the lock
- * service, the payouts API, two executors and the reconciler on a schedule. Writes the
+ * PostgreSQL (data kept in .railfence/pgdata; under the temp dir when root runs a private
+ * checkout), rail-stub, two rail-proxy replicas, the lock service, the payouts API, two
+ * executors and the reconciler on a schedule. Writes the
  * endpoints to .railfence/endpoints.json (read by the `railfence` CLI). Ctrl-C stops it all.
  * Mutual TLS everywhere: a throwaway CA and one certificate per identity in .railfence/pki; the
  * endpoints file names the `operator` certificate the CLI presents.
