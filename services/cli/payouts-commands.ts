@@ -110,7 +110,7 @@ const get: CommandSpec = {
 
 const list: CommandSpec = {
   words: ["payouts", "list"],
-  usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN] [--page-size N] [--page-token T]",
+  usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN|NEEDS_ATTENTION] [--page-size N] [--page-token T]",
   summary: "list payouts, newest first",
   options: ["account", "state", "page-size", "page-token"],
   positionals: 0,

@@ -9,6 +9,7 @@ import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
 import { createLogger } from "../shared/logger.js";
 import { createRegistry, serveMetrics } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
+import { requireMigrated } from "../shared/migrate.js";
 import { createLockClient, createProxyPool } from "./clients.js";
 import { readConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
@@ -22,8 +23,9 @@ runMain(logger, async () => {
   const config = readConfig();
   const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}` });
   const store = createPayoutStore(pool);
-  // Fail start-up (exit 70) when paydb is unreachable, rather than report ready and do nothing.
-  await pool.query("SELECT 1 FROM payouts LIMIT 0");
+  // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report
+  // ready and do nothing.
+  await requireMigrated(pool, "paydb");
 
   const registry = createRegistry("executor");
   const metrics = createExecutorMetrics(registry);

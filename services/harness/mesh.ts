@@ -11,6 +11,8 @@ import { migrate, type DatabaseKind } from "../shared/migrate.js";
 import { MESH_IDENTITIES, Pki, type IdentityFiles, type MeshIdentity } from "./pki.js";
 import { PostgresServer } from "./postgres.js";
 import { ServiceProcess } from "./service-process.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "./database-roles.js";
+import type { ServiceRole } from "../shared/db-roles.js";
 
 export interface MeshOptions {
   /** Folder for secrets and logs; a temp dir (removed on stop) by default. */
@@ -105,21 +107,27 @@ export class Mesh {
     return this.databases[kind];
   }
 
+  /** Database URL for kind, logged in as service `role` (least privilege; see shared/db-roles.ts). */
+  roleUrl(kind: DatabaseKind, role: ServiceRole): string {
+    return serviceUrl(this.databases[kind], role);
+  }
+
+  /**
+   * paydb and lockdb as a deployment has them: owned by the owner role that migrates them,
+   * every service logging in with its own role. raildb belongs to the third party (the stub).
+   */
   async startDatabases(): Promise<void> {
     this.ownsStateDir = !this.opts.stateDir;
     const suffix = this.opts.dbSuffix ?? "";
+    const migrateUrls: Partial<Record<DatabaseKind, string>> = {};
+    const create = async (adminUrl: string, kind: DatabaseKind) => {
+      const { url, migrateUrl } = await ownedDatabase(adminUrl, `${kind}${suffix}`);
+      this.databases[kind] = url;
+      migrateUrls[kind] = migrateUrl;
+    };
+    let adminUrl: string;
     if (this.opts.postgresUrl) {
-      const admin = this.opts.postgresUrl.replace(/\/[^/]*$/, "");
-      const pg = (await import("pg")).default;
-      for (const kind of ["paydb", "raildb", "lockdb"] as const) {
-        const name = `${kind}${suffix}`;
-        const c = new pg.Client({ connectionString: `${admin}/postgres` });
-        await c.connect();
-        const { rowCount } = await c.query("SELECT 1 FROM pg_database WHERE datname = $1", [name]);
-        if (!rowCount) await c.query(`CREATE DATABASE ${name}`);
-        await c.end();
-        this.databases[kind] = `${admin}/${name}`;
-      }
+      adminUrl = this.opts.postgresUrl;
     } else {
       this.postgres = this.opts.postgres;
       if (!this.postgres) {
@@ -129,13 +137,13 @@ export class Mesh {
           ...(this.opts.persistentPostgres ? { dataDir: join(this.stateDir, "pgdata"), persistent: true } : {}),
         });
       }
-      for (const kind of ["paydb", "raildb", "lockdb"] as const) this.databases[kind] = await this.postgres.createDatabase(`${kind}${suffix}`);
+      adminUrl = this.postgres.url("postgres");
     }
-    for (const [kind, server] of Object.entries(this.opts.servers ?? {}) as Array<[DatabaseKind, PostgresServer]>) {
-      this.databases[kind] = await server.createDatabase(`${kind}${suffix}`);
-    }
-    await migrate(this.databases.paydb, "paydb");
-    await migrate(this.databases.lockdb, "lockdb");
+    const own = this.opts.servers ?? {};
+    for (const kind of ["paydb", "raildb", "lockdb"] as const) await create(own[kind]?.url("postgres") ?? adminUrl, kind);
+    await migrate(migrateUrls.paydb!, "paydb");
+    await migrate(migrateUrls.lockdb!, "lockdb");
+    for (const server of new Set([adminUrl, ...Object.values(own).map((s) => s!.url("postgres"))])) await allowServiceLogins(server);
   }
 
   /** A fresh random rail credential in a 0600 file (never in env values or argv). */
@@ -177,7 +185,7 @@ export class Mesh {
     return {
       PORT: "0",
       METRICS_PORT: "0",
-      PAYDB_URL: this.databases.paydb,
+      PAYDB_URL: this.roleUrl("paydb", "rail-proxy"),
       RAIL_URL: this.railStub.url,
       RAIL_CREDENTIALS_FILE: this.credentialFile,
       REPLICA_ID: `rail-proxy-${replica}`,
@@ -209,7 +217,7 @@ export class Mesh {
         PORT: "0",
         METRICS_PORT: "0",
         LOCK_BACKEND: "pg",
-        LOCKDB_URL: this.databases.lockdb,
+        LOCKDB_URL: this.roleUrl("lockdb", "lock"),
         ...(this.tokenKeyFile ? { LOCK_TOKEN_SIGNING_KEY_FILE: this.tokenKeyFile } : {}),
         ...this.tlsEnv("lock"),
         ...this.opts.lockEnv,
@@ -225,7 +233,7 @@ export class Mesh {
   async startPayouts(env: Record<string, string> = {}): Promise<ServiceProcess> {
     this.payouts = new ServiceProcess({
       service: "payouts",
-      env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, ...this.tlsEnv("payouts"), ...env },
+      env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: this.roleUrl("paydb", "payouts"), ...this.tlsEnv("payouts"), ...env },
       onLine: this.opts.onLine,
       tls: this.opts.tls,
     });
@@ -237,7 +245,7 @@ export class Mesh {
     if (!this.lock) throw new Error("start the lock service before executors");
     return {
       METRICS_PORT: "0",
-      PAYDB_URL: this.databases.paydb,
+      PAYDB_URL: this.roleUrl("paydb", "executor"),
       LOCK_URL: this.lock.url,
       RAIL_PROXY_URLS: this.proxyUrls(),
       EXECUTOR_ID: `executor-${n}`,
@@ -256,7 +264,7 @@ export class Mesh {
   }
 
   reconcilerEnv(env: Record<string, string> = {}): Record<string, string> {
-    return { METRICS_PORT: "0", PAYDB_URL: this.databases.paydb, RAIL_PROXY_URLS: this.proxyUrls(), ...this.tlsEnv("reconciler"), ...env };
+    return { METRICS_PORT: "0", PAYDB_URL: this.roleUrl("paydb", "reconciler"), RAIL_PROXY_URLS: this.proxyUrls(), ...this.tlsEnv("reconciler"), ...env };
   }
 
   /** The reconciler on a schedule (RECONCILE_INTERVAL_MS > 0), as `npm start` runs it. */

@@ -2,7 +2,7 @@
 import { onShutdown, runMain } from "../shared/lifecycle.js";
 import { createLogger } from "../shared/logger.js";
 import { createRegistry } from "../shared/metrics.js";
-import { migrate } from "../shared/migrate.js";
+import { requireMigrated } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
 import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
@@ -23,10 +23,14 @@ const logger = createLogger("lock");
 async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend> {
   if (config.backend === "pg") {
     const url = config.lockdbUrl!;
-    // The lock service owns lockdb: it migrates the schema itself (advisory-locked, so
-    // replicas starting together are safe).
-    await migrate(url, "lockdb");
     const pool = createPool({ url, max: config.lockdbPoolMax, statementTimeoutMs: config.backendTimeoutMs, applicationName: "lock", primaryOnly: true });
+    // The migration job migrates lockdb (the lock's own role cannot: least privilege).
+    try {
+      await requireMigrated(pool, "lockdb");
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
     // createPool forces synchronous_commit=on: a token handed out must survive a crash of
     // lockdb, or with asynchronous commit a grant could be acknowledged, lost, and reissued.
     const listener = new PgListener(url, RELEASE_CHANNEL, (connected) => log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"));

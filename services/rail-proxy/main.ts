@@ -13,37 +13,42 @@ import { POLICIES } from "../shared/authz.js";
 import { createRailClient } from "./rail-client.js";
 import { createSubmissionStore } from "./submission-store.js";
 import { startSweeper } from "./sweeper.js";
+import { announceGuards, guardsFrom, inMemoryMark } from "./negative-controls.js";
+import { requireMigrated } from "../shared/migrate.js";
+import { warnIfAsynchronous } from "../shared/pg.js";
 
 const logger = createLogger("rail-proxy");
 
 runMain(logger, async () => {
   const config = readConfig();
-  const pool = createPool({ url: config.paydbUrl, max: config.paydbPoolMax, primaryOnly: true, applicationName: `rail-proxy/${config.replicaId}` });
+  const pool = createPool({
+    url: config.paydbUrl,
+    max: config.paydbPoolMax,
+    primaryOnly: true,
+    statementTimeoutMs: config.admissionTimeoutMs,
+    applicationName: `rail-proxy/${config.replicaId}`,
+  });
   const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs);
   // Refuse to start against a standby (ADR-007 failure iii). Every later connection is checked too.
   if (!(await store.isPrimary())) throw new Error("paydb is a standby (pg_is_in_recovery() = true); rail-proxy only runs against a primary");
+  await requireMigrated(pool, "paydb");
+  await warnIfAsynchronous(pool, logger);
 
   const registry = createRegistry("rail-proxy");
   const metrics = createProxyMetrics(registry);
-  const durableFence = config.fencingEnabled && config.markStore === "paydb";
-  metrics.fencingEnabled.set(durableFence ? 1 : 0);
-  let stopWarning = () => {};
-  if (!durableFence) {
-    const warn = () =>
-      logger.warn(
-        { event: "fencing_disabled", mark_store: config.markStore, fencing_enabled: config.fencingEnabled },
-        config.markStore === "memory"
-          ? "RAIL_PROXY_MARK_STORE=memory: marks live in this process only (ADR-007's rejected design). Restarts and other replicas WILL admit stale tokens. Harness negative controls only."
-          : "RAIL_PROXY_FENCING_ENABLED=false: high-water fencing is OFF. Stale executors WILL pay twice. Harness scenario C5 §5.2 only.",
-      );
-    warn();
-    const t = setInterval(warn, 60_000);
-    t.unref();
-    stopWarning = () => clearInterval(t);
-  }
+  const guards = guardsFrom(config);
+  const stopWarning = announceGuards(config, guards, metrics, logger);
 
   const rail = createRailClient(config.railUrl, config.railCredential, config.transport.tls);
-  const submit = createAdmission({ store, rail, metrics, logger, fencingEnabled: config.fencingEnabled, markStore: config.markStore, railDeadlineMs: config.railDeadlineMs });
+  const submit = createAdmission({
+    store,
+    rail,
+    metrics,
+    logger,
+    guards,
+    markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
+    railDeadlineMs: config.railDeadlineMs,
+  });
   const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 
   const server = await startServiceServer({
@@ -52,7 +57,7 @@ runMain(logger, async () => {
     port: config.port,
     metricsPort: config.metricsPort,
     serviceNames: [RailProxyService.typeName],
-    routes: proxyRoutes({ tokenKey: config.tokenKey, rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId }),
+    routes: proxyRoutes({ tokenKey: config.tokenKey, rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId, logger }),
     registry,
     logger,
     readMaxBytes: 16 * 1024,
@@ -60,7 +65,7 @@ runMain(logger, async () => {
     authz: POLICIES.railProxy,
   });
   logger.info(
-    { event: "ready", port: server.port, metricsPort: server.metricsPort, replica_id: config.replicaId, fencing_enabled: config.fencingEnabled },
+    { event: "ready", port: server.port, metricsPort: server.metricsPort, replica_id: config.replicaId, fencing_enabled: config.fencingEnabled, forward_budget_ms: guards.forwardBudgetMs ?? null },
     "rail-proxy ready",
   );
 

@@ -4,9 +4,11 @@
  */
 import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { DomainError, invalidArgument } from "../shared/errors.js";
-import { dbCall } from "../shared/pg.js";
+import { dbCall, dbUnavailable } from "../shared/pg.js";
+import type { Logger } from "../shared/logger.js";
+import { parseSubmissionRef } from "../shared/submission-ref.js";
 import { unavailable } from "../shared/errors.js";
 import {
   RailProxyService,
@@ -19,8 +21,8 @@ import { annotate } from "../shared/tracing.js";
 import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
-import type { SubmissionRow, SubmissionStore } from "./submission-store.js";
-import type { createAdmission } from "./admission.js";
+import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
+import type { Refusal, Submit, SubmitOutcome } from "./admission.js";
 import type { RailClient } from "./rail-client.js";
 
 export function toSubmission(r: SubmissionRow): Submission {
@@ -37,6 +39,18 @@ export function toSubmission(r: SubmissionRow): Submission {
     createdAt: timestampFromDate(r.created_at),
     updatedAt: timestampFromDate(r.updated_at),
     ambiguous: r.ambiguous,
+    boundPayoutId: r.bound_payout_id,
+    lateAnswer: r.late_answered_at
+      ? {
+          state: r.late_answer_state === "ACCEPTED" ? SubmissionState.ACCEPTED : SubmissionState.REJECTED,
+          railReference: r.late_rail_reference ?? "",
+          railReason: r.late_rail_reason ?? "",
+          answeredAt: timestampFromDate(r.late_answered_at),
+        }
+      : undefined,
+    contradiction: r.contradicted_at
+      ? { railReference: r.contradicting_rail_reference ?? "", actor: r.contradiction_actor ?? "", recordedAt: timestampFromDate(r.contradicted_at) }
+      : undefined,
     resolution: r.resolved_at
       ? {
           outcome: r.resolution_outcome === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID,
@@ -87,15 +101,74 @@ function decodeCursor(token: string): { cursor: string; payoutId: string } | und
   throw invalidArgument("page_token", "PAGE_TOKEN_INVALID", "page_token is not a token this service issued");
 }
 
+/** Maps an admission outcome to the answer (the only place that knows its Connect codes). */
+export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission {
+  switch (outcome.kind) {
+    case "ANSWERED":
+      return toSubmission(outcome.row);
+    case "REFUSED":
+      throw refusalError(outcome.refusal, intent);
+    case "NOT_FORWARDED":
+      throw new DomainError(Code.Aborted, "NOT_FORWARDED", "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference", {
+        payout_id: intent.reference,
+      });
+    case "AMBIGUOUS":
+      throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
+        payout_id: intent.reference,
+      });
+    case "PAYDB_UNAVAILABLE":
+      // The money path refuses: retry later, nothing was forwarded.
+      return dbUnavailable("PAYDB", outcome.error, "nothing was forwarded");
+  }
+}
+
+function refusalError(r: Refusal, intent: Intent): DomainError {
+  const payout = { payout_id: intent.reference, bound_payout_id: intent.payoutId };
+  switch (r.kind) {
+    case "FENCED_OUT":
+      return new DomainError(Code.Aborted, "FENCED_OUT", "fencing token is not above the account's high-water mark; the rail was not called", { account_id: intent.accountId });
+    case "DUPLICATE":
+      return new DomainError(Code.AlreadyExists, "DUPLICATE_SUBMISSION", "this reference was already submitted; call GetSubmission", { payout_id: intent.reference });
+    case "PAYOUT_ALREADY_SUBMITTED":
+      return new DomainError(Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED", "the payout already has a live submission; settle that one (GetSubmission), never submit it again", {
+        ...payout,
+        live_submission: r.live ?? "",
+      });
+    case "PAYOUT_NOT_FOUND":
+      return new DomainError(Code.FailedPrecondition, "PAYOUT_NOT_FOUND", "no payout with this id exists in paydb; the rail was not called", payout);
+    case "PAYOUT_MISMATCH":
+      return new DomainError(Code.FailedPrecondition, "PAYOUT_MISMATCH", `${r.field} differs from the payout's; the rail was not called`, { ...payout, field: r.field });
+    case "PAYOUT_NOT_PAYABLE":
+      return new DomainError(Code.FailedPrecondition, "PAYOUT_NOT_PAYABLE", `the payout is ${r.state}, not PROCESSING; the rail was not called`, { ...payout, state: r.state });
+    case "PAYOUT_FENCE_MISMATCH":
+      return new DomainError(
+        Code.FailedPrecondition,
+        "PAYOUT_FENCE_MISMATCH",
+        r.holder === "NEWER" ? "a newer token fenced this payout; the rail was not called" : "the payout was not fenced with this token; the rail was not called",
+        { ...payout, holder: r.holder },
+      );
+  }
+}
+
+/** The payout a reference pays; an attempt reference must name the token it comes with. */
+function bindReference(reference: string, token: bigint): string {
+  const { payoutId, token: named } = parseSubmissionRef(reference);
+  if (named !== undefined && named !== token) {
+    throw invalidArgument("payout_id", "FIELD_INVALID", "an attempt reference <payout id>:t<token> must name the fencing_token it is submitted with");
+  }
+  return payoutId;
+}
+
 export function proxyRoutes(deps: {
   /** Shared with the lock service: only tokens it signed are admitted (optional). */
   tokenKey?: Buffer;
   rail: RailClient;
   railDeadlineMs: number;
   store: SubmissionStore;
-  submit: ReturnType<typeof createAdmission>;
+  submit: Submit;
   metrics: ProxyMetrics;
   replicaId: string;
+  logger?: Logger;
 }) {
   const { store, submit, metrics } = deps;
   return (router: ConnectRouter) =>
@@ -103,18 +176,19 @@ export function proxyRoutes(deps: {
       async submitPayout(req) {
         // Step 0: validate every field before anything is written or forwarded.
         const accountId = checkId("account_id", req.accountId);
-        const payoutId = checkId("payout_id", req.payoutId);
+        const reference = checkId("payout_id", req.payoutId);
         const token = checkToken("fencing_token", req.fencingToken);
         const amount = checkMoney("amount", req.amount);
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
+        const payoutId = bindReference(reference, token);
         if (deps.tokenKey && !tokenSignatureValid(deps.tokenKey, accountLockKey(accountId), token, req.fencingTokenSignature)) {
           throw new DomainError(Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID", "fencing_token was not issued by the lock service for this account", {
             field: "fencing_token_signature",
           });
         }
         annotate({ "railfence.account_id": accountId, "railfence.payout_id": payoutId, "railfence.fencing_token": token.toString() });
-        const row = await submit({ accountId, payoutId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId });
-        return { submission: toSubmission(row) };
+        const intent: Intent = { reference, payoutId, accountId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId };
+        return { submission: submitAnswer(await submit(intent), intent) };
       },
 
       async getSubmission(req) {
@@ -165,6 +239,47 @@ export function proxyRoutes(deps: {
         } catch (err) {
           throw unavailable("RAIL_UNAVAILABLE", "the rail's statement could not be read", 2000, err);
         }
+      },
+
+      async listPayoutSubmissions(req) {
+        const payoutId = checkId("payout_id", req.payoutId);
+        const rows = await readPaydb(() => store.listForPayout(payoutId, 100));
+        return { submissions: rows.map(toSubmission) };
+      },
+
+      async listNotPaidResolutions(req) {
+        if (!req.resolvedSince) throw invalidArgument("resolved_since", "FIELD_REQUIRED", "resolved_since is required");
+        checkTimestamp("resolved_since", req.resolvedSince);
+        const limit = checkPageSize("page_size", req.pageSize, 100, 500);
+        const after = decodeCursor(req.pageToken);
+        const rows = await readPaydb(() => store.listNotPaidResolutions(timestampDate(req.resolvedSince!), limit + 1, after));
+        const page = rows.slice(0, limit);
+        return {
+          submissions: page.map(toSubmission),
+          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!) : "",
+        };
+      },
+
+      async recordContradiction(req) {
+        const reference = checkId("payout_id", req.payoutId);
+        const railReference = checkText("rail_reference", req.railReference, 1, 128);
+        const actor = checkText("actor", req.actor, 1, 128);
+        const row = await readPaydb(() => store.recordContradiction(reference, railReference, actor));
+        if (row) {
+          metrics.contradicted.inc();
+          deps.logger?.error(
+            { event: "resolution_contradicted", payout_id: reference, bound_payout_id: row.bound_payout_id, rail_reference: railReference, actor },
+            "a NOT_PAID resolution is contradicted by the rail's statement; the payout needs a human",
+          );
+          return { submission: toSubmission(row) };
+        }
+        const existing = await readPaydb(() => store.get(reference));
+        if (!existing) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: reference });
+        if (existing.contradicted_at) return { submission: toSubmission(existing) };
+        throw new DomainError(Code.FailedPrecondition, "NOT_RESOLVED_NOT_PAID", `submission is ${existing.state}; only a NOT_PAID resolution can be contradicted`, {
+          payout_id: reference,
+          state: existing.state,
+        });
       },
     });
 }

@@ -9,7 +9,8 @@ import { createRegistry, serveMetrics } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
 import { readConfig } from "./config.js";
 import { createReconcilerStore } from "./payout-store.js";
-import { createProxyRoundRobin } from "./proxy-clients.js";
+import { createProxyPool } from "../shared/proxy-pool.js";
+import { requireMigrated } from "../shared/migrate.js";
 import { createReconciler } from "./reconcile.js";
 import { createReconcilerMetrics } from "./reconciler-metrics.js";
 
@@ -18,14 +19,17 @@ const logger = createLogger("reconciler");
 runMain(logger, async () => {
   const config = readConfig();
   const pool = createPool({ url: config.paydbUrl, max: 2, primaryOnly: true, applicationName: "reconciler" });
+  await requireMigrated(pool, "paydb");
+  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls);
   const registry = createRegistry("reconciler");
   const metrics = createReconcilerMetrics(registry);
   const runOnce = createReconciler({
-    proxy: createProxyRoundRobin(config.railProxyUrls, config.transport.tls),
+    proxy: () => proxies.next(),
     store: createReconcilerStore(pool),
     metrics,
     logger,
     settlementWindowMs: config.settlementWindowMs,
+    contradictionWatchMs: config.contradictionWatchMs,
     dryRun: config.dryRun,
     actor: config.actor,
     callTimeoutMs: config.callTimeoutMs,

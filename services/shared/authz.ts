@@ -78,6 +78,9 @@ export const POLICIES = {
     [`${S.proxy}/ListUnresolved`]: PROXY_READERS,
     [`${S.proxy}/GetSubmission`]: PROXY_READERS,
     [`${S.proxy}/GetRailStatement`]: PROXY_READERS,
+    [`${S.proxy}/ListPayoutSubmissions`]: PROXY_READERS,
+    [`${S.proxy}/ListNotPaidResolutions`]: ["reconciler", "operator"],
+    [`${S.proxy}/RecordContradiction`]: ["reconciler", "operator"],
   },
   lock: {
     [`${S.lock}/Acquire`]: ["executor"],

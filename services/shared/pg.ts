@@ -146,3 +146,22 @@ export async function retryWhileUnavailable<T>(fn: () => Promise<T>, tries = 5):
     }
   }
 }
+
+/**
+ * paydb must fail over only to a synchronous standby: an asynchronous one can lose intents the
+ * proxy already acknowledged and forwarded (docs/deploy.md). A primary with no synchronous
+ * standby is fine for development and says so at start.
+ */
+export async function warnIfAsynchronous(pool: pg.Pool, logger: { warn: (obj: object, msg: string) => void }): Promise<void> {
+  try {
+    const { rows } = await pool.query<{ synchronous_standby_names: string }>("SHOW synchronous_standby_names");
+    if (!rows[0]?.synchronous_standby_names) {
+      logger.warn(
+        { event: "paydb_replication_asynchronous" },
+        "paydb has no synchronous standby (synchronous_standby_names is empty): a failover could lose acknowledged intents. Fine for a single-node database; in production fail over only to a synchronous standby",
+      );
+    }
+  } catch {
+    // Not worth refusing to start over a diagnostic.
+  }
+}
