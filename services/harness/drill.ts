@@ -3,7 +3,7 @@
  *
  * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
  * reports/drills/, and with --json prints one JSON object as the last line of stdout. Exit code
- * 0 when every scenario met its expectation (PASS, or CORRUPTION_DETECTED for fencing-off),
+ * 0 when every scenario met its expectation (PASS, or CORRUPTION_DETECTED for a negative control),
  * 1 otherwise. The seed is printed so a failing drill can be replayed.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -72,7 +72,7 @@ for (const lockBackend of backends) {
     for (const n of r.notes) say(`   ${n}`);
     for (const f of r.failures) say(`   FAILED EXPECTATION: ${f}`);
     for (const v of r.violations.slice(0, 10)) say(`   ${v.invariant}: ${v.detail}`);
-    say(`   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught the double payment it let through)" : ""}`);
+    say(`   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught what it let through)" : ""}`);
     writeFileSync(join(reportDir, `${s.name}-${lockBackend}-${seed}.md`), markdownReport(r) + "\n");
   }
 }

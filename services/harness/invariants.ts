@@ -128,6 +128,7 @@ export async function checkInvariants(paydbUrl: string, raildbUrl: string, opts:
       if (i.state === "REJECTED" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} is REJECTED but the rail paid it`);
       if (i.state === "RESOLVED_PAID" && paid === 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} was resolved PAID but the rail has no payment`);
       if (i.state === "RESOLVED_NOT_PAID" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} was resolved NOT_PAID but the rail paid it`);
+      if (i.state === "NOT_FORWARDED" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} is NOT_FORWARDED but the rail paid it`);
       if (opts.quiescent && i.state === "FORWARDING" && !i.stale) add("OUTCOME_KNOWN", `payout ${i.payout_id} is still FORWARDING`);
     }
 

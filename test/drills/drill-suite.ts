@@ -1,7 +1,8 @@
 /**
  * Bounded versions of every C5 scenario, for `npm test`. The full-size drills are
- * `npm run drill -- all`. Each scenario must meet its expectation: PASS, or, for fencing-off,
- * CORRUPTION_DETECTED (the checker found the double payment the missing guard let through).
+ * `npm run drill -- all`. Each scenario must meet its expectation: PASS, or, for a negative
+ * control, CORRUPTION_DETECTED with the invariant that proves the checker caught what the
+ * missing guard let through.
  */
 import { describe, expect, it, inject } from "vitest";
 import { SCENARIOS } from "../../services/harness/drills/catalogue.js";
@@ -24,7 +25,7 @@ export function drillSuite(lockBackend: LockBackend): void {
         const r = await runScenario(s, { lockBackend, seed, payouts: BOUNDED_PAYOUTS[s.name] ?? 6, postgresUrl: inject("pgUrl"), log: () => {} });
         const detail = JSON.stringify({ failures: r.failures, notes: r.notes, violations: r.violations.slice(0, 5) }, null, 1);
         expect(r.verdict, detail).toBe(expected);
-        if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain("INV-02");
+        if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain(s.caughtBy);
       }, 180_000);
     }
   });

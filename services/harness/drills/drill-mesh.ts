@@ -31,6 +31,14 @@ export interface DrillMeshOptions {
   postgresUrl?: string;
 }
 
+/**
+ * The proxies' timings in drills: short, so ambiguity shows up within seconds. The pre-forward
+ * budget defaults to half the margin; the reconciler gets the same values, and a settlement
+ * window above their sum (its config refuses anything less).
+ */
+export const DRILL_PROXY_TIMINGS = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
+export const DRILL_SETTLEMENT_WINDOW_MS = 4500;
+
 /** Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts). */
 export const UNTRUSTED_EXECUTOR_ENV = {
   EXECUTOR_SUBMISSION_REFERENCE: "attempt",
@@ -60,7 +68,7 @@ export class DrillMesh {
       tls: true,
       signTokens: true,
       proxies: opts.proxies ?? 2,
-      proxyEnv: { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "500", SWEEP_INTERVAL_MS: "200", ...opts.proxyEnv },
+      proxyEnv: { ...DRILL_PROXY_TIMINGS, SWEEP_INTERVAL_MS: "200", ...opts.proxyEnv },
       onLine: opts.log ? (name, line) => opts.log!(`[${name}] ${line}`) : undefined,
     });
     const drill = new DrillMesh(opts, mesh);
@@ -146,10 +154,25 @@ export class DrillMesh {
     }
   }
 
-  /** Waits until every FORWARDING row is old enough to be ambiguous, then runs the reconciler once. */
-  async reconcile(settlementWindowMs = 300): Promise<{ code: number | null; lines: string[] }> {
-    await new Promise((r) => setTimeout(r, 1500 + settlementWindowMs));
-    return this.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(settlementWindowMs) });
+  /**
+   * Runs the reconciler once, after waiting until every intent is older than the settlement
+   * window (so "absent from the statement" can mean NOT_PAID for all of them).
+   */
+  async reconcile(settlementWindowMs = DRILL_SETTLEMENT_WINDOW_MS): Promise<{ code: number | null; lines: string[] }> {
+    const [newest] = await this.query<{ age_ms: number | null }>("SELECT (EXTRACT(EPOCH FROM now() - max(created_at)) * 1000)::float8 AS age_ms FROM rail_submissions");
+    const wait = Math.max(0, settlementWindowMs + 500 - (newest?.age_ms ?? settlementWindowMs + 500));
+    await new Promise((r) => setTimeout(r, wait));
+    return this.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(settlementWindowMs), ...DRILL_PROXY_TIMINGS });
+  }
+
+  /** Holds a payout's claim (as if its holder were busy), so no other executor takes it. */
+  async holdClaim(payoutId: string): Promise<void> {
+    await this.query("UPDATE payouts SET claimed_until = now() + interval '1 hour' WHERE payout_id = $1", [payoutId]);
+  }
+
+  /** Lets any executor claim the payout again. */
+  async releaseClaim(payoutId: string): Promise<void> {
+    await this.query("UPDATE payouts SET claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND state IN ('PENDING', 'PROCESSING')", [payoutId]);
   }
 
   async check(quiescent = true): Promise<CheckResult> {

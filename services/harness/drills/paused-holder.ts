@@ -2,11 +2,17 @@
  * C5 §5.1 paused holder, and its variants §5.2 (fencing off), §5.4 (restart amnesia),
  * §5.5 (two replicas), §5.6 (stale read) and §5.9 (lock-backend outage).
  *
- * Executor A takes the account lock, fences the payout, passes its last lease renewal and is
+ * Executor A takes the account lock, fences payout P1, passes its last lease renewal and is
  * SIGSTOPped right before SubmitPayout (the GC-pause window). Its lease expires; executor B
- * takes over with a higher token and pays. A is SIGCONTed and submits with its stale token.
- * With the fence, A's submission is FENCED_OUT and the rail paid once. Both executors run in
- * "attempt" reference mode, so the proxy's duplicate check cannot help: only the mark can.
+ * takes the account with a higher token and pays another payout of the account, P2. A is
+ * SIGCONTed and submits P1 with its stale token.
+ *
+ * B never touches P1 (the drill holds P1's claim for A meanwhile), so P1 is fenced by A's own
+ * token, has no other submission, and the proxy's payout binding and one-live guard both let it
+ * through: only the high-water mark stands between the stale holder and the rail. With it, A's
+ * submission is FENCED_OUT. Without it (fencing off, or the in-memory mark after a restart or on
+ * the replica that never saw B's token) A is admitted out of order, and the checker must find the
+ * admission that did not advance the account's mark (FENCE_ADVANCED).
  */
 import { DrillMesh, UNTRUSTED_EXECUTOR_ENV } from "./drill-mesh.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
@@ -34,6 +40,7 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
     name: v.name,
     summary: v.summary,
     expectsCorruption: !v.fencingEnabled || !!v.memoryMarks,
+    caughtBy: "FENCE_ADVANCED",
     async run(p: DrillParams) {
       const notes: string[] = [];
       const failures: string[] = [];
@@ -69,6 +76,7 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
 
         const [payoutId] = await drill.createPayouts(1, ["acc-contended"], p.rng);
         const proxyUrls = drill.mesh.proxies.map((x) => x.url);
+        if (!payoutId) throw new Error("no payout created");
         const a = await drill.addExecutor({
           EXECUTOR_ID: "executor-A",
           LEASE_TTL_MS: String(LEASE_TTL_MS),
@@ -79,13 +87,16 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         const fenced = await drill.waitEvent(a.name, "fenced", (e) => e.payout_id === payoutId);
         a.pause(); // SIGSTOP inside the window between the last renewal and SubmitPayout
         notes.push(`A fenced ${payoutId} with token ${fenced.fencing_token} and was SIGSTOPped`);
-        // Let A's lease and claim lapse (claim = lease + call timeout).
-        await new Promise((r) => setTimeout(r, LEASE_TTL_MS + Number(UNTRUSTED_EXECUTOR_ENV.CALL_TIMEOUT_MS) + 300));
+        // B is busy elsewhere: P1 stays A's (its claim is held), so B takes the account for P2.
+        await drill.holdClaim(payoutId);
+        const [otherId] = await drill.createPayouts(1, ["acc-contended"], p.rng);
+        // Let A's lease lapse.
+        await new Promise((r) => setTimeout(r, LEASE_TTL_MS + 300));
 
         const b = await drill.addExecutor({ EXECUTOR_ID: "executor-B", LEASE_TTL_MS: "5000", ...(v.splitReplicas ? { RAIL_PROXY_URLS: proxyUrls[0]! } : {}) });
-        const paidByB = await drill.waitEvent(b.name, "payout_attempt", (e) => e.payout_id === payoutId && e.outcome === "PAID", 20_000).catch(() => undefined);
-        if (!paidByB) failures.push("B did not pay the payout after A's lease expired");
-        else notes.push(`B paid it with token ${paidByB.fencing_token}`);
+        const paidByB = await drill.waitEvent(b.name, "payout_attempt", (e) => e.payout_id === otherId && e.outcome === "PAID", 20_000).catch(() => undefined);
+        if (!paidByB) failures.push("B did not pay the account's other payout after A's lease expired");
+        else notes.push(`B paid ${otherId} of the same account with token ${paidByB.fencing_token}`);
 
         if (v.restartProxies) {
           for (const proxy of drill.mesh.proxies) await proxy.restart();
@@ -105,8 +116,10 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
           failures.push("A's stale submission was not FENCED_OUT by the proxy");
         }
 
-        // A pauses on every payout it takes: it has made its point; B carries the background load.
+        // A pauses on every payout it takes: it has made its point; B carries the background load
+        // (and pays P1 if A's stale attempt was refused).
         await a.stop();
+        await drill.releaseClaim(payoutId);
         if (v.lockOutage) {
           if (drill.etcd) await drill.etcd.restart();
           else await drill.servers.lockdb!.startProcess();
@@ -118,13 +131,13 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         if (open !== 0) failures.push(`${open} payouts did not settle`);
         await drill.mesh.executors.reduce((prev, e) => prev.then(() => e.stop().then(() => {})), Promise.resolve());
         const result = await drill.check(true);
-        const corruption = result.violations.some((x) => x.invariant === "INV-02");
+        const corruption = result.violations.some((x) => x.invariant === "FENCE_ADVANCED");
         const fencedOut = drill.mesh.executors.flatMap((e) => drill.events(e.name, "payout_attempt")).filter((e) => e.outcome === "FENCED_OUT" && e.where === "proxy").length;
         return {
           verdict: guarded ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
           violations: result.violations,
           counts: { ...result.counts, fencedOut },
-          failures: guarded ? failures : corruption ? [] : ["the guard was removed but the checker found no double payment"],
+          failures: guarded ? failures : corruption ? [] : ["the guard was removed but the checker found no out-of-order admission"],
           notes,
         };
       } finally {

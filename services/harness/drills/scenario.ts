@@ -34,6 +34,8 @@ export interface Scenario {
   summary: string;
   /** true: the scenario removes a guard on purpose and must detect the corruption. */
   expectsCorruption?: boolean;
+  /** The invariant whose violation proves the checker caught what the missing guard let through. */
+  caughtBy?: string;
   run(params: DrillParams): Promise<Omit<DrillResult, "scenario" | "lockBackend" | "seed" | "durationMs">>;
 }
 
