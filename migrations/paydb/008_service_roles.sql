@@ -8,7 +8,7 @@
 DO $$
 DECLARE r text;
 BEGIN
-  FOREACH r IN ARRAY ARRAY['railfence_rail_proxy', 'railfence_executor', 'railfence_payouts', 'railfence_reconciler'] LOOP
+  FOREACH r IN ARRAY ARRAY['railfence_rail_proxy', 'railfence_executor', 'railfence_payouts', 'railfence_reconciler', 'railfence_auditor'] LOOP
     BEGIN
       EXECUTE format('CREATE ROLE %I NOLOGIN', r);
     EXCEPTION WHEN duplicate_object OR unique_violation THEN
@@ -20,7 +20,7 @@ END $$;
 REVOKE ALL ON payouts, idempotency_keys, rail_high_water, rail_high_water_log, rail_submissions, schema_migrations FROM PUBLIC;
 
 -- Every service checks at start that the schema it needs is there (shared/migrate.ts).
-GRANT SELECT ON schema_migrations TO railfence_rail_proxy, railfence_executor, railfence_payouts, railfence_reconciler;
+GRANT SELECT ON schema_migrations TO railfence_rail_proxy, railfence_executor, railfence_payouts, railfence_reconciler, railfence_auditor;
 
 -- rail-proxy: advances marks and records intents and outcomes; reads payouts to bind a
 -- submission to its payout, and flags a payout when the rail contradicts its recorded outcome.
@@ -50,3 +50,7 @@ GRANT SELECT ON payouts TO railfence_reconciler;
 GRANT UPDATE (state, rail_reference, failure_reason, claimed_by, claimed_until,
               attention_reason, attention_detail, attention_at, updated_at)
   ON payouts TO railfence_reconciler;
+
+-- auditor (`railfence check`): reads the ledger, the marks and the payouts; writes nothing (it
+-- joins the rail's statement in temporary tables, which PUBLIC may create by default).
+GRANT SELECT ON payouts, rail_submissions, rail_high_water, rail_high_water_log TO railfence_auditor;

@@ -1,175 +1,95 @@
 /**
- * The invariant checker (SPEC C5). It reads the rail's own ledger (raildb `payments`, the third
- * party's books) and paydb, and reports every violation. It trusts nothing the proxy or the
- * executors say about themselves: the rail ledger and the database-written mark history are
- * the evidence.
- *
- * Invariants:
- *   INV-02            no client reference paid more than once on the rail;
- *   INTENT_FIRST      every rail payment has an intent row (nothing reached the rail around the proxy);
- *   FENCE_ADVANCED    every intent advanced its account's mark (no admission at a token <= the mark);
- *   MARK_MONOTONIC    marks never decreased (audit log) and the stored mark is the highest advance;
- *   OUTCOME_KNOWN     every intent has an outcome or is unresolved-and-listed; resolutions agree with the rail;
- *   PAYOUT_CONSISTENT every payout is terminal or accounted for, and agrees with the rail ledger.
+ * The drills' invariant check: `railfence check`'s audit (services/cli/audit), run as the
+ * auditor role with the rail's statement read through a rail-proxy — the production path —
+ * plus one thing only the harness can do: a cross-check of that statement against the stub's
+ * own ledger (raildb), so a proxy that hid payments from its statement would be caught too.
  */
 import pg from "pg";
-import { payoutIdOf } from "../shared/submission-ref.js";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { runAudit, type AuditResult, type Violation } from "../cli/audit/audit.js";
+import { proxyStatement, type StatementSource } from "../cli/audit/statement.js";
+import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { serviceUrl } from "./database-roles.js";
 
-export interface Violation {
-  invariant: string;
-  detail: string;
+export type { Violation };
+export { formatTable, type AuditCounts as CheckCounts } from "../cli/audit/audit.js";
+export type CheckResult = AuditResult;
+
+export interface CheckTarget {
+  /** paydb (any URL on it: the audit logs in as the auditor role). */
+  paydbUrl: string;
+  /** The stub's ledger, for the cross-check. */
+  raildbUrl: string;
+  /** A rail-proxy to read the statement through, and the client options to call it with. */
+  proxyUrl: string;
+  clientOptions?: { nodeOptions?: { cert: Buffer; key: Buffer; ca: Buffer } };
 }
 
-export interface CheckCounts {
-  railPayments: number;
-  railAccepted: number;
-  intents: number;
-  accepted: number;
-  rejected: number;
-  ambiguousUnresolved: number;
-  resolvedPaid: number;
-  resolvedNotPaid: number;
-  inFlight: number;
-  payouts: number;
-  payoutsPaid: number;
-  payoutsFailed: number;
-  payoutsUnknown: number;
-  payoutsOpen: number;
-  markAdvances: number;
+/** The stub's ledger as a statement (harness only: the cross-check). */
+export function ledgerStatement(raildb: pg.Pool): StatementSource {
+  return async function* pages(since) {
+    let after = "0";
+    for (;;) {
+      const { rows } = await raildb.query<{
+        sequence: string;
+        rail_reference: string;
+        client_reference: string;
+        account_id: string;
+        beneficiary: string;
+        amount_minor: string;
+        currency: string;
+        status: "ACCEPTED" | "REJECTED";
+        booked_at: Date;
+      }>("SELECT * FROM payments WHERE sequence > $1 AND ($2::timestamptz IS NULL OR booked_at >= $2) ORDER BY sequence LIMIT 1000", [after, since ?? null]);
+      if (rows.length === 0) return;
+      after = rows[rows.length - 1]!.sequence;
+      yield rows.map((r) => ({
+        railReference: r.rail_reference,
+        clientReference: r.client_reference,
+        accountId: r.account_id,
+        beneficiary: r.beneficiary,
+        amountMinor: BigInt(r.amount_minor),
+        currency: r.currency,
+        status: r.status,
+        bookedAt: r.booked_at,
+        sequence: BigInt(r.sequence),
+      }));
+    }
+  };
 }
 
-export interface CheckResult {
-  violations: Violation[];
-  counts: CheckCounts;
-  /** Per-invariant pass/fail for the verdict table. */
-  table: Array<{ invariant: string; violations: number }>;
+/** The check target of a harness mesh: its first running proxy, called as the operator. */
+export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientOptions(id?: "operator"): CheckTarget["clientOptions"] }): CheckTarget {
+  const proxy = mesh.proxies.find((p) => p.running);
+  if (!proxy) throw new Error("the check reads the statement through a rail-proxy: none is running");
+  return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, clientOptions: mesh.clientOptions("operator") };
 }
 
-export const INVARIANTS = ["INV-02", "INTENT_FIRST", "FENCE_ADVANCED", "MARK_MONOTONIC", "OUTCOME_KNOWN", "PAYOUT_CONSISTENT"] as const;
-
-async function rows<T extends pg.QueryResultRow>(c: pg.Client, sql: string): Promise<T[]> {
-  return (await c.query<T>(sql)).rows;
-}
-
-/** Runs every check. `quiescent` = the system was stopped/drained: open work is a violation. */
-export async function checkInvariants(paydbUrl: string, raildbUrl: string, opts: { quiescent?: boolean } = {}): Promise<CheckResult> {
-  const paydb = new pg.Client({ connectionString: paydbUrl });
-  const raildb = new pg.Client({ connectionString: raildbUrl });
-  await paydb.connect();
-  await raildb.connect();
-  const violations: Violation[] = [];
-  const add = (invariant: string, detail: string) => violations.push({ invariant, detail });
+/** Runs the audit over the whole history; `quiescent` = the system was drained. */
+export async function checkInvariants(target: CheckTarget, opts: { quiescent?: boolean } = {}): Promise<CheckResult> {
+  const paydb = new pg.Pool({ connectionString: serviceUrl(target.paydbUrl, "auditor"), max: 1 });
+  const raildb = new pg.Pool({ connectionString: target.raildbUrl, max: 1 });
+  paydb.on("error", () => {});
+  raildb.on("error", () => {});
   try {
-    const payments = await rows<{ client_reference: string; account_id: string; amount_minor: string; currency: string; status: string }>(
-      raildb,
-      "SELECT client_reference, account_id, amount_minor::text, currency, status FROM payments ORDER BY sequence",
-    );
-    // Accepted payments per submission reference, and per payout (an executor may present a
-    // fresh reference per attempt: INV-02 is about the payout, not the reference).
-    const accepted = new Map<string, number>();
-    const acceptedByPayout = new Map<string, number>();
-    for (const p of payments) {
-      if (p.status !== "ACCEPTED") continue;
-      accepted.set(p.client_reference, (accepted.get(p.client_reference) ?? 0) + 1);
-      const payout = payoutIdOf(p.client_reference);
-      acceptedByPayout.set(payout, (acceptedByPayout.get(payout) ?? 0) + 1);
+    const proxy = createClient(RailProxyService, createGrpcTransport({ baseUrl: target.proxyUrl, ...target.clientOptions }));
+    const result = await runAudit(paydb, proxyStatement(() => proxy, { timeoutMs: 30_000 }), { quiescent: opts.quiescent });
+    // Cross-check: the statement the proxy served is the stub's whole ledger.
+    let ledger = 0;
+    for await (const page of ledgerStatement(raildb)(undefined, undefined)) ledger += page.length;
+    if (ledger !== result.counts.railPayments) {
+      const v: Violation = {
+        invariant: "STATEMENT_COMPLETE",
+        detail: `STATEMENT_COMPLETE: the statement through rail-proxy has ${result.counts.railPayments} payments, the rail's own ledger ${ledger}`,
+        row: { statement: result.counts.railPayments, ledger },
+      };
+      result.violations.push(v);
+      result.table.push({ invariant: v.invariant, violations: 1 });
     }
-
-    // INV-02 on the rail's own ledger.
-    for (const [payout, n] of acceptedByPayout) if (n > 1) add("INV-02", `payout ${payout} paid ${n} times on the rail`);
-
-    const intents = await rows<{ payout_id: string; account_id: string; fencing_token: string; amount_minor: string; currency: string; state: string; mark_advanced: boolean; stale: boolean }>(
-      paydb,
-      `SELECT payout_id, account_id, fencing_token::text, amount_minor::text, currency, state, mark_advanced,
-              (state = 'FORWARDING' AND created_at < now() - interval '60 seconds') AS stale
-         FROM rail_submissions`,
-    );
-    const intentById = new Map(intents.map((i) => [i.payout_id, i]));
-
-    // INTENT_FIRST: every rail payment has an intent, with the same account and amount.
-    for (const p of payments) {
-      const i = intentById.get(p.client_reference);
-      if (!i) add("INTENT_FIRST", `rail payment for ${p.client_reference} has no intent row`);
-      else if (i.account_id !== p.account_id || i.amount_minor !== p.amount_minor || i.currency !== p.currency) {
-        add("INTENT_FIRST", `rail payment for ${p.client_reference} differs from its intent`);
-      }
-    }
-
-    // FENCE_ADVANCED + MARK_MONOTONIC from the database-written history.
-    const log = await rows<{ account_id: string; old_mark: string | null; new_mark: string }>(
-      paydb,
-      "SELECT account_id, old_mark::text, new_mark::text FROM rail_high_water_log ORDER BY account_id, id",
-    );
-    const advanced = new Set<string>();
-    const lastByAccount = new Map<string, bigint>();
-    for (const l of log) {
-      advanced.add(`${l.account_id}/${l.new_mark}`);
-      const prev = lastByAccount.get(l.account_id);
-      const next = BigInt(l.new_mark);
-      if (prev !== undefined && next <= prev) add("MARK_MONOTONIC", `mark of ${l.account_id} went ${prev} -> ${next}`);
-      if (l.old_mark !== null && prev !== undefined && BigInt(l.old_mark) !== prev) add("MARK_MONOTONIC", `mark history of ${l.account_id} has a gap (${prev} then ${l.old_mark})`);
-      lastByAccount.set(l.account_id, next);
-    }
-    const marks = await rows<{ account_id: string; mark: string }>(paydb, "SELECT account_id, mark::text FROM rail_high_water");
-    for (const m of marks) {
-      const last = lastByAccount.get(m.account_id);
-      if (last === undefined || BigInt(m.mark) !== last) add("MARK_MONOTONIC", `stored mark of ${m.account_id} (${m.mark}) is not its highest recorded advance (${last ?? "none"})`);
-    }
-    for (const i of intents) {
-      if (!i.mark_advanced || !advanced.has(`${i.account_id}/${i.fencing_token}`)) {
-        add("FENCE_ADVANCED", `payout ${i.payout_id} was admitted at token ${i.fencing_token} without advancing the mark of ${i.account_id}`);
-      }
-    }
-
-    // OUTCOME_KNOWN: outcomes agree with the rail.
-    for (const i of intents) {
-      const paid = accepted.get(i.payout_id) ?? 0;
-      if (i.state === "ACCEPTED" && paid === 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} is ACCEPTED but the rail has no payment`);
-      if (i.state === "REJECTED" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} is REJECTED but the rail paid it`);
-      if (i.state === "RESOLVED_PAID" && paid === 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} was resolved PAID but the rail has no payment`);
-      if (i.state === "RESOLVED_NOT_PAID" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} was resolved NOT_PAID but the rail paid it`);
-      if (i.state === "NOT_FORWARDED" && paid > 0) add("OUTCOME_KNOWN", `payout ${i.payout_id} is NOT_FORWARDED but the rail paid it`);
-      if (opts.quiescent && i.state === "FORWARDING" && !i.stale) add("OUTCOME_KNOWN", `payout ${i.payout_id} is still FORWARDING`);
-    }
-
-    // PAYOUT_CONSISTENT.
-    const payouts = await rows<{ payout_id: string; state: string }>(paydb, "SELECT payout_id, state FROM payouts");
-    for (const p of payouts) {
-      const paid = acceptedByPayout.get(p.payout_id) ?? 0;
-      if (p.state === "PAID" && paid === 0) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is PAID but the rail has no payment`);
-      if (p.state === "FAILED" && paid > 0) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is FAILED but the rail paid it`);
-      if (opts.quiescent && (p.state === "PENDING" || p.state === "PROCESSING")) add("PAYOUT_CONSISTENT", `payout ${p.payout_id} is still ${p.state}`);
-    }
-
-    const count = (pred: (i: (typeof intents)[number]) => boolean) => intents.filter(pred).length;
-    const counts: CheckCounts = {
-      railPayments: payments.length,
-      railAccepted: payments.filter((p) => p.status === "ACCEPTED").length,
-      intents: intents.length,
-      accepted: count((i) => i.state === "ACCEPTED"),
-      rejected: count((i) => i.state === "REJECTED"),
-      ambiguousUnresolved: count((i) => i.state === "TIMEOUT" || (i.state === "FORWARDING" && i.stale)),
-      resolvedPaid: count((i) => i.state === "RESOLVED_PAID"),
-      resolvedNotPaid: count((i) => i.state === "RESOLVED_NOT_PAID"),
-      inFlight: count((i) => i.state === "FORWARDING" && !i.stale),
-      payouts: payouts.length,
-      payoutsPaid: payouts.filter((p) => p.state === "PAID").length,
-      payoutsFailed: payouts.filter((p) => p.state === "FAILED").length,
-      payoutsUnknown: payouts.filter((p) => p.state === "UNKNOWN").length,
-      payoutsOpen: payouts.filter((p) => p.state === "PENDING" || p.state === "PROCESSING").length,
-      markAdvances: log.length,
-    };
-    const table = INVARIANTS.map((invariant) => ({ invariant, violations: violations.filter((v) => v.invariant === invariant).length }));
-    return { violations, counts, table };
+    return result;
   } finally {
     await paydb.end();
     await raildb.end();
   }
-}
-
-/** The verdict table as text (markdown-compatible). */
-export function formatTable(result: CheckResult): string {
-  const lines = ["| invariant | verdict | violations |", "|---|---|---|"];
-  for (const row of result.table) lines.push(`| ${row.invariant} | ${row.violations === 0 ? "PASS" : "FAIL"} | ${row.violations} |`);
-  return lines.join("\n");
 }

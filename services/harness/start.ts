@@ -88,7 +88,9 @@ async function main(): Promise<void> {
   const metrics: Record<string, string> = {};
   for (const p of mesh.processes()) if (p.ready?.metricsPort) metrics[p.name] = `http://127.0.0.1:${p.ready.metricsPort}/metrics`;
   const endpoints = {
-    paydb: mesh.dbUrl("paydb"),
+    // The CLI's `reconcile` runs the reconciler with its role; `check` reads as the auditor.
+    paydb: mesh.roleUrl("paydb", "reconciler"),
+    paydbAudit: mesh.roleUrl("paydb", "auditor"),
     raildb: mesh.dbUrl("raildb"),
     lockdb: mesh.dbUrl("lockdb"),
     rail: mesh.railStub.url,

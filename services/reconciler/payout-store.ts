@@ -32,6 +32,12 @@ export function createReconcilerStore(pool: Pool) {
       return res.rowCount === 1;
     },
 
+    /** Which of these ids are payouts. */
+    async existingPayouts(ids: readonly string[]): Promise<Set<string>> {
+      const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE payout_id = ANY($1)", [ids]);
+      return new Set(rows.map((r) => r.payout_id));
+    },
+
     /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
     async listUnknown(limit: number): Promise<string[]> {
       const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1", [limit]);

@@ -19,6 +19,7 @@ import type { Logger } from "../shared/logger.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
+import { contentKey, referencedPayout } from "../shared/payment-match.js";
 import type { ReconcilerStore } from "./payout-store.js";
 import type { RailProxyClient } from "../shared/proxy-pool.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
@@ -86,9 +87,19 @@ export function createReconciler(deps: ReconcileDeps) {
     return all;
   }
 
-  /** Statement entries for the given references only, and the instant the statement covers. */
-  async function readStatement(since: Date, refs: Set<string>) {
+  /**
+   * The statement entries that concern the given submissions, and the instant the statement
+   * covers: by exact reference; by the payout a reference names (shared/submission-ref.ts); and by
+   * content (shared/payment-match.ts) for entries whose reference names no payout we know.
+   */
+  async function readStatement(since: Date, subs: readonly Submission[]) {
+    const refs = new Set(subs.map((s) => s.payoutId));
+    const payouts = new Set(subs.map((s) => s.boundPayoutId));
+    const contents = new Set(subs.map((s) => contentKey(toAmbiguous(s))));
     const byRef = new Map<string, StatementEntry[]>();
+    const byPayout = new Map<string, StatementEntry[]>();
+    const byContent = new Map<string, StatementEntry[]>();
+    const push = (m: Map<string, StatementEntry[]>, k: string, e: StatementEntry) => m.set(k, [...(m.get(k) ?? []), e]);
     let afterSequence = 0n;
     let coveredUntil: Date | undefined;
     let read = 0;
@@ -100,7 +111,6 @@ export function createReconciler(deps: ReconcileDeps) {
       for (const p of page.payments) {
         read++;
         if (p.sequence > afterSequence) afterSequence = p.sequence;
-        if (!refs.has(p.clientReference)) continue;
         const entry: StatementEntry = {
           railReference: p.railReference,
           clientReference: p.clientReference,
@@ -111,11 +121,21 @@ export function createReconciler(deps: ReconcileDeps) {
           status: p.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : p.status === PaymentStatus.REJECTED ? "REJECTED" : "UNSPECIFIED",
           reason: p.reason,
         };
-        byRef.set(p.clientReference, [...(byRef.get(p.clientReference) ?? []), entry]);
+        if (refs.has(entry.clientReference)) push(byRef, entry.clientReference, entry);
+        const named = referencedPayout(entry.clientReference);
+        if (payouts.has(named)) push(byPayout, named, entry);
+        else if (contents.has(contentKey(entry))) push(byContent, contentKey(entry), entry);
       }
       if (!page.hasMore || page.payments.length === 0) break;
     }
-    return { byRef, coveredUntil: coveredUntil ?? new Date(0), read };
+    // Content matches count only when their reference names no payout at all (a payout of its own
+    // with the same content is another payout's payment, not this one's).
+    const named = [...new Set([...byContent.values()].flat().map((e) => referencedPayout(e.clientReference)))];
+    const existing = named.length ? await store.existingPayouts(named) : new Set<string>();
+    for (const [k, list] of byContent) byContent.set(k, list.filter((e) => !existing.has(referencedPayout(e.clientReference))));
+    /** Other payments of a submission's payout: same payout by reference, or same content under an unknown reference. */
+    const othersOf = (s: Submission) => [...(byPayout.get(s.boundPayoutId) ?? []), ...(byContent.get(contentKey(toAmbiguous(s))) ?? [])];
+    return { byRef, othersOf, coveredUntil: coveredUntil ?? new Date(0), read };
   }
 
   /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
@@ -159,7 +179,7 @@ export function createReconciler(deps: ReconcileDeps) {
     let statement: Awaited<ReturnType<typeof readStatement>> | undefined;
     if (unresolved.length + watched.length > 0) {
       const oldest = Math.min(...[...unresolved, ...watched].map((s) => toAmbiguous(s).createdAt.getTime()));
-      statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), new Set([...unresolved, ...watched].map((s) => s.payoutId)));
+      statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), [...unresolved, ...watched]);
       statementRead = statement.read;
       coveredUntil = statement.coveredUntil;
     }
@@ -169,7 +189,7 @@ export function createReconciler(deps: ReconcileDeps) {
       const ctx = { now: now(), coveredUntil: statement.coveredUntil, settlementWindowMs: deps.settlementWindowMs };
       for (const raw of unresolved) {
         const sub = toAmbiguous(raw);
-        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx);
+        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
         const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
         if (d.decision === "HUMAN") logger.warn(line, "needs a human");
         else logger.info(line, `decision ${d.decision}`);

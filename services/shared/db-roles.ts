@@ -7,7 +7,7 @@
  */
 import type { DatabaseKind } from "./migrate.js";
 
-export type ServiceRole = "rail-proxy" | "executor" | "payouts" | "reconciler" | "lock";
+export type ServiceRole = "rail-proxy" | "executor" | "payouts" | "reconciler" | "lock" | "auditor";
 
 export const SERVICE_ROLES: Readonly<Record<ServiceRole, { name: string; database: DatabaseKind }>> = {
   "rail-proxy": { name: "railfence_rail_proxy", database: "paydb" },
@@ -15,6 +15,8 @@ export const SERVICE_ROLES: Readonly<Record<ServiceRole, { name: string; databas
   payouts: { name: "railfence_payouts", database: "paydb" },
   reconciler: { name: "railfence_reconciler", database: "paydb" },
   lock: { name: "railfence_lock", database: "lockdb" },
+  /** `railfence check`: reads paydb (and makes temporary tables), writes nothing. */
+  auditor: { name: "railfence_auditor", database: "paydb" },
 };
 
 /** The role that owns the databases and runs migrations in the harness. */

@@ -21,7 +21,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { seededRng } from "../../services/harness/drills/rng.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
 import { Mesh } from "../../services/harness/mesh.js";
 import { PostgresServer } from "../../services/harness/postgres.js";
 import { ServiceProcess } from "../../services/harness/service-process.js";
@@ -234,7 +234,7 @@ async function main(): Promise<void> {
 
     // Zero invariant violations in every bench run.
     for (const e of mesh.executors) await e.stop();
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.dbUrl("raildb"), { quiescent: true });
+    const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
     await raw.end();
     await paydbOwner.end();
     report(rss, check.violations.length, b3Count);

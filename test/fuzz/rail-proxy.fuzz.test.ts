@@ -3,20 +3,24 @@
  * JSON, against a real rail-proxy, rail-stub and paydb. Every case gets a valid answer or a
  * clean refusal; invalid-only runs leave marks, intents and the rail ledger exactly as they
  * were; afterwards the proxy still answers health SERVING and the invariant checker finds
- * nothing paid wrongly.
+ * nothing paid wrongly. A valid request is submitted as the payout's holder would submit it
+ * (the payout fenced for it first), so the admission path, not only the binding, is fuzzed.
  */
 import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
 import {
   RailProxyService,
   SubmitPayoutRequestSchema,
   type SubmitPayoutRequest,
 } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { db } from "../support/clients.js";
+import { fencedFor, fencePayout } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
 import {
@@ -47,6 +51,7 @@ const READ_MAX_BYTES = 16 * 1024; // rail-proxy's configured readMaxBytes
 const CALL_BOUND_MS = 10_000;
 
 let mesh: Mesh;
+let paydb: pg.Client;
 let pool: ClientPool;
 let proxy: Record<Protocol, ReturnType<typeof clientOf>>;
 const tally = new FuzzTally("rail-proxy");
@@ -60,6 +65,7 @@ async function state() {
 beforeAll(async () => {
   mesh = testMesh({ proxies: 1 });
   await mesh.start();
+  paydb = await db(mesh.dbUrl("paydb"));
   pool = new ClientPool();
   const url = mesh.proxies[0]!.url;
   proxy = { grpc: clientOf(pool, url, "grpc"), "connect-json": clientOf(pool, url, "connect-json") };
@@ -67,6 +73,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   pool?.close();
+  await paydb?.end();
   await mesh?.stop();
   tally.write();
   // Shrinking adds cases on failure; a passing run executes at least this many.
@@ -81,6 +88,9 @@ interface SubmitInit {
   beneficiary: string;
 }
 
+/** An attempt reference, `<payout id>:t<token>` (SPEC C3 §3.9). */
+const ATTEMPT_REFERENCE = /^(.+):t(\d{1,19})$/;
+
 /** SPEC C3 §3.5 step 0: the first invalid field in check order, or undefined. */
 function firstViolation(r: SubmitInit): string | undefined {
   if (!isValidId(r.accountId)) return "account_id";
@@ -89,6 +99,9 @@ function firstViolation(r: SubmitInit): string | undefined {
   const m = moneyViolation("amount", r.amount);
   if (m) return m;
   if (!isValidBeneficiary(r.beneficiary)) return "beneficiary";
+  // §3.9, checked last: an attempt reference must name the token it is submitted with.
+  const attempt = ATTEMPT_REFERENCE.exec(r.payoutId);
+  if (attempt && BigInt(attempt[2]!) !== r.fencingToken) return "payout_id";
   return undefined;
 }
 
@@ -145,25 +158,36 @@ describe("SubmitPayout", () => {
         }),
         protocolArb,
         async (req, protocol) => {
+          const violation = firstViolation(req);
+          // A valid request comes from the payout's holder: the payout is created and fenced for
+          // it, unless an earlier case made that payout id pay something else or fenced it higher.
+          const held = violation === undefined && (await fencePayout(paydb, req));
           const res = await bounded(settle(proxy[protocol].submitPayout(req as SubmitPayoutRequest)), CALL_BOUND_MS, "SubmitPayout");
           tally.recordSettled("SubmitPayout/any", res);
-          const violation = firstViolation(req);
           if (res.ok) {
             expect(violation, "accepted a request the contract refuses").toBeUndefined();
+            expect(held, "admitted a request its payout does not match").toBe(true);
             expect(res.value.submission?.payoutId).toBe(req.payoutId);
             return;
           }
           if (violation !== undefined) {
             expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "SubmitPayout");
-          } else {
+          } else if (held) {
             // A valid request can still meet a higher mark or a reused payout id: fenced, never paid twice.
-            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION"] }, "SubmitPayout valid");
+            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION", "PAYOUT_ALREADY_SUBMITTED"] }, "SubmitPayout valid");
+          } else {
+            // The payout id was taken by an earlier case for another payment, or a newer token holds it.
+            expectCleanError(
+              res.error,
+              { codes: [Code.Aborted, Code.FailedPrecondition], reasons: ["FENCED_OUT", "PAYOUT_MISMATCH", "PAYOUT_FENCE_MISMATCH"] },
+              "SubmitPayout valid, payout not held",
+            );
           }
         },
       ),
       { numRuns: 40 },
     );
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
   });
 
@@ -188,7 +212,7 @@ describe("reads and resolution", () => {
     // One real submission, so the "the row" branch runs on every seed (not only when a random id
     // happens to match one another test created).
     const existing = { accountId: "acc-get-fz", payoutId: "p-get-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
-    await proxy.grpc.submitPayout(existing);
+    await proxy.grpc.submitPayout(await fencedFor(paydb, existing));
     await fc.assert(
       fc.asyncProperty(fc.oneof(anyId, fc.constant(existing.payoutId)), protocolArb, async (payoutId, protocol) => {
         const res = await bounded(settle(proxy[protocol].getSubmission({ payoutId })), CALL_BOUND_MS, "GetSubmission");
@@ -224,7 +248,7 @@ describe("reads and resolution", () => {
   it("ResolveSubmission with hostile input: a clean refusal, and nothing is resolved", async () => {
     // One real, non-ambiguous submission for the valid-id cases to find.
     const existing = { accountId: "acc-resolve-fz", payoutId: "p-resolve-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
-    await proxy.grpc.submitPayout(existing).catch(() => {});
+    await proxy.grpc.submitPayout(await fencedFor(paydb, existing)).catch(() => {});
     const before = await state();
     await fc.assert(
       fc.asyncProperty(
@@ -312,7 +336,7 @@ describe("after the fuzz runs", () => {
   it("the proxy still answers health SERVING and the invariant checker finds nothing paid wrongly", async () => {
     await expectServing(mesh.proxies[0]!.url);
     await expectServing(mesh.railStub.url);
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
     expect(mesh.proxies[0]!.running).toBe(true);
     expect(mesh.allLines().filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);

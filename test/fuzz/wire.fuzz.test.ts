@@ -10,7 +10,7 @@ import fc from "fast-check";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
 import { testMesh } from "../support/test-mesh.js";
 import { expectServing } from "./fuzz-clients.js";
 import { expectNoLeak } from "./outcome.js";
@@ -259,7 +259,7 @@ describe("after the wire fuzz", () => {
   it("every service is SERVING, nothing reached paydb, the rail ledger or lockdb, and no invariant is violated", async () => {
     for (const t of TARGETS) await expectServing(t.url());
     expect(await stores()).toEqual(before);
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
     for (const p of mesh.processes()) expect(p.running, p.name).toBe(true);
     expect(mesh.allLines().filter((l) => l.includes('"level":"fatal"'))).toEqual([]);

@@ -12,7 +12,7 @@ import { PayoutService } from "../../shared/gen/railfence/payouts/v1/payouts_pb.
 import { RailControlService, type FaultRule } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { FaultRuleSchema } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { checkInvariants, type CheckResult } from "../invariants.js";
+import { checkInvariants, meshCheckTarget, type CheckResult } from "../invariants.js";
 import { Mesh } from "../mesh.js";
 import { PostgresServer } from "../postgres.js";
 import type { DatabaseKind } from "../../shared/migrate.js";
@@ -176,7 +176,7 @@ export class DrillMesh {
   }
 
   async check(quiescent = true): Promise<CheckResult> {
-    return checkInvariants(this.mesh.dbUrl("paydb"), this.mesh.dbUrl("raildb"), { quiescent });
+    return checkInvariants(meshCheckTarget(this.mesh), { quiescent });
   }
 
   /** Log lines of one process matching an event (parsed). */

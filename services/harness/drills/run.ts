@@ -1,5 +1,6 @@
 /** Runs scenarios and turns their results into the drill report (table, markdown, JSON). */
 import { formatTable } from "../invariants.js";
+import { INVARIANTS } from "../../cli/audit/invariants.js";
 import { seededRng } from "./rng.js";
 import type { DrillParams, DrillResult, Scenario } from "./scenario.js";
 
@@ -27,7 +28,8 @@ export function combinedTable(results: DrillResult[]): string {
 }
 
 export function markdownReport(r: DrillResult): string {
-  const table = formatTable({ violations: r.violations, counts: r.counts as never, table: [] });
+  const names = [...new Set([...INVARIANTS, ...r.violations.map((v) => v.invariant)])];
+  const table = formatTable({ table: names.map((invariant) => ({ invariant, violations: r.violations.filter((v) => v.invariant === invariant).length })) });
   return [
     `# drill ${r.scenario} (${r.lockBackend}, seed ${r.seed}): ${r.verdict}`,
     "",
