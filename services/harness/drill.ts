@@ -1,5 +1,6 @@
 /**
  * `npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--seed S] [--json] [--verbose]`
+ * `npm run drill -- soak [--payouts N] [--minutes M] [--disable-guard mark|payout-binding|one-live|forward-budget] ...`
  *
  * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
  * reports/drills/, and with --json prints one JSON object as the last line of stdout. Exit code
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { projectRoot } from "../shared/project-root.js";
 import { scenario, SCENARIOS } from "./drills/catalogue.js";
+import { soak, SOAK_DEFAULTS, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";
 import type { DrillResult } from "./drills/scenario.js";
 
@@ -22,6 +24,9 @@ const { values, positionals } = parseArgs({
     seed: { type: "string" },
     json: { type: "boolean", default: false },
     verbose: { type: "boolean", default: false },
+    minutes: { type: "string" },
+    accounts: { type: "string" },
+    "disable-guard": { type: "string" },
   },
 });
 
@@ -29,6 +34,7 @@ const name = positionals[0];
 if (!name) {
   console.error(`usage: npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--seed S] [--json]\nscenarios:`);
   for (const s of SCENARIOS) console.error(`  ${s.name.padEnd(16)} ${s.summary}`);
+  console.error(`  ${"soak".padEnd(16)} ${SOAK_DEFAULTS.payouts} payouts, combined nemesis, both backends (--payouts, --minutes, --accounts, --disable-guard)`);
   process.exit(2);
 }
 const backend = values["lock-backend"];
@@ -38,8 +44,25 @@ if (backend !== undefined && backend !== "pg" && backend !== "etcd") {
 }
 const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
 const payouts = values.payouts !== undefined ? Number(values.payouts) : undefined;
-const scenarios = name === "all" ? SCENARIOS : [scenario(name)];
-const backends: Array<"pg" | "etcd"> = backend ? [backend] : name === "all" ? ["pg", "etcd"] : ["pg"];
+const guard = values["disable-guard"];
+if (guard !== undefined && !["mark", "payout-binding", "one-live", "forward-budget"].includes(guard)) {
+  console.error("--disable-guard must be mark, payout-binding, one-live or forward-budget");
+  process.exit(2);
+}
+const scenarios =
+  name === "all"
+    ? SCENARIOS
+    : name === "soak"
+      ? [
+          soak({
+            payouts: payouts ?? SOAK_DEFAULTS.payouts,
+            minutes: values.minutes !== undefined ? Number(values.minutes) : SOAK_DEFAULTS.minutes,
+            accounts: values.accounts !== undefined ? Number(values.accounts) : SOAK_DEFAULTS.accounts,
+            disabledGuard: guard as SoakGuard | undefined,
+          }),
+        ]
+      : [scenario(name)];
+const backends: Array<"pg" | "etcd"> = backend ? [backend] : name === "all" || name === "soak" ? ["pg", "etcd"] : ["pg"];
 const say = (line: string) => {
   if (!values.json) console.log(line);
   else console.error(line);
@@ -78,7 +101,7 @@ for (const lockBackend of backends) {
 }
 
 const ok = (r: DrillResult) => {
-  const s = SCENARIOS.find((x) => x.name === r.scenario);
+  const s = scenarios.find((x) => x.name === r.scenario);
   return s?.expectsCorruption ? r.verdict === "CORRUPTION_DETECTED" : r.verdict === "PASS";
 };
 const table = combinedTable(results);

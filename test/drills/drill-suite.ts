@@ -5,7 +5,7 @@
  * missing guard let through.
  */
 import { describe, expect, it, inject } from "vitest";
-import { SCENARIOS } from "../../services/harness/drills/catalogue.js";
+import { BOUNDED_SOAK, SCENARIOS } from "../../services/harness/drills/catalogue.js";
 import type { LockBackend } from "../../services/harness/drills/drill-mesh.js";
 import { runScenario } from "../../services/harness/drills/run.js";
 
@@ -28,5 +28,10 @@ export function drillSuite(lockBackend: LockBackend): void {
         if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain(s.caughtBy);
       }, 180_000);
     }
+    it("soak (bounded): every nemesis kind, reconciled, audited: PASS", async () => {
+      const r = await runScenario(BOUNDED_SOAK, { lockBackend, seed: 20261201, postgresUrl: inject("pgUrl"), log: () => {} });
+      expect(r.verdict, JSON.stringify({ failures: r.failures, violations: r.violations.slice(0, 5), notes: r.notes.slice(0, 3) }, null, 1)).toBe("PASS");
+      expect(r.counts.nemesisEvents).toBeGreaterThanOrEqual(9);
+    }, 600_000);
   });
 }

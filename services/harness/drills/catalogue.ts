@@ -3,6 +3,7 @@ import { paydbOutage } from "./paydb-outage.js";
 import { pausedHolder } from "./paused-holder.js";
 import { railAmbiguity } from "./rail-ambiguity.js";
 import { replicaKill } from "./replica-kill.js";
+import { soak } from "./soak.js";
 import type { Scenario } from "./scenario.js";
 
 export const SCENARIOS: Scenario[] = [
@@ -20,6 +21,12 @@ export const SCENARIOS: Scenario[] = [
   pausedHolder({ name: "restart-amnesia-memory", summary: "negative control: restart-amnesia with in-memory marks: double payment detected", fencingEnabled: true, restartProxies: true, memoryMarks: true }),
   pausedHolder({ name: "two-replicas-memory", summary: "negative control: two-replicas with in-memory marks: double payment detected", fencingEnabled: true, splitReplicas: true, memoryMarks: true }),
 ];
+
+/**
+ * The bounded soak `npm test` runs on both backends (the full one is `npm run drill -- soak`,
+ * README "Drills"): a few hundred payouts, every nemesis kind at least once.
+ */
+export const BOUNDED_SOAK = soak({ payouts: 150, minutes: 1.2, accounts: 20 });
 
 export function scenario(name: string): Scenario {
   const s = SCENARIOS.find((x) => x.name === name);
