@@ -130,6 +130,26 @@ describe("each service's database role", () => {
   });
 });
 
+describe("the payout row's own guard (a compromised executor cannot reopen or rewrite a payout)", () => {
+  beforeAll(async () => {
+    await insertPayouts(owner, [{ payoutId: "po-priv-done", accountId: "acc-priv-done", state: "PROCESSING" }]);
+    await owner.query("UPDATE payouts SET fence = 7 WHERE payout_id = 'po-priv-done'");
+    await owner.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = 'po-priv-done'");
+  });
+
+  it.each([
+    ["reopens a FAILED payout under its own token", "UPDATE payouts SET state = 'PROCESSING', fence = 99 WHERE payout_id = 'po-priv-done'"],
+    ["turns a FAILED payout PAID", "UPDATE payouts SET state = 'PAID' WHERE payout_id = 'po-priv-done'"],
+    ["lowers a fence", "UPDATE payouts SET fence = 1 WHERE payout_id = 'po-priv-done'"],
+  ])("the executor's role cannot: %s", async (_what, sql) => {
+    expect(await attempt("executor", sql)).toBe("23000");
+  });
+
+  it("but it can still move a payout forward (negative control)", async () => {
+    expect(await attempt("executor", "UPDATE payouts SET state = 'NEEDS_ATTENTION', attention_reason = 'X' WHERE payout_id = 'po-priv-done'")).toBe("ok");
+  });
+});
+
 describe("rail_submissions is protected like the marks, even from the owner", () => {
   async function asOwner(sql: string): Promise<string> {
     const client = await owner.connect();
