@@ -15,7 +15,7 @@ import type { Mesh } from "../../services/harness/mesh.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { expectRejected, proxyClient, railControl } from "../support/clients.js";
+import { eventually, expectRejected, proxyClient, railControl } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, setFaults } from "../executor/support.js";
 
@@ -136,13 +136,10 @@ describe("the proxy binds every submission to its payout", () => {
     // The first attempt stays in flight: the rail never answers it.
     await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: `${payoutId}:t5` }]);
     const first = proxy.submitPayout(request(acc, `${payoutId}:t5`, 5n)).catch((e: unknown) => e);
+    // The first attempt's intent is committed (it was admitted under fence 5) before anyone re-fences.
+    await eventually(async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`])).rowCount, "the first attempt's intent");
     // A takeover: a newer token fences the payout and submits under a fresh reference.
     await paydb.query("UPDATE payouts SET fence = 6 WHERE payout_id = $1", [payoutId]);
-    for (let i = 0; i < 100; i++) {
-      const { rows } = await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`]);
-      if (rows.length > 0) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
     const before = await snapshot(acc);
     const err = await expectRejected(proxy.submitPayout(request(acc, `${payoutId}:t6`, 6n)), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
     expect(errorInfo(err)?.metadata.live_submission).toBe(`${payoutId}:t5`);
