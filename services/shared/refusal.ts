@@ -4,7 +4,7 @@
  * and Connect clients alike; then resets the stream so a client still sending its body stops
  * and sees the stream end (RST_STREAM NO_ERROR after a complete response, RFC 9113 §8.1).
  *
- * The encodings are connect's own protocol helpers, so a refusal from here is byte-for-byte what
+ * The encodings are connect's own protocol functions, so a refusal from here is byte-for-byte what
  * a handler error would look like.
  */
 import http2 from "node:http2";
