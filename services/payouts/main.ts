@@ -4,6 +4,7 @@ import { createLogger } from "../shared/logger.js";
 import { createRegistry } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
 import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
 import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { POLICIES } from "../shared/authz.js";
 import { createCallerIdentity } from "./caller-identity.js";
@@ -38,7 +39,8 @@ runMain(logger, async () => {
     routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId) }),
     registry,
     logger,
-    readMaxBytes: 16 * 1024,
+    readMaxBytes: REQUEST_MAX_BYTES.payouts,
+    readTimeoutMs: config.readTimeoutMs,
     tls: config.transport,
     authz: POLICIES.payouts(config.clientIdentities),
   });
