@@ -43,7 +43,7 @@ describe("the rules for clients: what is transient", () => {
       calls++;
       ac.abort();
       throw transport(Code.Canceled);
-    }).catch((e: unknown) => e as RailfenceError);
+    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
     expect(calls).toBe(1);
     expect(err.transient).toBe(false);
   });
@@ -95,7 +95,7 @@ describe("bounds", () => {
     const started = Date.now();
     const err = await runAttempts({ policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 400, timeoutMs: 1000 }, async () => {
       throw answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 1000);
-    }).catch((e: unknown) => e as RailfenceError);
+    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
     expect(err).toBeInstanceOf(RailfenceError);
     expect(err.gaveUp).toBe("deadline");
     expect(err.attempts).toBe(1);
@@ -119,7 +119,7 @@ describe("bounds", () => {
     const err = await runAttempts({ policy: retryPolicy({ maxAttempts: 3, budget: false, baseDelayMs: 1 }), endpoints: ["a", "b"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async (a) => {
       seen.push(a.endpoint);
       throw transport(Code.Unavailable);
-    }).catch((e: unknown) => e as RailfenceError);
+    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
     expect(err.gaveUp).toBe("attempts");
     expect(seen).toEqual(["a", "b", "a"]);
   });
@@ -129,7 +129,7 @@ describe("bounds", () => {
     const err = await runAttempts({ policy: retryPolicy(), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async () => {
       calls++;
       throw answer(Code.InvalidArgument, "IDEMPOTENCY_KEY_REUSED");
-    }).catch((e: unknown) => e as RailfenceError);
+    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
     expect(calls).toBe(1);
     expect(err).toMatchObject({ code: Code.InvalidArgument, reason: "IDEMPOTENCY_KEY_REUSED", domain: "railfence.dev", transient: false, attempts: 1, gaveUp: undefined });
     expect(err.codeName).toBe("invalid_argument");
