@@ -40,7 +40,8 @@ export function isUnreachable(err: ConnectError): boolean {
 /** Opens clients on demand and closes every session at the end of the command. */
 export class Connections {
   private readonly sessions = new Map<string, Http2SessionManager>();
-  private library: RailfenceClient | undefined;
+  /** Library clients by endpoint set (a command usually needs one). */
+  private readonly libraries = new Map<string, RailfenceClient>();
 
   /** tls: the operator's certificate/key and the CA (mutual TLS, https:// endpoints). */
   constructor(
@@ -85,15 +86,20 @@ export class Connections {
    * naming the endpoint of the last attempt.
    */
   async withLibrary<T>(endpoints: { payouts?: string; railProxy?: readonly string[] }, fn: (rf: RailfenceClient) => Promise<T>): Promise<T> {
-    this.library ??= createRailfenceClient({
-      ...(endpoints.payouts ? { payoutsUrl: endpoints.payouts } : {}),
-      railProxyUrls: endpoints.railProxy ?? [],
-      deadlineMs: this.timeoutMs,
-      timeoutMs: this.timeoutMs,
-      ...(this.tls ? { tls: this.tls } : {}),
-    });
+    const id = JSON.stringify([endpoints.payouts ?? "", endpoints.railProxy ?? []]);
+    let library = this.libraries.get(id);
+    if (!library) {
+      library = createRailfenceClient({
+        ...(endpoints.payouts ? { payoutsUrl: endpoints.payouts } : {}),
+        railProxyUrls: endpoints.railProxy ?? [],
+        deadlineMs: this.timeoutMs,
+        timeoutMs: this.timeoutMs,
+        ...(this.tls ? { tls: this.tls } : {}),
+      });
+      this.libraries.set(id, library);
+    }
     try {
-      return await fn(this.library);
+      return await fn(library);
     } catch (err) {
       if (err instanceof RailfenceError) throw new CallFailed(err.connectError, err.endpoint ?? endpoints.payouts ?? endpoints.railProxy?.[0] ?? "(none)");
       throw err;
@@ -103,6 +109,7 @@ export class Connections {
   close(): void {
     for (const s of this.sessions.values()) s.abort();
     this.sessions.clear();
-    this.library?.close();
+    for (const l of this.libraries.values()) l.close();
+    this.libraries.clear();
   }
 }

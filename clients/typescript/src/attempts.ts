@@ -58,7 +58,8 @@ export async function runAttempts<T>(s: RunSettings, attempt: (a: AttemptContext
       return { value, attempts: n, endpoint };
     } catch (err) {
       const ce = ConnectError.from(err);
-      const transient = isTransient(ce, s.idempotent) && !s.signal?.aborted;
+      // Only what the transport reported can be transient: a plain exception is a bug, not an outage.
+      const transient = err instanceof ConnectError && isTransient(ce, s.idempotent) && !s.signal?.aborted;
       if (transient) policy.budget?.onFailure();
       const fail = (gaveUp?: GaveUp) => {
         const e = new RailfenceError(ce, transient);

@@ -48,6 +48,16 @@ describe("the rules for clients: what is transient", () => {
     expect(err.transient).toBe(false);
   });
 
+  it("a plain exception inside an attempt (a bug) is final, not a transport failure", async () => {
+    let calls = 0;
+    const err = await runAttempts({ policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async () => {
+      calls++;
+      throw new TypeError("bug");
+    }).then(() => undefined, (e: unknown) => e as RailfenceError);
+    expect(calls).toBe(1);
+    expect(err?.transient).toBe(false);
+  });
+
   it("nothing is transient for a call without duplicate protection", () => {
     for (const err of [transport(Code.Unavailable), transport(Code.DeadlineExceeded), answer(Code.Aborted, "IDEMPOTENCY_CONFLICT")]) expect(isTransient(err, false)).toBe(false);
   });
