@@ -105,7 +105,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       }
       metrics.limitStoreUnavailable.inc();
       done("limits_unavailable");
-      logger.warn({ event: "limit_store_unavailable", error: err instanceof Error ? err.message.slice(0, 200) : "error" }, "money-limit store unavailable: refusing CreatePayout");
+      // Logged once, at the boundary (reason LIMITS_UNAVAILABLE); counted and alerted on.
       throw limitsUnavailable(err);
     } finally {
       metrics.limitCheckSeconds.observe((performance.now() - started) / 1000);

@@ -169,14 +169,18 @@ describe("rule: retry only transient failures; every other refusal is final", ()
 describe("bounds on retrying", () => {
   it("the retry budget: a dead dependency gets a few retries, then one attempt per call", async () => {
     const rf = client({ retry: { baseDelayMs: 1, maxDelayMs: 1, maxAttempts: 50, budget: { maxTokens: 4, tokenRatio: 0.1 } } });
+    const refusedReads = () => f.svc.lines.filter((l) => l.includes('"event":"rpc_error"') && l.includes("GetPayout") && l.includes("PAYDB_UNAVAILABLE")).length;
     await withPaydbDown(undefined, async () => {
-      const seen = refusals(f.svc).length;
-      // A hint-free failure keeps the test quick: reads answer PAYDB_UNAVAILABLE with 1 s, so use a tiny deadline per call.
+      const seen = refusedReads();
+      // 4 tokens: retries only while more than 2 are left. Each refused attempt costs one.
       const first = await failure(rf.payouts.get("po_aaaaaaaaaaaaaaaaaaaa", { deadlineMs: 10_000 }));
       const second = await failure(rf.payouts.get("po_aaaaaaaaaaaaaaaaaaaa", { deadlineMs: 10_000 }));
-      expect(first).toMatchObject({ code: Code.Unavailable, gaveUp: "budget", attempts: 2 });
+      expect(first).toMatchObject({ code: Code.Unavailable, reason: "PAYDB_UNAVAILABLE", gaveUp: "budget", attempts: 2 });
       expect(second).toMatchObject({ code: Code.Unavailable, gaveUp: "budget", attempts: 1 });
-      expect(refusals(f.svc).length - seen).toBe(0); // reads log nothing under CreatePayout
+      // The server saw three attempts in all, not the 50 maxAttempts would allow.
+      await eventually(async () => refusedReads() - seen >= 3, "three refused reads in the server's log");
+      await new Promise((r) => setTimeout(r, 300));
+      expect(refusedReads() - seen).toBe(3);
     });
   });
 
