@@ -18,6 +18,7 @@ import { Pki } from "../../services/harness/pki.js";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
 import { testMesh } from "../support/test-mesh.js";
+import { startPayouts } from "../payouts/support.js";
 
 const run = promisify(execFile);
 const buf = join(projectRoot(), "node_modules", ".bin", "buf");
@@ -90,6 +91,21 @@ describe("gRPC reflection", () => {
   it("refuses a caller without a client certificate (mutual TLS comes first)", async () => {
     const r = await bufCurl(["--list-methods", mesh.payouts!.url], "none");
     expect(r.code).not.toBe(0);
+  });
+
+  it("under TLS_CLIENT_AUTH=request, a caller without a certificate gets a session but no reflection", async () => {
+    const svc = await startPayouts(mesh.dbUrl("paydb"), { ...Pki.env(mesh.identityFiles("payouts")), TLS_CLIENT_AUTH: "request" }, "payouts-request-auth");
+    svc.opts.tls = true;
+    try {
+      const anonymous = await bufCurl(["--list-methods", svc.url], "none");
+      expect(anonymous.code).not.toBe(0);
+      expect(anonymous.stderr).toMatch(/permission_denied|PERMISSION_DENIED/);
+      const operator = await bufCurl(["--list-methods", svc.url]);
+      expect(operator.code, operator.stderr).toBe(0);
+      expect(operator.stdout).toContain("railfence.payouts.v1.PayoutService/CreatePayout");
+    } finally {
+      await svc.stop(5000);
+    }
   });
 
   it("answers symbol lookups with the file and its imports, and NOT_FOUND for unknown names", async () => {
