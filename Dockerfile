@@ -15,6 +15,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY services ./services
+# The railfence client library (the CLI uses it); compiled with the services.
+COPY clients/typescript/src ./clients/typescript/src
 RUN npm run build
 
 # ---- prod-deps: runtime dependencies only, from the same lockfile ----

@@ -19,6 +19,7 @@ import { errorReason, railError, toConnectError } from "./errors.js";
 import { HealthState, ServingStatus } from "./health.js";
 import type { Logger } from "./logger.js";
 import { serveMetrics } from "./metrics.js";
+import { registerReflection } from "./reflection.js";
 import { serverTracing } from "./tracing.js";
 import { authorization, type AuthzPolicy } from "./authz.js";
 import { identityContextValues } from "./identity.js";
@@ -146,6 +147,7 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
     routes: (router) => {
       health.register(router);
       opts.routes(router);
+      registerReflection(router); // last: it describes every service registered above
     },
     // Tracing outermost (its span sees the final error), then authorization (logs its own denials
     // once), then the boundary log + error mapping.
