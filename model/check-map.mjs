@@ -62,9 +62,10 @@ function findMoved(fileLines, length, fp) {
   return found;
 }
 
-export function check({ repoint = false, accept = [] } = {}) {
-  const readme = readFileSync(readmePath, "utf8");
-  const model = readFileSync(modelPath, "utf8");
+/** Checks the table; `dirs` lets a test point it at a copy of the tree. */
+export function check({ repoint = false, accept = [], dirs = { root, readmePath, modelPath } } = {}) {
+  const readme = readFileSync(dirs.readmePath, "utf8");
+  const model = readFileSync(dirs.modelPath, "utf8");
   const rows = parseRows(readme);
   const problems = [];
   const pending = [];
@@ -83,7 +84,7 @@ export function check({ repoint = false, accept = [] } = {}) {
       problems.push(`${row.id}: lines must be "start-end" or "pending", not "${row.lines}"`);
       continue;
     }
-    const path = join(root, row.file);
+    const path = join(dirs.root, row.file);
     if (!existsSync(path)) {
       problems.push(`${row.id}: ${row.file} no longer exists`);
       continue;
@@ -118,7 +119,7 @@ export function check({ repoint = false, accept = [] } = {}) {
       cells[5] = ` \`${u.fp}\` `;
       lines[offset + row.index] = cells.join("|");
     }
-    writeFileSync(readmePath, lines.join("\n"));
+    writeFileSync(dirs.readmePath, lines.join("\n"));
   }
   return { rows, problems, pending, updated: [...updates.keys()].map((r) => r.id) };
 }
