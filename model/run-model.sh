@@ -36,7 +36,7 @@ safety-2-attempts-crash|verify||-DMAXTOK=2 -DCRASHES=1 -DRAIL_LOSE=0 -DRAIL_DROP
 safety-2-attempts-rail-lost-answer|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=1 -DRAIL_DROP=0 -DXLOST=0|-DCOLLAPSE|
 safety-2-attempts-executor-lost-answer|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=1|-DCOLLAPSE|
 safety-1-attempt-all-faults|verify||-DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DCOLLAPSE|
-safety-2-attempts-all-faults-bitstate|bitstate||-DMAXTOK=2 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DBITSTATE|-w28 -Q3
+safety-2-attempts-all-faults-bitstate|bitstate||-DMAXTOK=2 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DBITSTATE|-w28 -Q2
 liveness-1-attempt|liveness||-DLIVENESS -DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DNFAIR=4|-a -f
 fencing-off|control|ok_inv01_admitted_tokens_increase|-DNO_MARK -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 mark-in-memory-restart|control|ok_inv01_admitted_tokens_increase|-DMARK_MEMORY -DREPLICAS=1 -DCRASHES=1 -DMAXTOK=2 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
@@ -85,7 +85,10 @@ while IFS='|' read -r name kind expect dflags ccflags runflags; do
     *) cc="" ;;
   esac
   # shellcheck disable=SC2086
-  if ! (cd "$dir" && gcc -O2 -w $cc $ccflags -o pan pan.c 2>"$dir/cc.log"); then
+  # Controls stop at their first trail: compiling fast matters more than searching fast.
+  opt=-O2; [ "$kind" = control ] && opt=-O0
+  # shellcheck disable=SC2086
+  if ! (cd "$dir" && gcc $opt -w $cc $ccflags -o pan pan.c 2>"$dir/cc.log"); then
     echo "FAIL  $name: the verifier did not compile"; sed 's/^/    /' "$dir/cc.log"; failed=$((failed + 1)); continue
   fi
   start=$(date +%s.%N)
@@ -97,14 +100,14 @@ while IFS='|' read -r name kind expect dflags ccflags runflags; do
   errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out" | head -1)
   first=$(grep -m1 -E '^pan:1: ' "$out" | sed 's/^pan:1: //; s/ (at depth.*//')
   depth_short=$(grep -c 'max search depth too small' "$out")
-  timed_out=$(grep -c 'time limit' "$out")
+  timed_out=$(grep -ci 'time limit' "$out")
   flags_txt=$(echo "$dflags" | sed 's/-D//g')
   case "$kind" in
     verify|liveness|bitstate)
-      what="all properties"; [ "$kind" = liveness ] && what="every intent leaves FORWARDING (weak fairness)"
+      what="all properties hold"; [ "$kind" = liveness ] && what="every intent leaves FORWARDING (weak fairness): holds"
       mode="exhaustive"; [ "$kind" = bitstate ] && mode="bit-state hashing, NOT exhaustive ($(sed -n 's/.*hash factor: \([0-9.e+]*\).*/hash factor \1/p' "$out")$([ "$timed_out" != 0 ] && echo ', stopped at its time limit'))"
       if [ "${errors:-1}" = 0 ] && [ "$depth_short" = 0 ]; then
-        line="PASS  $name: $what hold; $states states, ${secs}s, $mode [$flags_txt]"
+        line="PASS  $name: $what; $states states, ${secs}s, $mode [$flags_txt]"
       else
         line="FAIL  $name: $what: ${first:-no verdict} ($states states, ${secs}s) [$flags_txt]"
         failed=$((failed + 1))
