@@ -5,7 +5,7 @@
  */
 import { expect } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
 import { RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing } from "./fuzz-clients.js";
@@ -45,7 +45,7 @@ export async function meshState(mesh: Mesh): Promise<Record<string, unknown>> {
 export async function expectUnharmed(mesh: Mesh, targets: WireTarget[], before: Record<string, unknown>): Promise<void> {
   for (const t of targets) await expectServing(t.url());
   expect(await meshState(mesh)).toEqual(before);
-  const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+  const check = await checkInvariants(meshCheckTarget(mesh));
   expect(check.violations).toEqual([]);
   for (const p of mesh.processes()) expect(p.running, p.name).toBe(true);
   expect(mesh.allLines().filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);
