@@ -5,7 +5,7 @@
  * render with the chart.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -50,6 +50,16 @@ function ignored(path: string, patterns = dockerignore): boolean {
     const negate = rule.startsWith("!");
     const re = globToRegex(negate ? rule.slice(1) : rule);
     if (prefixes.some((p) => re.test(p))) out = !negate;
+  }
+  return out;
+}
+
+/** Build stages: each FROM with the instructions up to the next one (global ARGs dropped). */
+function stages(list: Instruction[]): Instruction[][] {
+  const out: Instruction[][] = [];
+  for (const i of list) {
+    if (i.op === "FROM") out.push([i]);
+    else out.at(-1)?.push(i);
   }
   return out;
 }
@@ -112,6 +122,38 @@ describe("Dockerfile", () => {
     }
     // Negative control: the matcher sees an include-everything file as excluding nothing.
     expect(ignored("secrets/rail", "# nothing\n")).toBe(false);
+  });
+
+  it("npm ci in each stage accepts the lockfile with only what that stage copies (no host .npmrc)", () => {
+    // The build runs npm ci with the files COPYed into the stage so far and nothing else: no
+    // project .npmrc unless COPYed, no developer config. Reproduced here offline (--dry-run
+    // --offline needs no tarballs), so a lockfile made under settings the image does not share
+    // (legacy-peer-deps, say) fails here rather than in a registry build.
+    const npmCiStages = stages(ins).filter((s) => s.some((i) => i.op === "RUN" && /\bnpm ci\b/.test(i.args)));
+    expect(npmCiStages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of npmCiStages) {
+      const dir = mkdtempSync(join(tmpdir(), "npm-ci-"));
+      try {
+        const run = stage.findIndex((i) => i.op === "RUN" && /\bnpm ci\b/.test(i.args));
+        for (const c of stage.slice(0, run).filter((i) => i.op === "COPY" && !/--from=/.test(i.args))) {
+          const parts = c.args.split(/\s+/).filter((p) => !p.startsWith("--"));
+          for (const src of parts.slice(0, -1)) cpSync(join(root, src), join(dir, src), { recursive: true });
+        }
+        const flags = stage[run]!.args.match(/npm ci([^&;|]*)/)![1]!.trim().split(/\s+/).filter((f) => f.startsWith("--"));
+        const [user, global] = [join(dir, ".user-npmrc"), join(dir, ".global-npmrc")];
+        writeFileSync(user, "");
+        writeFileSync(global, "");
+        const r = spawnSync("npm", ["ci", ...flags, "--dry-run", "--offline"], {
+          cwd: dir,
+          encoding: "utf8",
+          env: { PATH: process.env.PATH, HOME: dir, npm_config_userconfig: user, npm_config_globalconfig: global, npm_config_cache: join(dir, ".npm") },
+        });
+        expect(r.stderr, `${stage[0]!.args}: npm ci ${flags.join(" ")}`).not.toMatch(/Missing: |ERESOLVE|EUSAGE/);
+        expect(r.status, r.stderr).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
   });
 
   it("every service the chart can start has a main.ts to compile", () => {
