@@ -75,9 +75,8 @@ export function chartValues(i: ChartInputs): string[] {
     "railStub.enabled=true",
     `rail.existingSecret=${RAIL_SECRET}`,
     `rail.credentialKey=${CREDENTIAL_KEY}`,
+    // The chart's default protocol (http/protobuf) is kept: the receiver decodes it.
     `otel.endpoint=${i.otlpEndpoint}`,
-    // The test's receiver decodes OTLP/JSON; the exporter and its wiring are the same.
-    "otel.protocol=http/json",
     "otel.environment=smoke",
     "lock.replicas=1",
     "payouts.replicas=1",

@@ -1,10 +1,11 @@
 /**
- * A minimal OTLP/HTTP JSON receiver for tests: collects every span the services export, with
- * its resource attributes. Listens on 127.0.0.1, or on another local address (the host side of
+ * A minimal OTLP/HTTP receiver for tests (JSON or protobuf): collects every span the services
+ * export, with its resource attributes. Listens on 127.0.0.1, or on another local address (the host side of
  * a container network) when asked.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { decodeTraceExport, type AnyValue, type JsonExport } from "./otlp-protobuf.js";
 
 export interface ReceivedSpan {
   service: string;
@@ -19,7 +20,6 @@ export interface ReceivedSpan {
   resource: Record<string, string | number | boolean>;
 }
 
-type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
 const value = (v: AnyValue) => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.boolValue ?? v.doubleValue ?? ""));
 
 export class OtlpReceiver {
@@ -34,13 +34,10 @@ export class OtlpReceiver {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
+        const protobuf = /protobuf/.test(req.headers["content-type"] ?? "");
         if (req.url === "/v1/traces") {
-          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
-            resourceSpans: Array<{
-              resource: { attributes: Array<{ key: string; value: AnyValue }> };
-              scopeSpans: Array<{ spans: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; status?: { code?: number }; attributes?: Array<{ key: string; value: AnyValue }> }> }>;
-            }>;
-          };
+          const raw = Buffer.concat(chunks);
+          const body: JsonExport = protobuf ? decodeTraceExport(raw) : (JSON.parse(raw.toString("utf8")) as JsonExport);
           for (const rs of body.resourceSpans ?? []) {
             const resource = Object.fromEntries(rs.resource.attributes.map((a) => [a.key, value(a.value)]));
             const service = String(resource["service.name"] ?? "");
@@ -61,8 +58,9 @@ export class OtlpReceiver {
             }
           }
         }
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end("{}");
+        // An empty ExportTraceServiceResponse, in the request's encoding.
+        res.writeHead(200, { "content-type": protobuf ? "application/x-protobuf" : "application/json" });
+        res.end(protobuf ? "" : "{}");
       });
     });
     await new Promise<void>((resolve, reject) => {
