@@ -10,6 +10,8 @@
  * and message; every component drains on SIGTERM.
  */
 import { randomUUID } from "node:crypto";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
@@ -20,13 +22,21 @@ import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { root } from "../helm/helm-tool.js";
 import { eventually } from "../support/clients.js";
 import { find, readinessProbe } from "./chart-pods.js";
 import { ContainerMesh, until, type Pod } from "./container-mesh.js";
-import { CREDENTIAL_KEY, NAMESPACE, TIMINGS } from "./deployment.js";
+import { CREDENTIAL_KEY, NAMESPACE, POSTGRES_HOST, TIMINGS } from "./deployment.js";
 import * as podman from "./podman.js";
 
-const IMAGE = process.env.IMAGE ?? "localhost/railfence:dev";
+/** The image under test: IMAGE, else the one deploy/image/build.sh last built in this checkout. */
+function imageUnderTest(): string {
+  if (process.env.IMAGE) return process.env.IMAGE;
+  const built = join(root, ".tools", "image.json");
+  if (!existsSync(built)) throw new Error(`${built} is missing: run deploy/image/build.sh first (npm run test:image does)`);
+  return (JSON.parse(readFileSync(built, "utf8")) as { image: string }).image;
+}
+const IMAGE = imageUnderTest();
 const log = (line: string) => process.stderr.write(`[smoke] ${line}\n`);
 
 /** The gRPC service each component registers in grpc.health.v1 besides the server as a whole. */
@@ -280,6 +290,41 @@ describe("payouts through the containers", () => {
     } finally {
       await paydb.end();
     }
+  });
+});
+
+describe("the cluster drill's checker", () => {
+  it("runs inside the product image with the compiled checker mounted file by file, as deploy/drills/replica-kill.sh mounts it", async () => {
+    const checker = join(root, "dist", "services", "harness");
+    const dir = mkdtempSync(join(mesh.dir, "check-"));
+    chmodSync(dir, 0o755);
+    for (const db of ["paydb", "raildb"] as const) {
+      writeFileSync(join(dir, db), mesh.logins.find((l) => l.database === db)!.password, { mode: 0o644 });
+    }
+    const url = (db: "paydb" | "raildb") => `postgresql://${mesh.logins.find((l) => l.database === db)!.role}@${POSTGRES_HOST}:5432/${db}`;
+    const r = await podman.runToExit({
+      name: `railfence-smoke-${mesh.id}-check`,
+      image: IMAGE,
+      command: ["node", "dist/services/harness/check.js", "--json"],
+      env: { CHECK_QUIESCENT: "true", PAYDB_URL: url("paydb"), PAYDB_PASSWORD_FILE: "/secrets/paydb", RAILDB_URL: url("raildb"), RAILDB_PASSWORD_FILE: "/secrets/raildb" },
+      network: mesh.network,
+      user: "10001:10001",
+      readOnlyRootFs: true,
+      dropAllCapabilities: true,
+      noNewPrivileges: true,
+      tmpfs: [{ path: "/tmp" }],
+      mounts: [
+        { hostPath: join(checker, "check.js"), containerPath: "/app/dist/services/harness/check.js", readOnly: true },
+        { hostPath: join(checker, "invariants.js"), containerPath: "/app/dist/services/harness/invariants.js", readOnly: true },
+        { hostPath: dir, containerPath: "/secrets", readOnly: true },
+      ],
+    });
+    expect(r.code, r.output).toBe(0);
+    expect(r.output).toContain("| INV-02 | PASS | 0 |");
+    expect(JSON.parse(r.output.trim().split("\n").at(-1)!)).toMatchObject({ verdict: "PASS", violations: [] });
+    // The drill script mounts exactly these two files at exactly these paths.
+    const script = readFileSync(join(root, "deploy", "drills", "replica-kill.sh"), "utf8");
+    for (const f of ["check.js", "invariants.js"]) expect(script).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
   });
 });
 
