@@ -202,6 +202,20 @@ describe("payouts through the containers", () => {
     expect(JSON.stringify(mesh.receiver.spans)).not.toContain(mesh.railCredential);
   });
 
+  it("traces come from the image's NODE_OPTIONS: the same CronJob pod with it emptied exports nothing (negative control)", async () => {
+    const [c] = find(mesh.chart, "CronJob", "reconciler");
+    const run = (name: string, env: Record<string, string>) =>
+      mesh.runOnce(c!, `${c!.workload}-${mesh.id}-${name}`, (o) => ({ ...o, env: { ...o.env, ...env } }));
+    const spansOf = (service: string) => mesh.receiver.spans.filter((s) => s.service === service);
+    const control = await run("notrace", { NODE_OPTIONS: "", OTEL_SERVICE_NAME: "reconciler-without-node-options" });
+    expect(control.code, control.output).toBe(0);
+    const traced = await run("traced", { OTEL_SERVICE_NAME: "reconciler-with-node-options" });
+    expect(traced.code, traced.output).toBe(0);
+    // Both processes have exited (each flushes before exit): what arrived is all there will be.
+    await eventually(async () => spansOf("reconciler-with-node-options").length > 0, "spans of the traced run", 10_000);
+    expect(spansOf("reconciler-without-node-options")).toEqual([]);
+  });
+
   it("SIGKILL of rail-proxy containers under load: the reconciler CronJob closes the ambiguity and the invariant checker finds no violation", async () => {
     await allReady();
     const [payoutsPod] = mesh.byComponent("payouts");
