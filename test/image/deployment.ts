@@ -56,8 +56,9 @@ export const TIMINGS = {
   railDeadlineMs: 2000,
   ambiguityMarginMs: 2000,
   sweepIntervalMs: 500,
-  // "Not on the statement" means NOT_PAID only after this; well above deadline + margin.
-  settlementWindowMs: 8000,
+  // "Not on the statement" means NOT_PAID only after this: well above deadline + margin + the
+  // admission statement's timeout (5 s), which the reconciler is about to require.
+  settlementWindowMs: 12000,
 };
 
 export interface ChartInputs {

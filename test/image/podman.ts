@@ -131,15 +131,6 @@ export async function logs(name: string): Promise<string> {
   return stdout + stderr;
 }
 
-export async function kill(name: string, signal = "KILL"): Promise<void> {
-  await podman(["kill", "--signal", signal, name]);
-}
-
-/** Starts a stopped container again (what a kubelet does after the process died). */
-export async function start(name: string): Promise<void> {
-  await podman(["start", name]);
-}
-
 /** SIGTERM, then SIGKILL after graceSeconds (a kubelet stopping a pod); resolves with the exit code. */
 export async function stop(name: string, graceSeconds: number): Promise<number> {
   await podman(["stop", "--time", String(graceSeconds), name], { timeoutMs: (graceSeconds + 30) * 1000 });
@@ -161,9 +152,4 @@ export async function createNetwork(name: string): Promise<{ gateway: string }> 
 
 export async function removeNetwork(name: string): Promise<void> {
   await podman(["network", "rm", "--force", name]).catch(() => {});
-}
-
-/** Image size in bytes. */
-export async function imageSize(image: string): Promise<number> {
-  return Number((await podman(["image", "inspect", "--format", "{{.Size}}", image])).trim());
 }
