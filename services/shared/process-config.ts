@@ -5,7 +5,7 @@
  */
 import { env } from "./config.js";
 import { LIMITS } from "./limits.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig, type TlsEnv } from "./tls.js";
+import { assertTransportAllowed, tlsEnvShape, tlsFromEnv, type TlsConfig, type TlsEnv } from "./tls.js";
 
 /** Env fields of any process (servers add PORT with serverEnvShape). */
 export const processEnvShape = (metricsPort: number) => ({
@@ -43,6 +43,13 @@ export function processConfig(c: ProcessEnv): ProcessConfig {
   return { host: c.HOST, metricsPort: c.METRICS_PORT, drainMs: c.DRAIN_MS, transport: tlsFromEnv(c) };
 }
 
+/**
+ * A server's shared config. Cleartext on a non-loopback HOST is refused here, with the other
+ * configuration errors (exit 78), before the service touches a database: `docker run` without
+ * TLS and without ALLOW_INSECURE must say so, not fail later on whatever it reaches first.
+ */
 export function serverConfig(c: ProcessEnv & { PORT: number; READ_TIMEOUT_MS: number }): ServerConfig {
-  return { port: c.PORT, readTimeoutMs: c.READ_TIMEOUT_MS, ...processConfig(c) };
+  const shared = processConfig(c);
+  assertTransportAllowed(shared.host, shared.transport);
+  return { port: c.PORT, readTimeoutMs: c.READ_TIMEOUT_MS, ...shared };
 }
