@@ -6,6 +6,11 @@
 #      (the rail-stub's raildb = the statement) and exits non-zero on any invariant violation.
 # Runs ONLY against a development install with railStub.enabled=true: the load moves money.
 #
+# The checker is drill tooling, not part of the product image: this script ships the compiled
+# checker (dist/services/harness/check.js + invariants.js, from `npm ci && npm run build` in a
+# checkout of the commit the image was built from) in the drill's ConfigMap and mounts it into
+# the image, where it runs on the image's node, pg and shared modules.
+#
 # Usage:
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
 #   PAYDB_URL=postgresql://railfence@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb \
@@ -29,6 +34,12 @@ PASSWORD_KEY=${PASSWORD_KEY:-password}
 : "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
 PAYDB_SECRET=${PAYDB_SECRET:-}
 RAILDB_SECRET=${RAILDB_SECRET:-}
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CHECKER_DIR="$ROOT/dist/services/harness"
+for f in check.js invariants.js; do
+  [ -f "$CHECKER_DIR/$f" ] || { echo "$CHECKER_DIR/$f is missing: run npm ci && npm run build (same commit as the image)" >&2; exit 2; }
+done
 
 RUN_ID="drill-$(date +%s)"
 K=(kubectl -n "$NAMESPACE")
@@ -137,7 +148,8 @@ for (const db of ["PAYDB", "RAILDB"]) {
 await import("/app/dist/services/harness/check.js");
 JS
 )
-"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" >/dev/null
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" \
+  --from-file=check.js="$CHECKER_DIR/check.js" --from-file=invariants.js="$CHECKER_DIR/invariants.js" >/dev/null
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -221,7 +233,9 @@ spec:
       containers:
         - name: check
           image: $IMAGE
-          # = node dist/services/harness/check.js, with password files resolved first.
+          # = node dist/services/harness/check.js, with password files resolved first. The checker
+          # files are mounted one by one (subPath: real files, so their relative imports of
+          # ../shared/*.js resolve inside the image).
           command: ["node", "/drill/check.mjs"]
           env:
             - {name: CHECK_QUIESCENT, value: "true"}
@@ -230,6 +244,8 @@ $(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
             - {name: drill, mountPath: /drill, readOnly: true}
+            - {name: drill, mountPath: /app/dist/services/harness/check.js, subPath: check.js, readOnly: true}
+            - {name: drill, mountPath: /app/dist/services/harness/invariants.js, subPath: invariants.js, readOnly: true}
 $(db_mount "$PAYDB_SECRET" paydb)
 $(db_mount "$RAILDB_SECRET" raildb)
           $CONTAINER_SECURITY

@@ -3,9 +3,8 @@
  * tokens as plain integers; an ambiguous submission says so loudly, because that is the one
  * state where an operator must not act on a guess.
  */
-import { PayoutState, type Payout } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { PayoutState, ResolutionOutcome, SubmissionState, type Payout, type Submission } from "../../clients/typescript/src/index.js";
 import type { InspectResponse } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { enumName, formatFields, formatMoney, formatTable, formatTime } from "./output.js";
 
 /** "TIMEOUT (AMBIGUOUS: unresolved)" for ambiguous rows, the bare state otherwise. */

@@ -6,6 +6,7 @@ import { requireMigrated } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
 import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import { readConfig, type LockConfig } from "./config.js";
 import { createEtcdBackend } from "./etcd-backend.js";
@@ -68,7 +69,8 @@ runMain(logger, async () => {
     routes: lockRoutes({ backend, metrics, tokenSigningKey: config.tokenSigningKey }),
     registry,
     logger,
-    readMaxBytes: 4 * 1024,
+    readMaxBytes: REQUEST_MAX_BYTES.lock,
+    readTimeoutMs: config.readTimeoutMs,
     tls: config.transport,
     authz: POLICIES.lock,
   });

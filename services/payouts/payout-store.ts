@@ -112,6 +112,7 @@ export function createPayoutStore(pool: Pool) {
       if (rows[0]?.r !== false) throw new Error("paydb is a standby (pg_is_in_recovery() = true); payouts only runs against a primary");
       try {
         await pool.query("SELECT claim_id FROM idempotency_keys LIMIT 0");
+        await pool.query("SELECT used FROM payout_limit_usage LIMIT 0");
       } catch (err) {
         throw new Error(`paydb schema is not migrated (run: node dist/services/migrate/main.js paydb): ${(err as Error).message}`);
       }

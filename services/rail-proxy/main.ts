@@ -4,6 +4,7 @@ import { createLogger } from "../shared/logger.js";
 import { createRegistry } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
 import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
 import { readConfig } from "./config.js";
@@ -60,7 +61,8 @@ runMain(logger, async () => {
     routes: proxyRoutes({ tokenKey: config.tokenKey, rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId, logger }),
     registry,
     logger,
-    readMaxBytes: 16 * 1024,
+    readMaxBytes: REQUEST_MAX_BYTES["rail-proxy"],
+    readTimeoutMs: config.readTimeoutMs,
     tls: config.transport,
     authz: POLICIES.railProxy,
   });

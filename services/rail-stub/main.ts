@@ -7,6 +7,7 @@ import { migrate } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
 import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { requireCredential } from "./auth.js";
@@ -39,6 +40,8 @@ runMain(logger, async () => {
     routes: railRoutes(createLedgerStore(pool), faults, metrics),
     registry,
     logger,
+    readMaxBytes: REQUEST_MAX_BYTES["rail-stub"],
+    readTimeoutMs: config.readTimeoutMs,
     interceptors: [requireCredential(RailService.typeName, config.credential)],
     tls: config.transport,
     authz: POLICIES.railStub,
@@ -53,6 +56,8 @@ runMain(logger, async () => {
           metricsPort: 0,
           serviceNames: [RailControlService.typeName],
           routes: controlRoutes(faults),
+          readMaxBytes: REQUEST_MAX_BYTES["rail-stub-control"],
+          readTimeoutMs: config.readTimeoutMs,
           registry,
           logger,
           tls: config.transport,

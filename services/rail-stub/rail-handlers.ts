@@ -10,7 +10,7 @@ import type { Counter } from "prom-client";
 import { invalidArgument } from "../shared/errors.js";
 import { FaultKind } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { PaymentStatus, RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
-import { checkPageSize } from "../shared/validation.js";
+import { checkPageSize, checkText } from "../shared/validation.js";
 import type { FaultPlan } from "./faults.js";
 import type { BookedPayment, LedgerStore } from "./ledger-store.js";
 
@@ -29,15 +29,12 @@ const hangUntilCallerLeaves = (signal: AbortSignal) =>
   });
 
 /**
- * Required, bounded text without control characters. A NUL in particular cannot be stored in
- * PostgreSQL text: unchecked, it turned a hostile body into an internal error.
+ * Required, bounded free text (the shared character rules: no control, bidi or invisible
+ * characters). A NUL in particular cannot be stored in PostgreSQL text: unchecked, it turned a
+ * hostile body into an internal error.
  */
 function checkRailText(field: string, value: string, max: number): void {
-  if (!value) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
-  // eslint-disable-next-line no-control-regex
-  if (value.length > max || /[\u0000-\u001f\u007f]/.test(value)) {
-    throw invalidArgument(field, "FIELD_INVALID", `${field} must be 1-${max} characters without control characters`);
-  }
+  checkText(field, value, 1, max);
 }
 
 export interface RailMetrics {

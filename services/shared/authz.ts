@@ -3,7 +3,7 @@
  * `<Service>/*`) to the identities allowed to call it. Active whenever the server runs mutual
  * TLS (callers are identified by their certificates; see identity.ts). Default deny: a method
  * the policy does not name is refused. grpc.health.v1 is open to everyone (probes carry no
- * certificate).
+ * certificate). gRPC reflection is open to every verified identity (reflection.ts).
  *
  * Denials are permission_denied with ErrorInfo reason PERMISSION_DENIED (metadata: identity,
  * method), counted in rpc_permission_denied_total{service,grpc_service,method} (`service` is the
@@ -15,6 +15,7 @@ import { Counter, type Registry } from "prom-client";
 import { railError } from "./errors.js";
 import { peerIdentityKey } from "./identity.js";
 import type { Logger } from "./logger.js";
+import { REFLECTION_SERVICES } from "./reflection.js";
 
 /** Method (or `Service/*`) -> identities allowed. */
 export type AuthzPolicy = Readonly<Record<string, readonly string[]>>;
@@ -43,6 +44,8 @@ export function authorization(policy: AuthzPolicy, registry: Registry, logger: L
     const method = req.method.name;
     const identity = req.contextValues.get(peerIdentityKey);
     if (identity !== undefined && allowedIdentities(policy, service, method).includes(identity)) return next(req);
+    // Reflection describes the schema (public in the repository), never state: any verified identity.
+    if (identity !== undefined && REFLECTION_SERVICES.includes(service)) return next(req);
     denied.inc({ grpc_service: service, method });
     const procedure = `${service}/${method}`;
     logger.warn({ event: "permission_denied", identity: identity ?? null, procedure }, "call refused by authorization policy");

@@ -52,14 +52,33 @@ export function railError(
   return new ConnectError(message, code, headers, details as never, cause);
 }
 
-/** Maps anything thrown inside a handler to a ConnectError safe to send to a client. */
+const INTERNAL_MESSAGE = "internal error";
+
+/**
+ * Maps anything thrown inside a handler to a ConnectError safe to send to a client: every
+ * refusal carries an ErrorInfo (a framework's ConnectError without one gets its code's name as
+ * the reason), and `internal`/`unknown` say only "internal error", whatever the cause said.
+ */
 export function toConnectError(err: unknown): ConnectError {
-  if (err instanceof ConnectError) return err;
+  if (err instanceof ConnectError) {
+    if (err.code === Code.Internal || err.code === Code.Unknown) {
+      if (err.rawMessage === INTERNAL_MESSAGE && errorReason(err) === "INTERNAL") return err;
+      return railError(Code.Internal, "INTERNAL", INTERNAL_MESSAGE, {}, undefined, err.cause ?? err);
+    }
+    if (err.findDetails(ErrorInfoSchema).length > 0) return err;
+    const info = { desc: ErrorInfoSchema, value: { reason: codeReason(err.code), domain: ERROR_DOMAIN, metadata: {} } };
+    return new ConnectError(err.rawMessage, err.code, err.metadata, [...err.details, info] as never, err.cause ?? err);
+  }
   if (err instanceof DomainError) {
     return railError(err.code, err.reason, err.message, err.metadata, err.retryAfterMs, err.cause ?? err);
   }
   // Unknown failures never leak their message (it may contain connection strings or SQL).
-  return railError(Code.Internal, "INTERNAL", "internal error", {}, undefined, err);
+  return railError(Code.Internal, "INTERNAL", INTERNAL_MESSAGE, {}, undefined, err);
+}
+
+/** DEADLINE_EXCEEDED for Code.DeadlineExceeded, and so on. */
+function codeReason(code: Code): string {
+  return (Code[code] ?? "UNKNOWN").replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
 /** Reads the ErrorInfo reason of a ConnectError (empty string when absent). */

@@ -45,6 +45,9 @@ export function createPool(opts: PoolOptions): pg.Pool {
   });
   // An idle client losing its connection must not crash the process; the next query fails.
   pool.on("error", () => {});
+  // Nor may a checked-out one (a transaction in flight when the database goes away): its
+  // pending query rejects, which is how the caller learns; the event itself needs a listener.
+  pool.on("connect", (client) => client.on("error", () => {}));
   if (opts.primaryOnly) {
     const rawConnect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
     const checkedConnect = async (): Promise<pg.PoolClient> => {

@@ -5,7 +5,8 @@
  * Alphabets are deliberately ASCII-only: unicode confusables ("аcc-1" with a Cyrillic a)
  * would otherwise let two ids that look identical fence each other out or not at all.
  */
-import { invalidArgument } from "./errors.js";
+import { Code } from "@connectrpc/connect";
+import { DomainError, invalidArgument } from "./errors.js";
 import { ISO_4217 } from "./iso4217.js";
 
 export const ID_PATTERN = /^[A-Za-z0-9._:-]{1,64}$/;
@@ -56,13 +57,35 @@ export function checkMoney(field: string, money: MoneyInput | undefined): MoneyI
   return { amountMinor: money.amountMinor, currency: money.currency };
 }
 
-/** Printable ASCII text of bounded length (actors, notes, owners). */
+/**
+ * Characters free text may not contain, because they are invisible, reorder or break what a
+ * human or a log reader sees, or cannot be stored as UTF-8 (decision 009):
+ * - Cc: C0 controls, DEL and C1 controls (U+0080..U+009F: U+009B is a terminal CSI);
+ * - Zl, Zp: U+2028 / U+2029, line breaks to a log or JSON-lines reader;
+ * - Cf and Default_Ignorable_Code_Point: bidi embeddings, overrides and isolates
+ *   (U+202A..U+202E, U+2066..U+2069, U+061C, U+200E/U+200F), zero-width characters
+ *   (U+200B..U+200D, U+2060, U+FEFF), soft hyphen, Hangul fillers, variation selectors and tag
+ *   characters (which is why emoji ZWJ sequences and "❤️" are refused too);
+ * - Cs: lone surrogates (no UTF-8 form), and noncharacters (U+FFFE, U+FDD0.., ...).
+ */
+export const FORBIDDEN_TEXT_CHARACTER = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\p{Noncharacter_Code_Point}]/u;
+
+/** "U+009B" for the first forbidden character of value, or undefined. */
+export function forbiddenCharacter(value: string): string | undefined {
+  const m = FORBIDDEN_TEXT_CHARACTER.exec(value);
+  return m ? `U+${m[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}` : undefined;
+}
+
+/**
+ * Free text of bounded length (client references, actors, notes, owners): anything shown to a
+ * human or written to a log. Refused: FORBIDDEN_TEXT_CHARACTER, named in metadata code_point.
+ */
 export function checkText(field: string, value: string, min: number, max: number): string {
   if (value.length < min) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
   if (value.length > max) throw invalidArgument(field, "FIELD_TOO_LONG", `${field} must be at most ${max} characters`);
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(value)) {
-    throw invalidArgument(field, "FIELD_INVALID", `${field} must not contain control characters`);
+  const bad = forbiddenCharacter(value);
+  if (bad) {
+    throw new DomainError(Code.InvalidArgument, "FIELD_INVALID", `${field} must not contain control, format, bidi or invisible characters (found ${bad})`, { field, code_point: bad });
   }
   return value;
 }

@@ -22,17 +22,21 @@ import {
   isValidId,
   moneyViolation,
   textViolation,
+  textWithForbidden,
   validBeneficiary,
   validId,
   validMoney,
   type MoneyInit,
 } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
+import { documentedRequestLimits } from "./wire-targets.js";
+import { errorInfo } from "../../services/shared/errors.js";
 import { lockdbState, paydbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
 
 const CALL_BOUND_MS = 10_000;
-const READ_MAX_BYTES = { payouts: 16 * 1024, lock: 4 * 1024 };
+const LIMITS = documentedRequestLimits(); // README "Limits"
+const READ_MAX_BYTES = { payouts: LIMITS.payouts!, lock: LIMITS.lock! };
 let mesh: Mesh;
 let pool: ClientPool;
 let payouts: Record<Protocol, ReturnType<typeof payoutsOf>>;
@@ -113,7 +117,7 @@ describe("PayoutService", () => {
           const [reason, field] = createViolation(key, req)!;
           const size = JSON.stringify(req, bigintJson).length;
           if (size > READ_MAX_BYTES.payouts - 512) {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "CreatePayout big");
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "CreatePayout big");
           } else {
             expectCleanError(res.error, { codes: [Code.InvalidArgument], field, reasons: reason ? [reason] : undefined }, `CreatePayout key=${key?.slice(0, 40)} ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
           }
@@ -140,11 +144,27 @@ describe("PayoutService", () => {
             return;
           }
           // A reused random key may legitimately replay, conflict or be refused as reused.
-          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted], requireInfo: false }, "CreatePayout any");
+          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted] }, "CreatePayout any");
         },
       ),
       { numRuns: 50 },
     );
+  });
+
+  it("CreatePayout: a client_reference with a control, bidi or invisible character is FIELD_INVALID naming it, and nothing is written", async () => {
+    const before = await paydbState(mesh.dbUrl("paydb"));
+    await fc.assert(
+      fc.asyncProperty(fc.uuid(), validId, validMoney, validBeneficiary, textWithForbidden(128), protocolArb, async (key, accountId, amount, beneficiary, clientReference, protocol) => {
+        const res = await bounded(settle(payouts[protocol].createPayout({ accountId, amount, beneficiary, clientReference }, { headers: { "idempotency-key": key } })), CALL_BOUND_MS, "CreatePayout");
+        tally.recordSettled("CreatePayout/forbidden-text", res);
+        expect(res.ok, `created with client_reference ${JSON.stringify(clientReference)}`).toBe(false);
+        if (res.ok) return;
+        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field: "client_reference" }, `client_reference ${JSON.stringify(clientReference)}`);
+        expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
+      }),
+      { numRuns: 50 },
+    );
+    expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
   });
 
   it("GetPayout with any id: not_found or invalid_argument naming payout_id", async () => {
@@ -199,7 +219,7 @@ describe("LockService", () => {
           tally.recordSettled("Acquire/invalid", res);
           expect(res.ok).toBe(false);
           if (res.ok) return;
-          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "Acquire big");
+          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "Acquire big");
           else expectCleanError(res.error, { codes: [Code.InvalidArgument], field: acquireViolation(req) }, `Acquire ${JSON.stringify(req).slice(0, 200)}`);
         },
       ),

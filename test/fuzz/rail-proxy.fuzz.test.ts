@@ -21,6 +21,7 @@ import {
 } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";
+import { errorInfo } from "../../services/shared/errors.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
 import {
@@ -38,16 +39,18 @@ import {
   MAX_TOKEN,
   moneyViolation,
   textViolation,
+  textWithForbidden,
   validBeneficiary,
   validId,
   validMoney,
   type MoneyInit,
 } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
+import { documentedRequestLimits } from "./wire-targets.js";
 import { paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
 
-const READ_MAX_BYTES = 16 * 1024; // rail-proxy's configured readMaxBytes
+const READ_MAX_BYTES = documentedRequestLimits()["rail-proxy"]!; // README "Limits"
 const CALL_BOUND_MS = 10_000;
 
 let mesh: Mesh;
@@ -133,7 +136,7 @@ describe("SubmitPayout", () => {
           expect(res.ok, `invalid request was accepted: ${JSON.stringify(req, bigintJson)}`).toBe(false);
           if (res.ok) return;
           if (wireSize(req, protocol) > READ_MAX_BYTES) {
-            expectCleanError(res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "SubmitPayout oversized");
+            expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "SubmitPayout oversized");
           } else {
             expectCleanError(res.error, { codes: [Code.InvalidArgument], field: firstViolation(req) }, `SubmitPayout ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
           }
@@ -171,7 +174,7 @@ describe("SubmitPayout", () => {
             return;
           }
           if (violation !== undefined) {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "SubmitPayout");
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "SubmitPayout");
           } else if (held) {
             // A valid request can still meet a higher mark or a reused payout id: fenced, never paid twice.
             expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION", "PAYOUT_ALREADY_SUBMITTED"] }, "SubmitPayout valid");
@@ -199,7 +202,7 @@ describe("SubmitPayout", () => {
         const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
         tally.recordSettled("SubmitPayout/oversized", res);
         expect(res.ok).toBe(false);
-        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "oversized");
+        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
       }),
       { numRuns: 8 },
     );
@@ -268,6 +271,23 @@ describe("reads and resolution", () => {
         },
       ),
       { numRuns: 80 },
+    );
+    expect(await state()).toEqual(before);
+  });
+
+  it("ResolveSubmission: an actor or note with a control, bidi or invisible character is FIELD_INVALID naming it, and nothing is resolved", async () => {
+    const before = await state();
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("actor", "note"), textWithForbidden(100), protocolArb, async (field, text, protocol) => {
+        const req = { payoutId: "p-resolve-fz", outcome: 1, actor: "operator:alice", note: "matched", [field]: text };
+        const res = await bounded(settle(proxy[protocol].resolveSubmission(req)), CALL_BOUND_MS, "ResolveSubmission");
+        tally.recordSettled("ResolveSubmission/forbidden-text", res);
+        expect(res.ok, `accepted ${field}=${JSON.stringify(text)}`).toBe(false);
+        if (res.ok) return;
+        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `ResolveSubmission ${field}=${JSON.stringify(text)}`);
+        expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
+      }),
+      { numRuns: 40 },
     );
     expect(await state()).toEqual(before);
   });

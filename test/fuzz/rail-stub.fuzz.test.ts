@@ -14,7 +14,7 @@ import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb
 import { RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
-import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, validBeneficiary, validId, validMoney, type MoneyInit } from "./hostile.js";
+import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, textViolation, textWithForbidden, validBeneficiary, validId, validMoney, type MoneyInit } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
 import { raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
@@ -67,7 +67,7 @@ const anyPayment: fc.Arbitrary<PaymentInit> = fc.record({
 
 /** The stub's own contract: it is a lax third party, but it refuses what it cannot book. */
 function stubRefuses(p: PaymentInit): boolean {
-  const badText = (v: string, max: number) => !v || v.length > max || /[\u0000-\u001f\u007f]/.test(v);
+  const badText = (v: string, max: number) => textViolation(v, 1, max);
   return badText(p.clientReference, 128) || badText(p.accountId, 128) || badText(p.beneficiary, 256) || !p.amount || p.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(p.amount.currency);
 }
 
@@ -155,6 +155,22 @@ describe("RailService with the credential", () => {
     );
   });
 
+  it("a client_reference, account or beneficiary with a control, bidi or invisible character is FIELD_INVALID naming it, and books nothing", async () => {
+    const before = await raildbState(mesh.databases.raildb);
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("client_reference", "account_id", "beneficiary"), textWithForbidden(100), protocolArb, async (field, text, protocol) => {
+        const body = { clientReference: "ref-text", accountId: "acc-1", beneficiary: "ben", amount: { amountMinor: 1n, currency: "EUR" } };
+        const key = field === "client_reference" ? "clientReference" : field === "account_id" ? "accountId" : "beneficiary";
+        const res = await bounded(settle(rail[protocol].submitPayment({ ...body, [key]: text }, auth())), CALL_BOUND_MS, "SubmitPayment");
+        tally.recordSettled("SubmitPayment/forbidden-text", res);
+        expect(res.ok, `booked ${field}=${JSON.stringify(text)}`).toBe(false);
+        if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `SubmitPayment ${field}=${JSON.stringify(text)}`);
+      }),
+      { numRuns: 40 },
+    );
+    expect(await raildbState(mesh.databases.raildb)).toEqual(before);
+  });
+
   it("regression: a NUL byte in a text field is invalid_argument naming it, not an internal error, and books nothing", async () => {
     const before = await raildbState(mesh.databases.raildb);
     for (const [field, patch] of [
@@ -212,7 +228,7 @@ describe("grpc.health.v1.Health", () => {
         if (!watch) {
           const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
           tally.recordSettled("Health.Check", res);
-          if (!res.ok) expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], requireInfo: false }, "Health.Check");
+          if (!res.ok) expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
           return;
         }
         const abort = new AbortController();
@@ -231,7 +247,8 @@ describe("grpc.health.v1.Health", () => {
         );
         tally.recordSettled("Health.Watch", res);
         if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
-        else expectCleanError(res.error, { codes: [Code.Canceled, Code.ResourceExhausted], requireInfo: false }, "Health.Watch");
+        else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
+        else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
       }),
       { numRuns: 60 },
     );

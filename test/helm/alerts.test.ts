@@ -1,5 +1,5 @@
 /**
- * files/alerts.yaml: parses, carries the six required alerts, and each expression looks like
+ * files/alerts.yaml: parses, carries the required alerts (money-safety, rail, payouts limits), and each expression looks like
  * valid PromQL over metrics that the services really export (grep of services/).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -60,6 +60,8 @@ describe("alert rules", () => {
     ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\[5m\]\)/, undefined],
     ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
     ["RailProxyReplicasLow", /count\(up\{job=~"\.\*rail-proxy\.\*"\} == 1\).*< 2/, "page"],
+    ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\[5m\]\)\) > 0/, "page"],
+    ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\[10m\]\)/, "ticket"],
   ])("%s is defined with the expected expression", (name, pattern, severity) => {
     const rule = byName.get(name);
     expect(rule, `${name} missing`).toBeDefined();

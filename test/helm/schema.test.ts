@@ -25,6 +25,8 @@ describe("values.schema.json", () => {
     ["lock.backend=memory", "lock.backend"],
     ["database.paydb.url=postgresql://railfence:hunter2@db:5432/paydb", "database.paydb.url"],
     ["rail.egress.cidrs=null", "cidrs"],
+    ["payouts.limits.accountDailyAmount=EUR=10.5", "accountDailyAmount"],
+    ["payouts.limits.timeoutMs=0", "timeoutMs"],
   ])("rejects --set %s", (set, mentions) => {
     const r = template(set);
     expect(r.status).not.toBe(0);
@@ -33,10 +35,11 @@ describe("values.schema.json", () => {
   });
 
   it("accepts the same keys with allowed values (negative control)", () => {
-    const r = template("railProxy.replicas=3", "railProxy.hpa.minReplicas=2", "lock.backend=pg", "railProxy.resources.requests.cpu=500m");
+    const r = template("railProxy.replicas=3", "railProxy.hpa.minReplicas=2", "lock.backend=pg", "railProxy.resources.requests.cpu=500m", "payouts.limits.accountDailyAmount=EUR=500\\,*=off");
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("replicas: 3");
+    expect(r.stdout).toMatch(/name: LIMIT_ACCOUNT_DAILY_AMOUNT\s+value: "EUR=500,\*=off"/);
   });
 
   it("closes every object in the schema (additionalProperties: false)", async () => {

@@ -178,7 +178,8 @@ export type CreatePayoutRequest = Message<"railfence.payouts.v1.CreatePayoutRequ
   beneficiary: string;
 
   /**
-   * Optional client reference (0-128 printable characters).
+   * Optional client reference: 0-128 characters of free text, without control, bidi or
+   * invisible characters (docs/payouts-api.md, "Free text").
    *
    * @generated from field: string client_reference = 4;
    */

@@ -468,14 +468,14 @@ export type ResolveSubmissionRequest = Message<"railfence.railproxy.v1.ResolveSu
   outcome: ResolutionOutcome;
 
   /**
-   * Who resolves (1-128 printable characters).
+   * Who resolves: 1-128 characters of free text (no control, bidi or invisible characters).
    *
    * @generated from field: string actor = 3;
    */
   actor: string;
 
   /**
-   * Why (0-1000 characters).
+   * Why: 0-1000 characters of free text (no control, bidi or invisible characters).
    *
    * @generated from field: string note = 4;
    */
