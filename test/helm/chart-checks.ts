@@ -81,6 +81,49 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   return out;
 }
 
+/** The Secret and key a container's file env var (e.g. PAYDB_PASSWORD_FILE) reads, through its mount and volume. */
+export function fileSource(spec: any, container: any, path: string): string | undefined {
+  const mount = (container.volumeMounts ?? []).find((m: any) => path.startsWith(`${m.mountPath}/`));
+  const volume = (spec.volumes ?? []).find((v: any) => v.name === mount?.name);
+  if (!volume?.secret) return undefined;
+  const file = path.slice(mount.mountPath.length + 1);
+  const item = (volume.secret.items ?? []).find((i: any) => i.path === file);
+  return `${volume.secret.secretName}/${item?.key ?? file}`;
+}
+
+/** Who a password reader is: the migration Job is the owner, except for raildb, the dev stub's own database (one credential). */
+function migrationReader(component: string, container: any): string {
+  if (component !== "migrate") return component;
+  return container.command?.at(-1) === "raildb" ? "rail-stub" : "migrations";
+}
+
+/**
+ * Database passwords: each component reads its own (no two components' *_PASSWORD_FILE resolve
+ * to one Secret key; the migration Job, which creates the logins, may read theirs), and no
+ * container mounts a Secret none of its *_FILE variables reads (e.g. another component's password).
+ */
+export function dbPasswordViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const readers = new Map<string, Set<string>>();
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const files = (c.env ?? []).filter((e: any) => /_FILE$/.test(e.name) && typeof e.value === "string");
+      for (const e of files.filter((x: any) => /PASSWORD_FILE$/.test(x.name) && !x.name.startsWith("LOGIN_"))) {
+        const src = fileSource(p.spec, c, e.value);
+        if (!src) out.push(`${p.component}/${c.name}: ${e.name} is not read from a Secret`);
+        else if (p.component !== "migrate" || e.name === "DATABASE_PASSWORD_FILE") readers.set(src, new Set([...(readers.get(src) ?? []), migrationReader(p.component, c)]));
+      }
+      for (const m of c.volumeMounts ?? []) {
+        const volume = (p.spec.volumes ?? []).find((v: any) => v.name === m.name);
+        if (!volume?.secret) continue;
+        if (!files.some((e: any) => e.value.startsWith(`${m.mountPath}/`))) out.push(`${p.component}/${c.name}: mounts Secret ${volume.secret.secretName} that none of its *_FILE variables reads`);
+      }
+    }
+  }
+  for (const [src, who] of readers) if (who.size > 1) out.push(`${[...who].sort().join(" and ")} read the same database password ${src}`);
+  return out;
+}
+
 function policyComponent(np: K8sObject): string | undefined {
   return np.spec.podSelector?.matchLabels?.["app.kubernetes.io/component"];
 }

@@ -1,6 +1,7 @@
 /**
- * values.schema.json: fencing cannot be turned off, the proxy cannot drop below two replicas,
- * and unknown keys are refused everywhere (no free-form env to smuggle a flag through).
+ * values.schema.json: fencing and the other guards cannot be turned off, the proxy cannot drop
+ * below two replicas, timing that defeats the guarantee is refused, database URLs carry no
+ * credentials, and unknown keys are refused everywhere (no free-form env to smuggle a flag through).
  */
 import { describe, expect, it } from "vitest";
 import { helm } from "./helm-tool.js";
@@ -25,6 +26,17 @@ describe("values.schema.json", () => {
     ["lock.backend=memory", "lock.backend"],
     ["database.paydb.url=postgresql://railfence:hunter2@db:5432/paydb", "database.paydb.url"],
     ["rail.egress.cidrs=null", "cidrs"],
+    // Database URLs carry neither user nor password; users are role names.
+    ["database.paydb.url=postgresql://railfence@db:5432/paydb", "database.paydb.url"],
+    ["database.lockdb.url=postgresql://db:5432/lockdb?user=railfence", "database.lockdb.url"],
+    ["database.lockdb.url=postgresql://db:5432/lockdb?sslmode=require&password=hunter2", "database.lockdb.url"],
+    ["database.raildb.url=postgresql://stub@db/raildb", "database.raildb.url"],
+    ["database.paydb.existingSecret=shared", "existingSecret"],
+    ["database.paydb.credentials.auditor.user=x", "auditor"],
+    ["database.paydb.credentials.executor.user=Executor", "database.paydb.credentials.executor.user"],
+    ["database.paydb.credentials.executor.user=exec-login", "database.paydb.credentials.executor.user"],
+    ["database.paydb.credentials.executor.user=x\\;DROP ROLE y", "database.paydb.credentials.executor.user"],
+    ["database.lockdb.credentials.lock.passwordKey=../token", "database.lockdb.credentials.lock.passwordKey"],
   ])("rejects --set %s", (set, mentions) => {
     const r = template(set);
     expect(r.status).not.toBe(0);
@@ -37,6 +49,17 @@ describe("values.schema.json", () => {
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("replicas: 3");
+  });
+
+  it("accepts the database keys with allowed values (negative control)", () => {
+    const r = template(
+      "database.paydb.url=postgresql://db.example:5432/paydb?sslmode=verify-full",
+      "database.paydb.credentials.executor.user=_exec_login_2",
+      "database.lockdb.credentials.lock.passwordKey=lock.password",
+    );
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("postgresql://_exec_login_2@db.example:5432/paydb?sslmode=verify-full");
   });
 
   it("closes every object in the schema (additionalProperties: false)", async () => {
