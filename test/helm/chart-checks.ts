@@ -78,6 +78,25 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
   if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS)) out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
   if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
+  if (env.RAIL_PROXY_MARK_STORE !== "paydb") out.push(`rail-proxy RAIL_PROXY_MARK_STORE=${env.RAIL_PROXY_MARK_STORE}`);
+  if (env.RAIL_PROXY_DISABLED_GUARDS !== "") out.push(`rail-proxy RAIL_PROXY_DISABLED_GUARDS=${env.RAIL_PROXY_DISABLED_GUARDS}`);
+  return out;
+}
+
+/** The harness-only switches (negative controls): only rail-proxy names them, and only as the literals that keep every guard on. */
+export function harnessSwitchViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);
+      for (const e of c.env ?? []) {
+        if (!(e.name in allowed)) continue;
+        if (p.component !== "rail-proxy") out.push(`${p.component}/${c.name}: sets ${e.name}`);
+        else if (e.value !== allowed[e.name] || e.valueFrom) out.push(`rail-proxy/${c.name}: ${e.name}=${JSON.stringify(e.value ?? e.valueFrom)}`);
+      }
+    }
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import {
   dbPasswordViolations,
   entrypointViolations,
+  harnessSwitchViolations,
   networkPolicyViolations,
   probeViolations,
   proxyAvailabilityViolations,
@@ -71,6 +72,10 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
 
   it("keeps at least two rail-proxy replicas with a PDB, zone and node spread, and fencing on", () => {
     expect(proxyAvailabilityViolations(objects)).toEqual([]);
+  });
+
+  it("keeps every guard on: the harness-only switches appear only as rail-proxy's literals", () => {
+    expect(harnessSwitchViolations(objects)).toEqual([]);
   });
 
   it("gives each component its own database password, and mounts no Secret a container does not read", () => {
@@ -162,6 +167,16 @@ describe("the checks catch regressions (negative controls)", () => {
     expect(probeViolations(broken).join()).toContain("lock/lock: readinessProbe uses exec/tcpSocket");
     expect(securityViolations(broken)).toEqual(["lock/lock: may run as root"]);
     expect(entrypointViolations(broken)).toEqual(["lock/lock: services/no-such-service/main.ts does not exist"]);
+  });
+
+  it("a guard switch set on rail-proxy or any switch on another pod is reported", () => {
+    const broken = mutate((objs) => {
+      const env = pod(objs, "rail-proxy").containers[0].env;
+      env.find((e: any) => e.name === "RAIL_PROXY_DISABLED_GUARDS").value = "payout-binding";
+      pod(objs, "executor").containers[0].env.push({ name: "RAIL_PROXY_MARK_STORE", value: "paydb" });
+    });
+    expect(harnessSwitchViolations(broken).sort()).toEqual(["executor/executor: sets RAIL_PROXY_MARK_STORE", 'rail-proxy/rail-proxy: RAIL_PROXY_DISABLED_GUARDS="payout-binding"']);
+    expect(proxyAvailabilityViolations(broken)).toEqual(["rail-proxy RAIL_PROXY_DISABLED_GUARDS=payout-binding"]);
   });
 
   it("another component's database password, mounted or read, is reported", () => {

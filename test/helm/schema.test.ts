@@ -26,6 +26,21 @@ describe("values.schema.json", () => {
     ["lock.backend=memory", "lock.backend"],
     ["database.paydb.url=postgresql://railfence:hunter2@db:5432/paydb", "database.paydb.url"],
     ["rail.egress.cidrs=null", "cidrs"],
+    // Harness-only switches (negative controls): no value can reach RAIL_PROXY_DISABLED_GUARDS,
+    // RAIL_PROXY_MARK_STORE or RAIL_PROXY_FENCING_ENABLED.
+    ["railProxy.disabledGuards=payout-binding", "disabledGuards"],
+    ["railProxy.markStore=memory", "markStore"],
+    ["railProxy.guards.oneLive=false", "guards"],
+    ["railProxy.env.RAIL_PROXY_DISABLED_GUARDS=forward-budget", "env"],
+    ["railProxy.extraEnv[0].name=RAIL_PROXY_MARK_STORE", "extraEnv"],
+    ["railProxy.envFrom[0].configMapRef.name=guards-off", "envFrom"],
+    ["reconciler.env.RAIL_PROXY_DISABLED_GUARDS=one-live", "env"],
+    ["env.RAIL_PROXY_FENCING_ENABLED=false", "env"],
+    // Timing that makes the guarantee impossible (the cross-field rules are in validate.yaml).
+    ["railProxy.ambiguityMarginMs=0", "railProxy.ambiguityMarginMs"],
+    ["railProxy.forwardBudgetMs=0", "railProxy.forwardBudgetMs"],
+    ["reconciler.settlementWindowMs=0", "reconciler.settlementWindowMs"],
+    ["reconciler.contradictionWatchMs=0", "reconciler.contradictionWatchMs"],
     // Database URLs carry neither user nor password; users are role names.
     ["database.paydb.url=postgresql://railfence@db:5432/paydb", "database.paydb.url"],
     ["database.lockdb.url=postgresql://db:5432/lockdb?user=railfence", "database.lockdb.url"],
@@ -51,8 +66,12 @@ describe("values.schema.json", () => {
     expect(r.stdout).toContain("replicas: 3");
   });
 
-  it("accepts the database keys with allowed values (negative control)", () => {
+  it("accepts the timing and database keys with allowed values (negative control)", () => {
     const r = template(
+      "railProxy.ambiguityMarginMs=1000",
+      "railProxy.forwardBudgetMs=500",
+      "reconciler.settlementWindowMs=60000",
+      "reconciler.contradictionWatchMs=86400000",
       "database.paydb.url=postgresql://db.example:5432/paydb?sslmode=verify-full",
       "database.paydb.credentials.executor.user=_exec_login_2",
       "database.lockdb.credentials.lock.passwordKey=lock.password",
