@@ -4,9 +4,12 @@
  * in as the owner and, with migrations.provisionLogins, alone mounts the logins' passwords to
  * create them. A shared login or Secret key is refused at render time (templates/validate.yaml).
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SERVICE_ROLES } from "../../services/shared/db-roles.js";
 import { fileSource } from "./chart-checks.js";
-import { helm } from "./helm-tool.js";
+import { chartDir, helm } from "./helm-tool.js";
 import { byKind, containers, podSpecs, render, templateArgs, type K8sObject } from "./render.js";
 
 const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
@@ -147,6 +150,12 @@ describe("database credentials: a shared one is refused at render time", () => {
     expect(r.status).not.toBe(0);
     expect(r.stderr).toMatch(message);
     expect(r.stderr).toContain("validate.yaml");
+  });
+
+  it("knows the same group roles as the services (SERVICE_ROLES)", () => {
+    const text = readFileSync(join(chartDir, "templates", "validate.yaml"), "utf8");
+    const list = /\$groups := list ((?:"[a-z_]+" ?)+)/.exec(text)![1]!;
+    expect([...list.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]).sort()).toEqual(Object.values(SERVICE_ROLES).map((r) => r.name).sort());
   });
 
   it.each([
