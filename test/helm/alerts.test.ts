@@ -23,7 +23,7 @@ const byName = new Map(rules.map((r) => [r.alert, r]));
 
 /** Metrics from outside railfence (Prometheus itself, kube-state-metrics). */
 const EXTERNAL_METRICS = new Set(["up", "kube_deployment_status_replicas_available"]);
-const PROMQL_WORDS = new Set(["sum", "min", "max", "count", "rate", "increase", "absent", "or", "and", "unless", "by", "without", "vector", "clamp_min", "on", "ignoring"]);
+const PROMQL_WORDS = new Set(["sum", "min", "max", "count", "rate", "increase", "absent", "or", "and", "unless", "by", "without", "vector", "clamp_min", "on", "ignoring", "offset"]);
 
 function serviceSources(dir = join(root, "services")): string {
   let out = "";
@@ -38,7 +38,7 @@ function serviceSources(dir = join(root, "services")): string {
 
 /** Identifiers that are metric names: not functions/keywords, not inside {...} or [...]. */
 function metricNames(expr: string): string[] {
-  const stripped = expr.replace(/\{[^}]*\}/g, "").replace(/\[[^\]]*\]/g, "").replace(/"[^"]*"/g, "");
+  const stripped = expr.replace(/\{[^}]*\}/g, "").replace(/\[[^\]]*\]/g, "").replace(/"[^"]*"/g, "").replace(/\boffset\s+\d+[smhdwy]\b/g, "");
   return [...stripped.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((w) => !PROMQL_WORDS.has(w));
 }
 
@@ -62,6 +62,16 @@ describe("alert rules", () => {
     ["RailProxyReplicasLow", /count\(up\{job=~"\.\*rail-proxy\.\*"\} == 1\).*< 2/, "page"],
     ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\[5m\]\)\) > 0/, "page"],
     ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\[10m\]\)/, "ticket"],
+    // Issue 12: late answers, contradictions, binding refusals, guards, payouts held for a human.
+    ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
+    ["RailResolutionContradicted", /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/, "page"],
+    ["RailProxyBindingRefusedCallerMisbehaviour", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/, "page"],
+    ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
+    ["ExecutorPayoutNeedsAttentionMoneyAtRisk", /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "page"],
+    ["ExecutorPayoutNeedsAttention", /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "ticket"],
+    ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],
+    ["RailLateAnswerAfterSweep", /rail_late_answer_total\{previous_state="TIMEOUT"\}/, "ticket"],
+    ["RailProxyStaleBindingRefusals", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/, "ticket"],
   ])("%s is defined with the expected expression", (name, pattern, severity) => {
     const rule = byName.get(name);
     expect(rule, `${name} missing`).toBeDefined();
@@ -82,10 +92,28 @@ describe("alert rules", () => {
     }
   });
 
+  it("a labelled must-be-zero counter also fires on its first event: the series appearing counts", () => {
+    // increase() needs two samples of a series; a labelled counter is born at its first event
+    // with value 1, so each page rule over one also fires while the series is new.
+    for (const name of ["RailLateAnswerAfterResolution", "RailProxyBindingRefusedCallerMisbehaviour", "ExecutorPayoutNeedsAttentionMoneyAtRisk", "ExecutorPayoutNeedsAttention"]) {
+      const expr = byName.get(name)!.expr;
+      const selector = /increase\(([a-z_]+\{[^}]*\})\[15m\]\)/.exec(expr)![1]!;
+      expect(expr, name).toContain(`(${selector} unless ${selector} offset 15m)`);
+    }
+  });
+
+  it("the money-at-risk and the ticket rules on executor_needs_attention_total split the reasons without overlap", () => {
+    const set = (name: string) => /reason[=!]~"([^"]+)"/.exec(byName.get(name)!.expr)![1]!;
+    expect(set("ExecutorPayoutNeedsAttentionMoneyAtRisk")).toBe(set("ExecutorPayoutNeedsAttention"));
+    expect(byName.get("ExecutorPayoutNeedsAttentionMoneyAtRisk")!.expr).not.toContain("!~");
+    expect(byName.get("ExecutorPayoutNeedsAttention")!.expr).not.toMatch(/reason=~/);
+  });
+
   it("the checks fail on a broken rule (negative control)", () => {
     expect(balanced("sum(rate(x[5m])")).toBe(false);
     expect(metricNames('sum(rate(rail_proxy_no_such_total{a="b"}[5m]))')).toEqual(["rail_proxy_no_such_total"]);
     expect(serviceSources()).not.toContain('"rail_proxy_no_such_total"');
+    expect(metricNames("x unless x offset 15m")).toEqual(["x", "x"]);
   });
 
   it("the PrometheusRule ships exactly the rules in files/alerts.yaml", () => {

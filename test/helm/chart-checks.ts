@@ -78,6 +78,68 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
   if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS)) out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
   if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
+  if (env.RAIL_PROXY_MARK_STORE !== "paydb") out.push(`rail-proxy RAIL_PROXY_MARK_STORE=${env.RAIL_PROXY_MARK_STORE}`);
+  if (env.RAIL_PROXY_DISABLED_GUARDS !== "") out.push(`rail-proxy RAIL_PROXY_DISABLED_GUARDS=${env.RAIL_PROXY_DISABLED_GUARDS}`);
+  return out;
+}
+
+/** The harness-only switches (negative controls): only rail-proxy names them, and only as the literals that keep every guard on. */
+export function harnessSwitchViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);
+      for (const e of c.env ?? []) {
+        if (!(e.name in allowed)) continue;
+        if (p.component !== "rail-proxy") out.push(`${p.component}/${c.name}: sets ${e.name}`);
+        else if (e.value !== allowed[e.name] || e.valueFrom) out.push(`rail-proxy/${c.name}: ${e.name}=${JSON.stringify(e.value ?? e.valueFrom)}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** The Secret and key a container's file env var (e.g. PAYDB_PASSWORD_FILE) reads, through its mount and volume. */
+export function fileSource(spec: any, container: any, path: string): string | undefined {
+  const mount = (container.volumeMounts ?? []).find((m: any) => path.startsWith(`${m.mountPath}/`));
+  const volume = (spec.volumes ?? []).find((v: any) => v.name === mount?.name);
+  if (!volume?.secret) return undefined;
+  const file = path.slice(mount.mountPath.length + 1);
+  const item = (volume.secret.items ?? []).find((i: any) => i.path === file);
+  return `${volume.secret.secretName}/${item?.key ?? file}`;
+}
+
+/** Who a password reader is: the migration Job is the owner, except for raildb, the dev stub's own database (one credential). */
+function migrationReader(component: string, container: any): string {
+  if (component !== "migrate") return component;
+  return container.command?.at(-1) === "raildb" ? "rail-stub" : "migrations";
+}
+
+/**
+ * Database passwords: each component reads its own (no two components' *_PASSWORD_FILE resolve
+ * to one Secret key; the migration Job, which creates the logins, may read theirs), and no
+ * container mounts a Secret none of its *_FILE variables reads (e.g. another component's password).
+ */
+export function dbPasswordViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const readers = new Map<string, Set<string>>();
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const files = (c.env ?? []).filter((e: any) => /_FILE$/.test(e.name) && typeof e.value === "string");
+      for (const e of files.filter((x: any) => /PASSWORD_FILE$/.test(x.name) && !x.name.startsWith("LOGIN_"))) {
+        const src = fileSource(p.spec, c, e.value);
+        if (!src) out.push(`${p.component}/${c.name}: ${e.name} is not read from a Secret`);
+        else if (p.component !== "migrate" || e.name === "DATABASE_PASSWORD_FILE") readers.set(src, new Set([...(readers.get(src) ?? []), migrationReader(p.component, c)]));
+      }
+      for (const m of c.volumeMounts ?? []) {
+        const volume = (p.spec.volumes ?? []).find((v: any) => v.name === m.name);
+        if (!volume?.secret) continue;
+        if (!files.some((e: any) => e.value.startsWith(`${m.mountPath}/`))) out.push(`${p.component}/${c.name}: mounts Secret ${volume.secret.secretName} that none of its *_FILE variables reads`);
+      }
+    }
+  }
+  for (const [src, who] of readers) if (who.size > 1) out.push(`${[...who].sort().join(" and ")} read the same database password ${src}`);
   return out;
 }
 
