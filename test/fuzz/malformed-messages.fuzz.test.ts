@@ -23,6 +23,7 @@ import { grpcFrame, rawRequest, type RawAnswer } from "./raw-h2.js";
 import { FuzzTally } from "./summary.js";
 import { allowedWireTypes, concat, encodeAt, fieldPaths, lenField, tag, WIRE, wireTargets, type WireTarget } from "./wire-targets.js";
 import { expectUnharmed, meshState, startWireMesh } from "./wire-mesh.js";
+import { runs } from "../support/fast-check-seed.js";
 
 let mesh: Mesh;
 let before: Record<string, unknown>;
@@ -106,7 +107,7 @@ describe("wrong wire types", () => {
           tally.record("wire-type/any-field", expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path} as wire type ${wireType}`, { field: fp.path, problem: "wrong_wire_type" }));
         },
       ),
-      { numRuns: 150 },
+      { numRuns: runs(150) },
     );
   });
 
@@ -129,7 +130,7 @@ describe("wrong wire types", () => {
           tally.record("unknown-field/ignored", padded.reason!);
         },
       ),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 });
@@ -151,7 +152,7 @@ describe("text that is not UTF-8", () => {
           tally.record("utf8/protobuf", expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path}=${Buffer.from(text).toString("hex")}`, { field: fp.path, problem: "invalid_utf8" }));
         },
       ),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
   });
 
@@ -165,7 +166,7 @@ describe("text that is not UTF-8", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: { "content-type": "application/json", ...(t.headers() as Record<string, string>) }, body, boundMs: 8000 });
         tally.record("utf8/json", expectMalformed(a, `${t.name} json with ${Buffer.from(bad).toString("hex")}`, { problem: "invalid_utf8" }));
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
   });
 
@@ -195,7 +196,7 @@ describe("random bytes", () => {
         expectNoLeak(a.refusal.rawMessage, what);
         tally.record("random/protobuf", a.reason!);
       }),
-      { numRuns: 200 },
+      { numRuns: runs(200) },
     );
   });
 });

@@ -33,6 +33,7 @@ import { documentedRequestLimits } from "./wire-targets.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { lockdbState, paydbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
 const CALL_BOUND_MS = 10_000;
 const LIMITS = documentedRequestLimits(); // README "Limits"
@@ -123,7 +124,7 @@ describe("PayoutService", () => {
           }
         },
       ),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
     expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
   });
@@ -147,7 +148,7 @@ describe("PayoutService", () => {
           expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted] }, "CreatePayout any");
         },
       ),
-      { numRuns: 50 },
+      { numRuns: runs(50) },
     );
   });
 
@@ -162,7 +163,7 @@ describe("PayoutService", () => {
         const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field: "client_reference" }, `client_reference ${JSON.stringify(clientReference)}`);
         expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
       }),
-      { numRuns: 50 },
+      { numRuns: runs(50) },
     );
     expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
   });
@@ -176,7 +177,7 @@ describe("PayoutService", () => {
         if (isValidId(payoutId)) expectCleanError(res.error, { codes: [Code.NotFound], reasons: ["PAYOUT_NOT_FOUND"] }, "GetPayout");
         else expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], field: "payout_id" }, "GetPayout");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -188,7 +189,7 @@ describe("PayoutService", () => {
         if (res.ok) return;
         expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], reasons: ["FIELD_INVALID", "FIELD_REQUIRED", "PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListPayouts ${state} ${pageSize}`);
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
   });
 });
@@ -223,7 +224,7 @@ describe("LockService", () => {
           else expectCleanError(res.error, { codes: [Code.InvalidArgument], field: acquireViolation(req) }, `Acquire ${JSON.stringify(req).slice(0, 200)}`);
         },
       ),
-      { numRuns: 100 },
+      { numRuns: runs(100) },
     );
     expect(await lockdbState(mesh.dbUrl("lockdb"))).toEqual(before);
   });
@@ -240,7 +241,7 @@ describe("LockService", () => {
         if (last !== undefined) expect(token > last, `token for ${key} went ${last} -> ${token}`).toBe(true);
         tokens.set(key, token);
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
   });
 
@@ -270,7 +271,7 @@ describe("LockService", () => {
           );
         },
       ),
-      { numRuns: 100 },
+      { numRuns: runs(100) },
     );
     expect(await lockdbState(mesh.dbUrl("lockdb"))).toEqual(before);
     const inspect = await lock.grpc.inspect({ key: held.key });

@@ -49,6 +49,7 @@ import { bounded, expectCleanError, settle } from "./outcome.js";
 import { documentedRequestLimits } from "./wire-targets.js";
 import { paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
 const READ_MAX_BYTES = documentedRequestLimits()["rail-proxy"]!; // README "Limits"
 const CALL_BOUND_MS = 10_000;
@@ -142,7 +143,7 @@ describe("SubmitPayout", () => {
           }
         },
       ),
-      { numRuns: 150 },
+      { numRuns: runs(150) },
     );
     expect(await state()).toEqual(before);
     expect(await railCalls()).toBe(callsBefore);
@@ -188,7 +189,7 @@ describe("SubmitPayout", () => {
           }
         },
       ),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
     const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
@@ -204,7 +205,7 @@ describe("SubmitPayout", () => {
         expect(res.ok).toBe(false);
         expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
       }),
-      { numRuns: 8 },
+      { numRuns: runs(8) },
     );
     expect(await state()).toEqual(before);
   });
@@ -229,7 +230,7 @@ describe("reads and resolution", () => {
         if (isValidId(payoutId)) expectCleanError(res.error, { codes: [Code.NotFound], reasons: ["SUBMISSION_NOT_FOUND"] }, "GetSubmission");
         else expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], field: "payout_id" }, "GetSubmission");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -244,7 +245,7 @@ describe("reads and resolution", () => {
         }
         expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListUnresolved ${pageSize} ${pageToken.slice(0, 80)}`);
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
   });
 
@@ -270,7 +271,7 @@ describe("reads and resolution", () => {
           else expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
         },
       ),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
     expect(await state()).toEqual(before);
   });
@@ -287,7 +288,7 @@ describe("reads and resolution", () => {
         const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `ResolveSubmission ${field}=${JSON.stringify(text)}`);
         expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
     expect(await state()).toEqual(before);
   });
@@ -315,7 +316,7 @@ describe("reads and resolution", () => {
           expectCleanError(res.error, { codes: [Code.InvalidArgument] }, `GetRailStatement since=${JSON.stringify(since, bigintJson)} after=${afterSequence} size=${pageSize}`);
         },
       ),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 });

@@ -18,6 +18,7 @@ import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, textViolation, textW
 import { bounded, expectCleanError, settle } from "./outcome.js";
 import { raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
 const CALL_BOUND_MS = 10_000;
 let mesh: Mesh;
@@ -95,7 +96,7 @@ describe("RailService without the credential", () => {
           expect(ce.rawMessage).not.toContain(mesh.credential);
         }
       }),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
     expect(await raildbState(mesh.databases.raildb)).toEqual(before);
     expect((await control.grpc.getFaults({})).submitCalls).toBe(callsBefore);
@@ -114,7 +115,7 @@ describe("RailService with the credential", () => {
         expect(res.ok).toBe(false);
         if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument] }, "SubmitPayment");
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
     expect(await raildbState(mesh.databases.raildb)).toEqual(before);
   });
@@ -134,7 +135,7 @@ describe("RailService with the credential", () => {
           expect(after).toEqual(before);
         }
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -151,7 +152,7 @@ describe("RailService with the credential", () => {
           if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "TIMESTAMP_INVALID"] }, "ListPayments");
         },
       ),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -166,7 +167,7 @@ describe("RailService with the credential", () => {
         expect(res.ok, `booked ${field}=${JSON.stringify(text)}`).toBe(false);
         if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `SubmitPayment ${field}=${JSON.stringify(text)}`);
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
     expect(await raildbState(mesh.databases.raildb)).toEqual(before);
   });
@@ -211,7 +212,7 @@ describe("RailControlService", () => {
             tally.recordSettled("GetFaults", await settle(control[protocol].getFaults({})));
           },
         ),
-        { numRuns: 50 },
+        { numRuns: runs(50) },
       );
     } finally {
       await control.grpc.setFaults({ rules: [] });
@@ -250,7 +251,7 @@ describe("grpc.health.v1.Health", () => {
         else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
         else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 });

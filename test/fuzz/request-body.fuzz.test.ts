@@ -25,6 +25,7 @@ import { grpcFrame, rawRequest, type RawAnswer } from "./raw-h2.js";
 import { FuzzTally } from "./summary.js";
 import { concat, lenField, wireTargets, type WireTarget } from "./wire-targets.js";
 import { expectUnharmed, meshState, SERVER_READ_TIMEOUT_MS, startWireMesh } from "./wire-mesh.js";
+import { runs } from "../support/fast-check-seed.js";
 
 let mesh: Mesh;
 let before: Record<string, unknown>;
@@ -107,7 +108,7 @@ describe("stalled bodies", () => {
           }),
         );
       }),
-      { numRuns: 4 },
+      { numRuns: runs(4) },
     );
   });
 
@@ -140,7 +141,7 @@ describe("oversized envelopes and bodies", () => {
         tally.record("oversized/refused", expectRefusal(a, Code.ResourceExhausted, "REQUEST_TOO_LARGE", what));
         expect(a.stillOpen, `${what}: the server left the stream open`).not.toBe(true);
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
   });
 
@@ -186,7 +187,7 @@ describe("truncated and extra envelopes", () => {
         tally.record("truncated/envelope", expectRefusal(a, Code.InvalidArgument, "MALFORMED_REQUEST", what));
         expect(a.metadata?.problem, what).toBe("incomplete_envelope");
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
   });
 
@@ -197,7 +198,7 @@ describe("truncated and extra envelopes", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, proto), body: concat(grpcFrame(t.valid()), tail), boundMs: 8000 });
         tally.record("extra/envelope", expectRefusal(a, Code.InvalidArgument, "MALFORMED_REQUEST", `${t.name} ${proto} +${tail.length} bytes`));
       }),
-      { numRuns: 30 },
+      { numRuns: runs(30) },
     );
     for (const t of TARGETS) {
       const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, "grpc"), body: new Uint8Array(0), boundMs: 8000 });
@@ -214,7 +215,7 @@ describe("truncated and extra envelopes", () => {
         tally.record("truncated/json", expectRefusal(a, Code.InvalidArgument, "MALFORMED_REQUEST", `${t.name} json ${JSON.stringify(body.slice(0, 60))}`));
         expect(a.refusal!.rawMessage).not.toMatch(/JSON|Unexpected|position|token/);
       }),
-      { numRuns: 30 },
+      { numRuns: runs(30) },
     );
   });
 });

@@ -20,6 +20,7 @@ import { CONNECT_JSON_HEADERS, GRPC_HEADERS, grpcFrame, rawRequest, slowStream, 
 import { lockdbState, paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
 import { documentedRequestLimits } from "./wire-targets.js";
+import { runs } from "../support/fast-check-seed.js";
 
 /** gRPC status codes a hostile request may legitimately get. */
 const CLEAN_GRPC = new Set([1, 3, 4, 5, 6, 8, 9, 10, 12, 16]); // canceled, invalid_argument, deadline, not_found, already_exists, resource_exhausted, failed_precondition, aborted, unimplemented, unauthenticated
@@ -100,7 +101,7 @@ describe("gRPC framing", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(bytes, { flags, declaredLength: declared }), boundMs: 8000 });
         tally.record("grpc/random-frame", expectCleanRaw(a, `${t.name} frame len=${bytes.length} declared=${declared} flags=${flags}`));
       }),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
   });
 
@@ -159,7 +160,7 @@ describe("Connect JSON", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: { ...CONNECT_JSON_HEADERS, "idempotency-key": "wire-fuzz" }, body, boundMs: 8000 });
         tally.record("connect/hostile-json", expectCleanRaw(a, `${t.name} json ${body.slice(0, 120)}`));
       }),
-      { numRuns: 150 },
+      { numRuns: runs(150) },
     );
   });
 
@@ -190,7 +191,7 @@ describe("headers and routing", () => {
           tally.record("headers/garbage", expectCleanRaw(a, `${t.name} ct=${h.contentType} timeout=${h.timeout} path=${h.path}`, { allowReset: true }));
         },
       ),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
   });
 
