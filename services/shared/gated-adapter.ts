@@ -43,6 +43,15 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
     const handler = handlers.get(path);
     if (!handler) return refuse(req, methodNotFound(req.headers), "(unknown)");
     const method: DescMethod = handler.method;
+    if (method.methodKind === "bidi_streaming" || method.methodKind === "client_streaming") {
+      // Streams of requests (gRPC reflection is the only one railfence serves) have no single body
+      // to gate: connect-node reads them as they come, under the framework's own limits.
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, opts.contextValues?.(req));
+      void handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((err: unknown) => opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered"));
+      return;
+    }
     void admitRequest(req, req.headers, method, opts.limits).then(
       (outcome) => {
         if ("gone" in outcome) return;
