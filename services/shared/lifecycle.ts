@@ -69,3 +69,27 @@ export function runMain(logger: Logger, main: () => Promise<void>): void {
     process.exit(isConfig ? EXIT_CONFIG : EXIT_STARTUP);
   });
 }
+
+/**
+ * A service started in process by its factory (`startRailProxy(config, deps)`, ...): what its
+ * ready line says, and how to stop it. main.ts only reads the environment and wires signals, so a
+ * test can start the same service in process with fakes, and the cross-process tests keep the
+ * real processes.
+ */
+export interface RunningService {
+  /** Fields of the `"event":"ready"` line (the ports first; 0 for a worker without an RPC port). */
+  ready: { port: number; metricsPort: number } & Record<string, unknown>;
+  /** How long close() may take before the process gives up (EXIT_DRAIN_TIMEOUT). */
+  drainBoundMs: number;
+  /** Graceful, bounded stop: in-flight work finishes, pools close. */
+  close(): Promise<void>;
+}
+
+/** The whole of a service's main.ts: start it, log ready, drain on SIGTERM/SIGINT. */
+export function runService(logger: Logger, start: () => Promise<RunningService>): void {
+  runMain(logger, async () => {
+    const service = await start();
+    logger.info({ event: "ready", ...service.ready }, "ready");
+    onShutdown(logger, service.drainBoundMs, () => service.close());
+  });
+}
