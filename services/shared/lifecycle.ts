@@ -3,6 +3,7 @@
  * reported as one JSON line with an explicit exit code.
  */
 import type { Logger } from "./logger.js";
+import { flushTelemetry } from "./telemetry.js";
 
 export const EXIT_OK = 0;
 export const EXIT_CONFIG = 78; // EX_CONFIG
@@ -51,15 +52,7 @@ function safeLog(write: () => void): void {
   }
 }
 
-/**
- * Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. Call it
- * before any process.exit: buffered spans die with the process (a CronJob run exports nothing).
- */
-export async function flushTelemetry(): Promise<void> {
-  const shutdown = (globalThis as { __railfenceTelemetryShutdown?: () => Promise<void> }).__railfenceTelemetryShutdown;
-  if (!shutdown) return;
-  await Promise.race([shutdown().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
-}
+export { flushTelemetry } from "./telemetry.js";
 
 /** Runs main(); a ConfigError exits 78, anything else 70, each reported as one JSON line. */
 export function runMain(logger: Logger, main: () => Promise<void>): void {
