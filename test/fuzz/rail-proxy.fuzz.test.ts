@@ -252,8 +252,11 @@ describe("reads and resolution", () => {
   it("ResolveSubmission with hostile input: a clean refusal, and nothing is resolved", async () => {
     // One real, non-ambiguous submission for the valid-id cases to find.
     const existing = { accountId: "acc-resolve-fz", payoutId: "p-resolve-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
-    await proxy.grpc.submitPayout(await fencedFor(paydb, existing)).catch(() => {});
+    // Not caught: without this submission the NOT_AMBIGUOUS path below would never run.
+    const setUp = await proxy.grpc.submitPayout(await fencedFor(paydb, existing));
+    expect(setUp.submission?.ambiguous).toBe(false);
     const before = await state();
+    let notAmbiguous = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(anyId, fc.constant(existing.payoutId)),
@@ -268,11 +271,15 @@ describe("reads and resolution", () => {
           if (res.ok) return;
           const invalid = !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000);
           if (invalid) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "ResolveSubmission invalid");
-          else expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+          else {
+            expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+            if (errorInfo(res.error)?.reason === "NOT_AMBIGUOUS") notAmbiguous++;
+          }
         },
       ),
       { numRuns: runs(80) },
     );
+    expect(notAmbiguous, "the real submission was never asked to be resolved").toBeGreaterThan(0);
     expect(await state()).toEqual(before);
   });
 
