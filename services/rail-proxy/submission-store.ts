@@ -270,11 +270,6 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
       );
       return { count: Number(rows[0]?.count ?? 0), oldestAgeSeconds: rows[0]?.oldest ?? 0 };
     },
-
-    async isPrimary(): Promise<boolean> {
-      const { rows } = await pool.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r");
-      return rows[0]?.r === false;
-    },
   };
 }
 

@@ -78,20 +78,6 @@ export function createPool(opts: PoolOptions): pg.Pool {
   return pool;
 }
 
-/** Runs fn on one pooled client and always releases it (destroying it after an error). */
-export async function withClient<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let failed = false;
-  try {
-    return await fn(client);
-  } catch (err) {
-    failed = true;
-    throw err;
-  } finally {
-    client.release(failed);
-  }
-}
-
 /** SQLSTATE classes and codes that mean "the database is not reachable or not usable now". */
 export function isUnavailableError(err: unknown): boolean {
   if (err instanceof StandbyRefusedError) return true;
