@@ -7,12 +7,15 @@
  * statement through rail-proxy's GetRailStatement, so the audit never holds the rail credential.
  * Exit codes: 0 every invariant holds, 5 violations (named in the report), 2 usage, 3 unreachable.
  */
+import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
 import { databaseUrl } from "../shared/config.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { formatTable, runAudit, type AuditResult } from "./audit/audit.js";
 import { proxyStatement } from "./audit/statement.js";
+import { CallFailed } from "./clients.js";
 import type { CommandContext, CommandSpec } from "./command.js";
+import { redactUrl } from "./endpoints.js";
 import { EXIT_OK, EXIT_VIOLATIONS, UsageError } from "./exit-codes.js";
 import { printJson } from "./output.js";
 
@@ -47,6 +50,23 @@ export function auditReport(r: AuditResult, limit = 50): string {
   return lines.join("\n");
 }
 
+/** Network-level failures of the pg client (no server answered), and the SQLSTATEs of a server that cannot serve. */
+const PG_UNREACHABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "57P01", "57P02", "57P03"]);
+
+/**
+ * A failed audit as the exit codes say (docs/cli.md): the statement's rail-proxy refused or was
+ * unreachable (its Connect code decides), paydb unreachable is 3, paydb refusing the auditor's
+ * login or a read is 1 with PostgreSQL's reason. Never "internal": the operator's next step differs.
+ */
+export function auditFailure(err: unknown, proxyUrl: string, paydbUrl: string): unknown {
+  if (err instanceof ConnectError) return new CallFailed(err, proxyUrl);
+  const e = err as { code?: string; message?: string };
+  if (typeof e?.code !== "string") return err;
+  const unreachable = PG_UNREACHABLE.has(e.code) || e.code.startsWith("08") || /timeout|terminated/i.test(e.message ?? "");
+  const what = unreachable ? "paydb unreachable" : `paydb refused the audit (SQLSTATE ${e.code})`;
+  return new CallFailed(new ConnectError(`${what}: ${e.message ?? e.code}`, unreachable ? Code.Unavailable : Code.PermissionDenied), redactUrl(paydbUrl));
+}
+
 async function check(ctx: CommandContext): Promise<number> {
   const since = ctx.opts.string("since");
   const until = ctx.opts.string("until");
@@ -59,10 +79,13 @@ async function check(ctx: CommandContext): Promise<number> {
   const pool = new pg.Pool({ connectionString: databaseUrl(paydbUrl, ctx.env.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"), max: 1, application_name: "railfence-check" });
   pool.on("error", () => {});
   try {
+    const maxRows = ctx.opts.integer("max-rows", 1, 100_000) ?? 200;
     const result = await runAudit(pool, proxyStatement(() => ctx.connections.client(RailProxyService, proxies[0]!), { timeoutMs: 30_000 }), {
       ...window,
       quiescent: ctx.opts.flag("quiescent"),
-      maxRows: ctx.opts.integer("max-rows", 1, 100_000) ?? 200,
+      maxRows,
+    }).catch((err: unknown) => {
+      throw auditFailure(err, proxies[0]!, paydbUrl);
     });
     const ok = result.violations.length === 0;
     if (ctx.json) printJson(ctx.output, { verdict: ok ? "PASS" : "FAIL", ...result });
