@@ -5,7 +5,8 @@
  * Read-only: paydb through the auditor's role (SELECT and temporary tables only; --paydb,
  * RAILFENCE_PAYDB_URL or the endpoints file, password via PAYDB_PASSWORD_FILE), and the rail's
  * statement through rail-proxy's GetRailStatement, so the audit never holds the rail credential.
- * Exit codes: 0 every invariant holds, 5 violations (named in the report), 2 usage, 3 unreachable.
+ * Exit codes: 0 every invariant holds, 5 violations (named in the report), 2 usage, 3 unreachable,
+ * 1 refused (the identity by rail-proxy, the login or a read by paydb).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
@@ -73,7 +74,7 @@ async function check(ctx: CommandContext): Promise<number> {
   const window = { since: since === undefined ? undefined : parseInstant("since", since), until: until === undefined ? undefined : parseInstant("until", until) };
   if (window.since && window.until && window.since >= window.until) throw new UsageError("--since must be before --until");
   const paydbUrl = ctx.endpoints.paydbAudit?.value;
-  if (!paydbUrl) throw new UsageError("check needs paydb: pass --paydb URL (the auditor's role), set RAILFENCE_PAYDB_URL, or run where .railfence/endpoints.json exists");
+  if (!paydbUrl) throw new UsageError("check needs paydb: pass --paydb URL (the auditor's role), set RAILFENCE_PAYDB_AUDIT_URL or RAILFENCE_PAYDB_URL, or run where .railfence/endpoints.json exists");
   const proxies = ctx.endpoints.railProxy?.value ?? [];
   if (proxies.length === 0) throw new UsageError("check needs a rail-proxy (--rail-proxy URL) to read the rail's statement");
   const pool = new pg.Pool({ connectionString: databaseUrl(paydbUrl, ctx.env.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"), max: 1, application_name: "railfence-check" });
@@ -105,8 +106,8 @@ export const checkCommands: readonly CommandSpec[] = [
       "--since T, --until T  the window: intents and payouts created in it (ISO-8601, \"now\", or 24h / 7d ago); default: everything",
       "--quiescent           the system was drained: work still in flight is a violation",
       "--max-rows N          rows reported per invariant (the counts are always complete; default 200)",
-      "reads paydb as the auditor (--paydb, RAILFENCE_PAYDB_URL or the endpoints file; PAYDB_PASSWORD_FILE) and the statement through rail-proxy",
-      "exit 0: every invariant holds; 5: violations (named); 2: usage; 3: unreachable",
+      "reads paydb as the auditor (--paydb, RAILFENCE_PAYDB_AUDIT_URL, RAILFENCE_PAYDB_URL or the endpoints file; PAYDB_PASSWORD_FILE) and the statement through rail-proxy",
+      "exit 0: every invariant holds; 5: violations (named); 2: usage; 3: unreachable; 1: refused",
     ],
     options: ["since", "until", "quiescent", "max-rows"],
     positionals: 0,
