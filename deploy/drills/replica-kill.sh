@@ -2,22 +2,19 @@
 # Cluster replica-kill drill (C5 §5.3 on a real cluster):
 #   1. a load Job creates payouts through the payouts API (Idempotency-Key per payout),
 #   2. meanwhile rail-proxy pods are force-deleted (--grace-period=0 --force) on a schedule,
-#   3. after the load and a settle period, the checker Job reads paydb and the rail's ledger
-#      (the rail-stub's raildb = the statement) and exits non-zero on any invariant violation.
-# Runs ONLY against a development install with railStub.enabled=true: the load moves money.
-#
-# The checker is drill tooling, not part of the product image: this script ships the compiled
-# checker (dist/services/harness/check.js + invariants.js, from `npm ci && npm run build` in a
-# checkout of the commit the image was built from) in the drill's ConfigMap and mounts it into
-# the image, where it runs on the image's node, pg and shared modules.
+#   3. after the load and a settle period, the verdict is the release's own daily audit: a Job
+#      made from the audit CronJob (`kubectl create job --from`, so exactly its pod: the image's
+#      `railfence check`, the auditor's login and certificate, its NetworkPolicy), with --quiescent
+#      and --since the drill's start. It reads paydb and the rail's statement through rail-proxy
+#      and fails (exit 5, every violation named) on any invariant violation.
+# Runs ONLY against a development install with railStub.enabled=true: the load moves money. Needs
+# the audit (audit.enabled=true, the default). Nothing is built or shipped from a checkout: the
+# product image holds the audit, and the load is plain node:http2 inside that image.
 #
 # Usage:
-#   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
-#   PAYDB_URL=postgresql://railfence@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb \
-#   RAILDB_URL=postgresql://railstub@10.20.0.3:5432/raildb?sslmode=require RAILDB_SECRET=railfence-raildb \
-#   deploy/drills/replica-kill.sh
+#   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
-#           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) PASSWORD_KEY (password)
+#           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900)
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -28,18 +25,7 @@ CONCURRENCY=${CONCURRENCY:-8}
 KILL_EVERY_S=${KILL_EVERY_S:-15}
 SETTLE_S=${SETTLE_S:-60}
 TIMEOUT_S=${TIMEOUT_S:-900}
-PASSWORD_KEY=${PASSWORD_KEY:-password}
-: "${IMAGE:?set IMAGE to the railfence image the release runs}"
-: "${PAYDB_URL:?set PAYDB_URL (no password; PAYDB_SECRET names the password Secret)}"
-: "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
-PAYDB_SECRET=${PAYDB_SECRET:-}
-RAILDB_SECRET=${RAILDB_SECRET:-}
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CHECKER_DIR="$ROOT/dist/services/harness"
-for f in check.js invariants.js; do
-  [ -f "$CHECKER_DIR/$f" ] || { echo "$CHECKER_DIR/$f is missing: run npm ci && npm run build (same commit as the image)" >&2; exit 2; }
-done
+: "${IMAGE:?set IMAGE to the railfence image the release runs (the load Job runs in it)}"
 
 RUN_ID="drill-$(date +%s)"
 K=(kubectl -n "$NAMESPACE")
@@ -60,6 +46,27 @@ if [ -z "$("${K[@]}" get deploy -l "$SEL,app.kubernetes.io/component=rail-stub" 
   echo "no rail-stub in release $RELEASE: this drill moves money and only runs against railStub.enabled=true" >&2
   exit 2
 fi
+AUDIT_CRONJOB=$("${K[@]}" get cronjob -l "$SEL,app.kubernetes.io/component=audit" -o jsonpath='{.items[0].metadata.name}')
+if [ -z "$AUDIT_CRONJOB" ]; then
+  echo "no audit CronJob in release $RELEASE (audit.enabled=false?): the drill's verdict is the release's own audit" >&2
+  exit 2
+fi
+# The audit covers what this run creates: payouts and intents from 5 minutes before now (this
+# machine's clock and paydb's may differ a little), UTC ISO-8601; GNU date, else BSD date.
+at=$(( $(date +%s) - 300 ))
+SINCE=$(date -u -d "@$at" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$at" +%Y-%m-%dT%H:%M:%SZ)
+
+# The changes that turn the audit CronJob's Job into the drill's check, as a JSON patch: the
+# chart's command is [node, dist/services/cli/main.js, check, --since, <window>, ...]; the
+# "test" ops make the patch fail, rather than audit the wrong thing, if that shape ever changes.
+check_job_patch() { # since run_id
+  printf '[%s]' "$(printf '%s,' \
+    '{"op":"test","path":"/spec/template/spec/containers/0/command/2","value":"check"}' \
+    '{"op":"test","path":"/spec/template/spec/containers/0/command/3","value":"--since"}' \
+    "{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/command/4\",\"value\":\"$1\"}" \
+    '{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--quiescent"}' \
+    "{\"op\":\"add\",\"path\":\"/metadata/labels/railfence.dev~1drill\",\"value\":\"$2\"}" | sed 's/,$//')"
+}
 
 PAYOUTS_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=payouts,!railfence.dev/metrics" -o jsonpath='{.items[0].metadata.name}')
 PAYOUTS_PORT=$("${K[@]}" get svc "$PAYOUTS_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].port}')
@@ -134,22 +141,7 @@ Promise.all(Array.from({ length: conc }, worker)).then(() => {
 JS
 )
 
-# check.js takes full URLs; this wrapper adds passwords from the mounted Secret files inside the
-# pod (never on the command line, never in the Job spec), then runs the checker unchanged.
-CHECK_JS=$(cat <<'JS'
-import { readFileSync } from "node:fs";
-for (const db of ["PAYDB", "RAILDB"]) {
-  const file = process.env[`${db}_PASSWORD_FILE`];
-  if (!file) continue;
-  const u = new URL(process.env[`${db}_URL`]);
-  u.password = encodeURIComponent(readFileSync(file, "utf8").replace(/\r?\n$/, ""));
-  process.env[`${db}_URL`] = u.toString();
-}
-await import("/app/dist/services/harness/check.js");
-JS
-)
-"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" \
-  --from-file=check.js="$CHECKER_DIR/check.js" --from-file=invariants.js="$CHECKER_DIR/invariants.js" >/dev/null
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" >/dev/null
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -205,58 +197,13 @@ log "$kills rail-proxy pods killed; settling ${SETTLE_S}s so executors finish an
 "${K[@]}" rollout status deploy -l "$SEL,app.kubernetes.io/component=rail-proxy" --timeout=300s || true
 sleep "$SETTLE_S"
 
-# The checker: invariants over paydb and the rail's own ledger; non-zero exit on a violation.
-db_env() { # name url secret prefix
-  printf '            - {name: %s_URL, value: "%s"}\n' "$1" "$2"
-  [ -n "$3" ] && printf '            - {name: %s_PASSWORD_FILE, value: /var/run/secrets/drill/%s/%s}\n' "$1" "$4" "$PASSWORD_KEY"
-  return 0
-}
-db_mount() { [ -n "$1" ] && printf '            - {name: %s, mountPath: /var/run/secrets/drill/%s, readOnly: true}\n' "$2" "$2"; return 0; }
-db_volume() { [ -n "$1" ] && printf '        - {name: %s, secret: {secretName: %s}}\n' "$2" "$1"; return 0; }
+# The verdict: the audit CronJob's own pod, once, over this run, with the system drained.
+log "audit: a Job from cronjob/$AUDIT_CRONJOB, check --since $SINCE --quiescent"
+"${K[@]}" create job "$RUN_ID-check" --from="cronjob/$AUDIT_CRONJOB" --dry-run=client -o json \
+  | "${K[@]}" patch --local -f - --type=json -p "$(check_job_patch "$SINCE" "$RUN_ID")" -o json \
+  | "${K[@]}" create -f - >/dev/null
 
-"${K[@]}" apply -f - <<YAML
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: $RUN_ID-check
-  labels: {railfence.dev/drill: "$RUN_ID"}
-spec:
-  backoffLimit: 0
-  activeDeadlineSeconds: 600
-  template:
-    metadata:
-      labels: {railfence.dev/drill: "$RUN_ID"}
-    spec:
-      restartPolicy: Never
-      automountServiceAccountToken: false
-      $POD_SECURITY
-      containers:
-        - name: check
-          image: $IMAGE
-          # = node dist/services/harness/check.js, with password files resolved first. The checker
-          # files are mounted one by one (subPath: real files, so their relative imports of
-          # ../shared/*.js resolve inside the image).
-          command: ["node", "/drill/check.mjs"]
-          env:
-            - {name: CHECK_QUIESCENT, value: "true"}
-$(db_env PAYDB "$PAYDB_URL" "$PAYDB_SECRET" paydb)
-$(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
-          volumeMounts:
-            - {name: tmp, mountPath: /tmp}
-            - {name: drill, mountPath: /drill, readOnly: true}
-            - {name: drill, mountPath: /app/dist/services/harness/check.js, subPath: check.js, readOnly: true}
-            - {name: drill, mountPath: /app/dist/services/harness/invariants.js, subPath: invariants.js, readOnly: true}
-$(db_mount "$PAYDB_SECRET" paydb)
-$(db_mount "$RAILDB_SECRET" raildb)
-          $CONTAINER_SECURITY
-      volumes:
-        - {name: tmp, emptyDir: {}}
-        - {name: drill, configMap: {name: $RUN_ID-load}}
-$(db_volume "$PAYDB_SECRET" paydb)
-$(db_volume "$RAILDB_SECRET" raildb)
-YAML
-
-log "waiting for the checker"
+log "waiting for the audit"
 "${K[@]}" wait --for=condition=complete "job/$RUN_ID-check" --timeout=600s &
 ok_pid=$!
 "${K[@]}" wait --for=condition=failed "job/$RUN_ID-check" --timeout=600s &
@@ -266,5 +213,5 @@ while kill -0 "$ok_pid" 2>/dev/null && kill -0 "$fail_pid" 2>/dev/null; do sleep
 if ! kill -0 "$ok_pid" 2>/dev/null && wait "$ok_pid"; then status=0; fi
 kill "$ok_pid" "$fail_pid" 2>/dev/null || true
 "${K[@]}" logs "job/$RUN_ID-check" || true
-if [ "$status" -eq 0 ]; then log "VERDICT: no invariant violated ($kills kills)"; else log "VERDICT: violations found or checker failed"; fi
+if [ "$status" -eq 0 ]; then log "VERDICT: no invariant violated ($kills kills)"; else log "VERDICT: violations found (the audit's log names them) or the audit could not run"; fi
 exit "$status"

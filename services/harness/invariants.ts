@@ -59,11 +59,11 @@ export function ledgerStatement(raildb: pg.Pool): StatementSource {
   };
 }
 
-/** The check target of a harness mesh: its first running proxy, called as the operator. */
-export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientOptions(id?: "operator"): CheckTarget["clientOptions"] }): CheckTarget {
+/** The check target of a harness mesh: its first running proxy, called as the auditor (the daily audit's identity). */
+export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientOptions(id?: "auditor"): CheckTarget["clientOptions"] }): CheckTarget {
   const proxy = mesh.proxies.find((p) => p.running);
   if (!proxy) throw new Error("the check reads the statement through a rail-proxy: none is running");
-  return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, clientOptions: mesh.clientOptions("operator") };
+  return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, clientOptions: mesh.clientOptions("auditor") };
 }
 
 /** Runs the audit over the whole history; `quiescent` = the system was drained. */

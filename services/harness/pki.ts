@@ -90,5 +90,5 @@ export class Pki {
 }
 
 /** Every identity the mesh runs as (services) or calls as (operator, client). */
-export const MESH_IDENTITIES = ["rail", "rail-proxy", "lock", "payouts", "executor", "reconciler", "operator", "client"] as const;
+export const MESH_IDENTITIES = ["rail", "rail-proxy", "lock", "payouts", "executor", "reconciler", "operator", "auditor", "client"] as const;
 export type MeshIdentity = (typeof MESH_IDENTITIES)[number];

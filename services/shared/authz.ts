@@ -68,6 +68,12 @@ const S = {
 } as const;
 
 const PROXY_READERS = ["executor", "reconciler", "operator"];
+/**
+ * The daily audit (`railfence check` in the audit CronJob) reads the rail's statement and
+ * nothing else: its own identity rather than the operator's, whose certificate could resolve
+ * submissions and create payouts.
+ */
+const AUDITOR = "auditor";
 
 /** The railfence policy per server (docs/security.md has the same table). */
 export const POLICIES = {
@@ -80,7 +86,7 @@ export const POLICIES = {
     [`${S.proxy}/ResolveSubmission`]: ["reconciler", "operator"],
     [`${S.proxy}/ListUnresolved`]: PROXY_READERS,
     [`${S.proxy}/GetSubmission`]: PROXY_READERS,
-    [`${S.proxy}/GetRailStatement`]: PROXY_READERS,
+    [`${S.proxy}/GetRailStatement`]: [...PROXY_READERS, AUDITOR],
     [`${S.proxy}/ListPayoutSubmissions`]: PROXY_READERS,
     [`${S.proxy}/ListNotPaidResolutions`]: ["reconciler", "operator"],
     [`${S.proxy}/RecordContradiction`]: ["reconciler", "operator"],

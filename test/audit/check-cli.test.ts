@@ -1,8 +1,10 @@
 /**
- * `railfence check` as an operator runs it against a mesh like `npm start`'s (mutual TLS, the
- * operator's certificate, paydb as the auditor role): a clean verdict and exit 0 on an honest
- * history; a planted double payment makes it exit 5 and name the payout.
+ * `railfence check` as the daily audit runs it against a mesh like `npm start`'s (mutual TLS, the
+ * auditor's own certificate, paydb as the auditor role): a clean verdict and exit 0 on an honest
+ * history; a planted double payment makes it exit 5 and name the payout. The auditor's
+ * certificate reads the statement and nothing else.
  */
+import { Code } from "@connectrpc/connect";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +14,9 @@ import type { Mesh } from "../../services/harness/mesh.js";
 import { testMesh } from "../support/test-mesh.js";
 import { poolFor } from "../executor/support.js";
 import { railfence } from "../cli/run-railfence.js";
+import { RailProxyService, ResolutionOutcome } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { expectRejected } from "../support/clients.js";
+import { clientAs } from "../security/support.js";
 
 let mesh: Mesh;
 let paydb: pg.Pool;
@@ -24,10 +29,10 @@ beforeAll(async () => {
   paydb = poolFor(mesh.dbUrl("paydb"));
   raildb = poolFor(mesh.dbUrl("raildb"));
   cwd = mkdtempSync(join(tmpdir(), "railfence-check-"));
-  const operator = mesh.identityFiles("operator");
+  const auditor = mesh.identityFiles("auditor");
   writeFileSync(
     join(cwd, "endpoints.json"),
-    JSON.stringify({ paydbAudit: mesh.roleUrl("paydb", "auditor"), railProxy: mesh.proxies.map((p) => p.url), tls: { cert: operator.cert, key: operator.key, ca: operator.ca } }),
+    JSON.stringify({ paydbAudit: mesh.roleUrl("paydb", "auditor"), railProxy: mesh.proxies.map((p) => p.url), tls: { cert: auditor.cert, key: auditor.key, ca: auditor.ca } }),
   );
 });
 
@@ -66,6 +71,35 @@ describe("railfence check", () => {
     const out = JSON.parse(json.stdout) as { verdict: string; violations: Array<{ invariant: string; row: Record<string, unknown> }> };
     expect(out.verdict).toBe("FAIL");
     expect(out.violations.find((v) => v.invariant === "INV-02")?.row).toMatchObject({ payout_id: "po-cli-1", payments: 2 });
+  });
+
+  it("the auditor's certificate reads the statement and is refused everything else (permission_denied, nothing changes)", async () => {
+    const proxy = clientAs(RailProxyService, mesh.proxies[0]!.url, mesh.identityFiles("auditor"));
+    expect((await proxy.getRailStatement({ pageSize: 10 })).payments).toBeDefined();
+    const before = (await paydb.query("SELECT payout_id, state FROM rail_submissions ORDER BY payout_id")).rows;
+    await expectRejected(proxy.resolveSubmission({ payoutId: "po-cli-1", outcome: ResolutionOutcome.NOT_PAID, actor: "auditor", note: "must be refused" }), Code.PermissionDenied, "PERMISSION_DENIED");
+    await expectRejected(proxy.listUnresolved({}), Code.PermissionDenied, "PERMISSION_DENIED");
+    await expectRejected(proxy.getSubmission({ payoutId: "po-cli-1" }), Code.PermissionDenied, "PERMISSION_DENIED");
+    await expectRejected(
+      proxy.submitPayout({ accountId: "acc-cli", payoutId: "po-cli-1", fencingToken: 99n, amount: { amountMinor: 500n, currency: "EUR" }, beneficiary: "ben-cli" }),
+      Code.PermissionDenied,
+      "PERMISSION_DENIED",
+    );
+    expect((await paydb.query("SELECT payout_id, state FROM rail_submissions ORDER BY payout_id")).rows).toEqual(before);
+  });
+
+  it("says what it could not read: paydb or rail-proxy unreachable exit 3, a role without the auditor's grants exit 1", async () => {
+    const noPaydb = await check("--paydb", "postgresql://railfence_auditor@127.0.0.1:1/paydb", "--json");
+    expect(noPaydb.code).toBe(3);
+    expect(JSON.parse(noPaydb.stderr).error).toMatchObject({ code: "unavailable", message: expect.stringContaining("paydb unreachable") });
+    const noProxy = await check("--rail-proxy", "https://127.0.0.1:1", "--json");
+    expect(noProxy.code).toBe(3);
+    expect(JSON.parse(noProxy.stderr).error).toMatchObject({ code: "unavailable", endpoint: "https://127.0.0.1:1" });
+    // The executor's role may not read the ledger: PostgreSQL's refusal, named, not an internal failure.
+    const wrongRole = await check("--paydb", mesh.roleUrl("paydb", "executor"));
+    expect(wrongRole.code).toBe(1);
+    expect(wrongRole.stderr).toMatch(/paydb refused the audit \(SQLSTATE 42501\): permission denied/);
+    expect(wrongRole.stderr).not.toContain("internal");
   });
 
   it("refuses a bad window as a usage error, touching nothing", async () => {

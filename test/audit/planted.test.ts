@@ -9,6 +9,8 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../../services/harness/invariants.js";
+import { runAudit } from "../../services/cli/audit/audit.js";
+import type { StatementSource } from "../../services/cli/audit/statement.js";
 import { testMesh } from "../support/test-mesh.js";
 import { poolFor } from "../executor/support.js";
 
@@ -108,6 +110,36 @@ async function namedFor(ids: string[], quiescent = false): Promise<string[]> {
   const r = await check(quiescent);
   return [...new Set(r.violations.filter((v) => ids.some((id) => JSON.stringify(v.row).includes(id))).map((v) => v.invariant))].sort();
 }
+
+describe("the audit on a live system", () => {
+  it("a payment booked while the statement streams in, for an intent committed meanwhile, is no violation", async () => {
+    const n = ++seq;
+    const id = `po-live-${n}`;
+    const accountId = `acc-live-${n}`;
+    const auditor = poolFor(mesh.roleUrl("paydb", "auditor"));
+    // The audit has begun reading the statement when the proxy admits a payout (intent and mark
+    // committed) and the rail books it: the next page shows the payment.
+    const statement: StatementSource = async function* pages() {
+      await payout(id, accountId, "PROCESSING", 5n);
+      await admit(id, id, accountId, 5n);
+      yield [{ railReference: rr(), clientReference: id, accountId, beneficiary: BEN, amountMinor: AMOUNT, currency: "EUR", status: "ACCEPTED", bookedAt: new Date(), sequence: 1n }];
+    };
+    try {
+      const r = await runAudit(auditor, statement);
+      expect(r.counts.railPayments).toBe(1);
+      expect(r.violations.filter((v) => JSON.stringify(v.row).includes(id))).toEqual([]);
+      // The same payment with no intent behind it is still named (the check above can fail).
+      const ghost = `po-live-ghost-${n}`;
+      const orphan: StatementSource = async function* pages() {
+        yield [{ railReference: rr(), clientReference: ghost, accountId, beneficiary: BEN, amountMinor: 77n, currency: "EUR", status: "ACCEPTED", bookedAt: new Date(), sequence: 1n }];
+      };
+      const named = (await runAudit(auditor, orphan)).violations.filter((v) => JSON.stringify(v.row).includes(ghost)).map((v) => v.invariant);
+      expect(named).toEqual(expect.arrayContaining(["INTENT_FIRST"]));
+    } finally {
+      await auditor.end();
+    }
+  });
+});
 
 describe("the audit names every planted corruption", () => {
   it("a clean history (paid once, honestly) has no violation", async () => {

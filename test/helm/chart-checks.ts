@@ -143,6 +143,12 @@ export function dbPasswordViolations(objects: K8sObject[]): string[] {
   return out;
 }
 
+/** Who may call rail-proxy: executors (SubmitPayout), the reconciler, and the read-only daily audit (GetRailStatement). */
+const PROXY_CALLERS = ["executor", "reconciler", "audit"];
+
+/** One-shot pods whose result is their Job status and log: no telemetry export, so no OTLP egress. */
+export const NO_TELEMETRY_EXPORT = new Set(["audit"]);
+
 function policyComponent(np: K8sObject): string | undefined {
   return np.spec.podSelector?.matchLabels?.["app.kubernetes.io/component"];
 }
@@ -150,9 +156,10 @@ function policyComponent(np: K8sObject): string | undefined {
 /**
  * NetworkPolicies: every workload component is selected by a policy with both directions;
  * no rule opens "anywhere" (an empty peer list); only rail-proxy reaches the rail; only
- * executor and reconciler reach rail-proxy; only executor reaches lock.
+ * executor, reconciler and the audit reach rail-proxy; only executor reaches lock; a component
+ * that exports no telemetry has no egress to the collector.
  */
-export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[]): string[] {
+export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[], otlpPort = 4318): string[] {
   const out: string[] = [];
   const nps = byKind(objects, "NetworkPolicy");
   const perComponent = new Map(nps.filter(policyComponent).map((np) => [policyComponent(np)!, np]));
@@ -172,9 +179,10 @@ export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[
           if (dir === "egress" && railCidrs.includes(peer.ipBlock?.cidr) && who !== "rail-proxy") out.push(`${who}: egress to the rail ${peer.ipBlock.cidr}`);
           const target = peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
           if (dir === "egress" && target === "rail-stub" && who !== "rail-proxy") out.push(`${who}: egress to the rail-stub`);
-          if (dir === "egress" && target === "rail-proxy" && !["executor", "reconciler"].includes(who)) out.push(`${who}: egress to rail-proxy`);
+          if (dir === "egress" && target === "rail-proxy" && !PROXY_CALLERS.includes(who)) out.push(`${who}: egress to rail-proxy`);
+          if (dir === "egress" && NO_TELEMETRY_EXPORT.has(who) && (rule.ports ?? []).some((p: any) => p.port === otlpPort)) out.push(`${who}: egress to the OTLP collector`);
           if (dir === "egress" && target === "lock" && who !== "executor") out.push(`${who}: egress to lock`);
-          if (dir === "ingress" && who === "rail-proxy" && target && !["executor", "reconciler"].includes(target)) out.push(`rail-proxy: ingress from ${target}`);
+          if (dir === "ingress" && who === "rail-proxy" && target && !PROXY_CALLERS.includes(target)) out.push(`rail-proxy: ingress from ${target}`);
           if (dir === "ingress" && who === "lock" && target && target !== "executor") out.push(`lock: ingress from ${target}`);
         }
       }
@@ -250,7 +258,7 @@ export function entrypointViolations(objects: K8sObject[]): string[] {
  * Telemetry reaches every component: the image starts instrumentation through NODE_OPTIONS
  * (Dockerfile), so a container that sets NODE_OPTIONS itself silently turns tracing off; with
  * otel.enabled each long-running component exports to the endpoint under its own name, and with
- * it off the SDK is disabled explicitly.
+ * it off the SDK is disabled explicitly; the one-shot audit never exports (NO_TELEMETRY_EXPORT).
  */
 export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean): string[] {
   const out: string[] = [];
@@ -261,7 +269,9 @@ export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean):
       if (env.has("NODE_OPTIONS")) out.push(`${where}: sets NODE_OPTIONS, replacing the image's --import of the instrumentation`);
       if ((c.envFrom ?? []).length > 0) out.push(`${where}: envFrom can override NODE_OPTIONS or OTEL_* unseen`);
       if (p.component === "migrate") continue;
-      if (otelEnabled) {
+      if (NO_TELEMETRY_EXPORT.has(p.component)) {
+        if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)`);
+      } else if (otelEnabled) {
         if (!env.get("OTEL_EXPORTER_OTLP_ENDPOINT")) out.push(`${where}: no OTEL_EXPORTER_OTLP_ENDPOINT`);
         if (env.get("OTEL_SDK_DISABLED") === "true") out.push(`${where}: OTEL_SDK_DISABLED=true with otel.enabled`);
       } else if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: otel.enabled=false but OTEL_SDK_DISABLED is not true`);

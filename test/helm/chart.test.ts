@@ -25,7 +25,7 @@ const DEV = [
   "railStub.enabled=true",
   "rail.credential=dev-only-credential",
   // One development password per credential: the chart creates one Secret each.
-  ...["migrations", "railProxy", "executor", "payouts", "reconciler"].map((k) => `database.paydb.credentials.${k}.password=dev-paydb-${k}`),
+  ...["migrations", "railProxy", "executor", "payouts", "reconciler", "auditor"].map((k) => `database.paydb.credentials.${k}.password=dev-paydb-${k}`),
   "database.lockdb.credentials.migrations.password=dev-lockdb-owner",
   "database.lockdb.credentials.lock.password=dev-lockdb-lock",
   "database.raildb.password=dev-raildb",
@@ -58,7 +58,7 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
 
   it("renders every component, each object valid with no unknown fields", async () => {
     const workloads = podSpecs(objects).map((p) => p.component);
-    expect(workloads).toEqual(expect.arrayContaining(["lock", "rail-proxy", "payouts", "executor", "reconciler", "migrate"]));
+    expect(workloads).toEqual(expect.arrayContaining(["lock", "rail-proxy", "payouts", "executor", "reconciler", "audit", "migrate"]));
     const problems = (await Promise.all(objects.map(validateObject))).flat();
     expect(problems).toEqual([]);
   });
@@ -187,6 +187,19 @@ describe("the checks catch regressions (negative controls)", () => {
     );
     expect(telemetryViolations(render({ set: [...MINIMAL, "otel.enabled=false"] }), false)).toEqual([]);
     expect(telemetryViolations(base, false).length).toBeGreaterThan(0);
+  });
+
+  it("the audit reaching the collector or payouts, or exporting telemetry, is reported", () => {
+    const broken = mutate((objs) => {
+      const np = byKind(objs, "NetworkPolicy").find((x) => component(x) === "audit")!;
+      np.spec.egress.push({ to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }], ports: [{ port: 4318, protocol: "TCP" }] });
+      const lockNp = byKind(objs, "NetworkPolicy").find((x) => component(x) === "lock")!;
+      lockNp.spec.ingress[0].from.push({ podSelector: { matchLabels: { "app.kubernetes.io/component": "audit" } } });
+      const env = pod(objs, "audit").containers[0].env;
+      env.find((e: any) => e.name === "OTEL_SDK_DISABLED").value = "false";
+    });
+    expect(networkPolicyViolations(broken, ["203.0.113.0/24"]).sort()).toEqual(["audit: egress to the OTLP collector", "lock: ingress from audit"]);
+    expect(telemetryViolations(broken, true)).toEqual(["audit/audit: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)"]);
   });
 
   it("a guard switch set on rail-proxy or any switch on another pod is reported", () => {

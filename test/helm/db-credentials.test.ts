@@ -16,7 +16,7 @@ const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-
 /** Every credential with a Secret of its own, as values-gke.yaml has them. */
 const OWN_SECRETS = [
   ...MINIMAL,
-  ...["migrations", "railProxy", "executor", "payouts", "reconciler"].map((k) => `database.paydb.credentials.${k}.existingSecret=db-paydb-${k.toLowerCase()}`),
+  ...["migrations", "railProxy", "executor", "payouts", "reconciler", "auditor"].map((k) => `database.paydb.credentials.${k}.existingSecret=db-paydb-${k.toLowerCase()}`),
   "database.lockdb.credentials.migrations.existingSecret=db-paydb-migrations",
   "database.lockdb.credentials.lock.existingSecret=db-lockdb-lock",
 ];
@@ -61,6 +61,7 @@ describe("database credentials: one per component", () => {
       "payouts/payouts PAYDB_URL": "railfence_payouts_login",
       "executor/executor PAYDB_URL": "railfence_executor_login",
       "reconciler/reconciler PAYDB_URL": "railfence_reconciler_login",
+      "audit/audit RAILFENCE_PAYDB_AUDIT_URL": "railfence_auditor_login",
       "migrate/migrate-lockdb DATABASE_URL": "railfence_owner",
       "migrate/migrate-paydb DATABASE_URL": "railfence_owner",
     });
@@ -76,8 +77,9 @@ describe("database credentials: one per component", () => {
       "payouts/payouts": ["db-paydb-payouts/password"],
       "executor/executor": ["db-paydb-executor/password"],
       "reconciler/reconciler": ["db-paydb-reconciler/password"],
+      "audit/audit": ["db-paydb-auditor/password"],
       "migrate/migrate-lockdb": ["db-lockdb-lock/password", "db-paydb-migrations/password"],
-      "migrate/migrate-paydb": ["db-paydb-executor/password", "db-paydb-migrations/password", "db-paydb-payouts/password", "db-paydb-railproxy/password", "db-paydb-reconciler/password"],
+      "migrate/migrate-paydb": ["db-paydb-auditor/password", "db-paydb-executor/password", "db-paydb-migrations/password", "db-paydb-payouts/password", "db-paydb-railproxy/password", "db-paydb-reconciler/password"],
     });
     // And nothing else of those Secrets reaches any pod (volumes, not only files read).
     const dbSecrets = new Set(OWN_SECRETS.filter((s) => s.includes("existingSecret=db-")).map((s) => s.split("=")[1]!));
@@ -101,6 +103,8 @@ describe("database credentials: one per component", () => {
       LOGIN_PAYOUTS_PASSWORD_FILE: "/var/run/secrets/railfence/paydb-payouts/password",
       LOGIN_RECONCILER_USER: "railfence_reconciler_login",
       LOGIN_RECONCILER_PASSWORD_FILE: "/var/run/secrets/railfence/paydb-reconciler/password",
+      LOGIN_AUDITOR_USER: "railfence_auditor_login",
+      LOGIN_AUDITOR_PASSWORD_FILE: "/var/run/secrets/railfence/paydb-auditor/password",
     });
     expect(logins(byName["migrate-lockdb"]!)).toEqual({ LOGIN_LOCK_USER: "railfence_lock_login", LOGIN_LOCK_PASSWORD_FILE: "/var/run/secrets/railfence/lockdb-lock/password" });
   });
@@ -144,6 +148,10 @@ describe("database credentials: a shared one is refused at render time", () => {
     ["a group role as a login", ["database.paydb.credentials.executor.user=railfence_executor"], /database\.paydb\.credentials\.executor\.user "railfence_executor" is a group role/],
     ["another component's group role as a login", ["database.paydb.credentials.executor.user=railfence_rail_proxy"], /is a group role the migrations create/],
     ["the superuser for a service", ["database.paydb.credentials.reconciler.user=postgres"], /credentials\.reconciler\.user is "postgres", a superuser/],
+    ["the auditor and the reconciler, one user", ["database.paydb.credentials.auditor.user=railfence_reconciler_login"], /database\.paydb\.credentials\.auditor and database\.paydb\.credentials\.reconciler both log in as "railfence_reconciler_login"/],
+    ["the auditor as the owner (it would write everything)", ["database.paydb.credentials.auditor.user=railfence_owner"], /both log in as "railfence_owner"/],
+    ["the auditor's group role as its login", ["database.paydb.credentials.auditor.user=railfence_auditor"], /credentials\.auditor\.user "railfence_auditor" is a group role/],
+    ["the auditor and the executor, one Secret key", ["database.paydb.credentials.auditor.existingSecret=db", "database.paydb.credentials.executor.existingSecret=db"], /credentials\.auditor and database\.paydb\.credentials\.executor read their password from the same Secret key/],
     ["the rail credential's Secret as a password Secret", ["database.paydb.credentials.executor.existingSecret=rail-cred"], /existingSecret "rail-cred" is the rail credential's or the token-signing key's Secret/],
   ])("%s", (_, set, message) => {
     const r = refusal(...set);

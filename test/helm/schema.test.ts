@@ -49,7 +49,8 @@ describe("values.schema.json", () => {
     ["database.lockdb.url=postgresql://db:5432/lockdb?sslmode=require&password=hunter2", "database.lockdb.url"],
     ["database.raildb.url=postgresql://stub@db/raildb", "database.raildb.url"],
     ["database.paydb.existingSecret=shared", "existingSecret"],
-    ["database.paydb.credentials.auditor.user=x", "auditor"],
+    ["database.paydb.credentials.auditor.user=Auditor", "database.paydb.credentials.auditor.user"],
+    ["database.paydb.credentials.metrics.user=x", "metrics"],
     ["database.paydb.credentials.executor.user=Executor", "database.paydb.credentials.executor.user"],
     ["database.paydb.credentials.executor.user=exec-login", "database.paydb.credentials.executor.user"],
     ["database.paydb.credentials.executor.user=x\\;DROP ROLE y", "database.paydb.credentials.executor.user"],
@@ -77,6 +78,7 @@ describe("values.schema.json", () => {
       "reconciler.contradictionWatchMs=86400000",
       "database.paydb.url=postgresql://db.example:5432/paydb?sslmode=verify-full",
       "database.paydb.credentials.executor.user=_exec_login_2",
+      "database.paydb.credentials.auditor.user=x",
       "database.lockdb.credentials.lock.passwordKey=lock.password",
     );
     expect(r.stderr).toBe("");

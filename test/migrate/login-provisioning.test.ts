@@ -6,8 +6,9 @@
  *
  * Then each component, with the env and the one password file the chart gives its pod, logs in
  * as its own role, which holds exactly its group's privileges (the executor cannot UPDATE
- * rail_high_water). A rotated password is set by re-running the Job; a shared login, the owner,
- * a group role, a privileged or foreign role as a login are refused, changing nothing.
+ * rail_high_water; the audit reads the ledger and writes nothing). A rotated password is set by
+ * re-running the Job; a shared login, the owner, a group role, a privileged or foreign role as a
+ * login are refused, changing nothing.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -29,6 +30,7 @@ const PASSWORDS: Record<string, string> = {
   "pg-executor": "ex \\ pass;--",
   "pg-payouts": "pay$$outs$1",
   "pg-reconciler": "rec-0n-c1ler",
+  "pg-auditor": "aud it\"or'1",
   "pg-lock": "l0ck&key=1",
 };
 const CREDS: Array<{ db: "paydb" | "lockdb"; key: string; component: ServiceRole; secret: string }> = [
@@ -36,15 +38,18 @@ const CREDS: Array<{ db: "paydb" | "lockdb"; key: string; component: ServiceRole
   { db: "paydb", key: "executor", component: "executor", secret: "pg-executor" },
   { db: "paydb", key: "payouts", component: "payouts", secret: "pg-payouts" },
   { db: "paydb", key: "reconciler", component: "reconciler", secret: "pg-reconciler" },
+  { db: "paydb", key: "auditor", component: "auditor", secret: "pg-auditor" },
   { db: "lockdb", key: "lock", component: "lock", secret: "pg-lock" },
 ];
-/** The pod and env variable prefix each component reads its database from. */
-const WORKLOAD: Record<ServiceRole, { prefix: string }> = {
-  "rail-proxy": { prefix: "PAYDB" },
-  executor: { prefix: "PAYDB" },
-  payouts: { prefix: "PAYDB" },
-  reconciler: { prefix: "PAYDB" },
-  lock: { prefix: "LOCKDB" },
+/** The pod (by component label) and the env variables each role's user reads its database from. */
+const WORKLOAD: Record<ServiceRole, { pod: string; url: string; file: string }> = {
+  "rail-proxy": { pod: "rail-proxy", url: "PAYDB_URL", file: "PAYDB_PASSWORD_FILE" },
+  executor: { pod: "executor", url: "PAYDB_URL", file: "PAYDB_PASSWORD_FILE" },
+  payouts: { pod: "payouts", url: "PAYDB_URL", file: "PAYDB_PASSWORD_FILE" },
+  reconciler: { pod: "reconciler", url: "PAYDB_URL", file: "PAYDB_PASSWORD_FILE" },
+  lock: { pod: "lock", url: "LOCKDB_URL", file: "LOCKDB_PASSWORD_FILE" },
+  // The daily audit CronJob: `railfence check` reads the CLI's variables.
+  auditor: { pod: "audit", url: "RAILFENCE_PAYDB_AUDIT_URL", file: "PAYDB_PASSWORD_FILE" },
 };
 const loginOf = (c: ServiceRole) => `rf_${c.replace("-", "_")}_login`;
 
@@ -94,10 +99,10 @@ async function runJob(): Promise<Array<{ container: string; code: number | null;
 
 /** The URL a component's pod connects with: its rendered env and its own mounted password file. */
 function componentUrl(component: ServiceRole): string {
-  const pod = podSpecs(chart()).find((p) => p.component === component)!;
+  const w = WORKLOAD[component];
+  const pod = podSpecs(chart()).find((p) => p.component === w.pod)!;
   const env = containerEnv(pod.spec, pod.spec.containers[0], secrets, mkdtempSync(join(dir, `${component}-`)));
-  const { prefix } = WORKLOAD[component];
-  return databaseUrl(env[`${prefix}_URL`]!, env[`${prefix}_PASSWORD_FILE`], `${prefix}_PASSWORD_FILE`);
+  return databaseUrl(env[w.url]!, env[w.file], w.file);
 }
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
@@ -233,6 +238,13 @@ describe("migration Job: login provisioning", () => {
     expect(await tryAs(proxy, "DELETE FROM rail_submissions")).toBe("42501");
     expect(await tryAs(proxy, "CREATE ROLE sneaky")).toBe("42501");
     expect(await tryAs(componentUrl("lock"), "DELETE FROM locks")).toBe("42501");
+    // The audit reads the ledger and joins the statement in temporary tables of its own; it writes nothing.
+    const auditor = componentUrl("auditor");
+    expect(await tryAs(auditor, "SELECT count(*) FROM rail_submissions JOIN payouts ON payouts.payout_id = rail_submissions.bound_payout_id")).toBe("ok");
+    expect(await tryAs(auditor, "CREATE TEMP TABLE audit_probe (x int)")).toBe("ok");
+    expect(await tryAs(auditor, "UPDATE payouts SET state = 'PAID'")).toBe("42501");
+    expect(await tryAs(auditor, "INSERT INTO rail_high_water (account_id, mark) VALUES ('acc-audit', 1)")).toBe("42501");
+    expect(await tryAs(auditor, "UPDATE rail_submissions SET state = 'RESOLVED_PAID'")).toBe("42501");
   });
 
   it("a re-run with a rotated password sets it, and leaves every other login working", async () => {

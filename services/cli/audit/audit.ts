@@ -100,6 +100,10 @@ async function loadStatement(c: pg.PoolClient, statement: StatementSource, since
   }
   await c.query("CREATE INDEX ON audit_statement (client_reference)");
   await c.query("ANALYZE audit_statement");
+}
+
+/** Ties every accepted payment of the loaded statement to a payout (in the audit's snapshot). */
+async function assignPayments(c: pg.PoolClient): Promise<void> {
   // Every accepted payment, tied to a payout: by the payout its reference names when that payout
   // exists; otherwise by content, when exactly one payout pays the same thing.
   await c.query(`CREATE TEMP TABLE audit_assigned AS
@@ -174,10 +178,18 @@ export async function runAudit(paydb: pg.Pool, statement: StatementSource, opts:
   const statementUntil = opts.until ? new Date(opts.until.getTime() + (opts.slackMs ?? DEFAULT_SLACK_MS)) : undefined;
   const c = await paydb.connect();
   try {
-    // One snapshot for every query: the invariants see one consistent paydb. (Not READ ONLY:
-    // PostgreSQL refuses even temporary tables there; the auditor's role can write nothing else.)
-    await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    // The statement first, then one snapshot for every query: the invariants see one consistent
+    // paydb, taken after the last payment was read. Every payment on the statement was booked
+    // before the snapshot, and the proxy commits a payment's intent (and the payout existed)
+    // before it calls the rail, so the snapshot holds every intent the statement can show. A
+    // snapshot taken first would miss intents committed while a long statement streams in on a
+    // live system, and name their payments as paid without an intent (the daily audit runs live).
+    // audit_statement is a temporary table of this session, so it outlives the load's autocommits.
+    // (Not READ ONLY: PostgreSQL refuses even temporary tables there; the auditor's role can write
+    // nothing else.)
     await loadStatement(c, statement, statementSince, statementUntil);
+    await c.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+    await assignPayments(c);
     const violations: Violation[] = [];
     const totals = new Map<string, number>();
     for (const q of INVARIANT_QUERIES) {

@@ -491,6 +491,24 @@ only pod that does.
 
 {{/* Egress every component needs: DNS, PostgreSQL (primary endpoints) and the OTLP collector. */}}
 {{- define "railfence.npCommonEgress" -}}
+{{- include "railfence.npDnsEgress" . }}
+{{- include "railfence.npPostgresEgress" . }}
+{{- $np := .Values.networkPolicy -}}
+{{- if .Values.otel.enabled }}
+- to:
+    {{- include "railfence.npNamespacePeer" $np.otlp | nindent 4 }}
+    {{- range $np.otlp.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: {{ $np.otlp.port }}
+      protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* Egress to the cluster DNS (names of Services and of the database hosts). */}}
+{{- define "railfence.npDnsEgress" -}}
 {{- $np := .Values.networkPolicy -}}
 - to:
     {{- include "railfence.npNamespacePeer" $np.dns | nindent 4 }}
@@ -503,6 +521,11 @@ only pod that does.
       protocol: UDP
     - port: 53
       protocol: TCP
+{{- end -}}
+
+{{/* Egress to PostgreSQL (networkPolicy.postgres: the primaries' addresses). */}}
+{{- define "railfence.npPostgresEgress" -}}
+{{- $np := .Values.networkPolicy -}}
 {{- /* An empty `to` would mean "anywhere": render the rule only with CIDRs (schema: minItems 1). */}}
 {{- if $np.postgres.cidrs }}
 - to:
@@ -512,17 +535,6 @@ only pod that does.
     {{- end }}
   ports:
     - port: {{ $np.postgres.port }}
-      protocol: TCP
-{{- end }}
-{{- if .Values.otel.enabled }}
-- to:
-    {{- include "railfence.npNamespacePeer" $np.otlp | nindent 4 }}
-    {{- range $np.otlp.cidrs }}
-    - ipBlock:
-        cidr: {{ . }}
-    {{- end }}
-  ports:
-    - port: {{ $np.otlp.port }}
       protocol: TCP
 {{- end }}
 {{- end -}}
