@@ -143,6 +143,25 @@ export class Nemesis {
 
   private stopped = false;
 
+  /**
+   * Strikes, one kind at a time, every kind still below its minimum (a strike can miss its target
+   * on a busy machine: no admission queued for a stall, a proxy down for a rogue), until each
+   * reached it or `withinMs` passed.
+   */
+  async topUp(atLeast: Partial<Record<NemesisKind, number>>, withinMs: number): Promise<void> {
+    const deadline = Date.now() + withinMs;
+    for (const [kind, need] of Object.entries(atLeast) as Array<[NemesisKind, number]>) {
+      while (this.count(kind) < need && Date.now() < deadline) {
+        try {
+          await this.strike(kind);
+        } catch (err) {
+          this.miss(kind, `failed: ${err instanceof Error ? err.message : String(err)}`);
+          await sleep(500);
+        }
+      }
+    }
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;

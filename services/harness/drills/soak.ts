@@ -118,6 +118,8 @@ export function soak(o: SoakOptions): Scenario {
           if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
         }
         while (Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
+        // A kind that missed its minimum on a busy machine strikes again before the nemesis stops.
+        await nemesis.topUp(nemesisPlan.atLeast, 120_000);
         await nemesis.stop();
         await drill.setFaults([]);
         for (const e of drill.mesh.executors) e.resume();
