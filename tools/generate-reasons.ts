@@ -38,7 +38,7 @@ export function codeName(code: Code): string {
 
 const RETRY_TEXT: Record<Retry, string> = {
   transient: "yes: same request, with backoff (protected calls)",
-  later: "later: after the retry hint",
+  later: "later: once the condition clears",
   "check-status": "no: read the status",
   final: "no",
 };

@@ -56,8 +56,6 @@ interface Definition {
   readonly reason?: string;
 }
 
-const FRAMEWORK = "refused by the RPC framework with this code, before or around the handler";
-
 const DEFINITIONS = {
   // --- the request gate (request-gate.ts, request-decode.ts) ---
   REQUEST_TOO_LARGE: {
@@ -344,30 +342,60 @@ const DEFINITIONS = {
     code: Code.Canceled,
     retry: "final",
     area: "framework",
-    meaning: `The call was cancelled (the caller left, or the server stopped it); ${FRAMEWORK}.`,
+    meaning: "The call was cancelled: the caller left, or the server stopped waiting for it.",
   },
-  INVALID_ARGUMENT: { code: Code.InvalidArgument, retry: "final", area: "framework", meaning: `The request is invalid; ${FRAMEWORK}.` },
+  INVALID_ARGUMENT: {
+    code: Code.InvalidArgument,
+    retry: "final",
+    area: "framework",
+    meaning: "The framework refused the request as invalid, before railfence's own checks.",
+  },
   DEADLINE_EXCEEDED: {
     code: Code.DeadlineExceeded,
     retry: "transient",
     area: "framework",
-    meaning: `The call's deadline passed; it may have had an effect, so only protected calls retry it. ${FRAMEWORK}.`,
+    meaning: "The call's deadline passed; it may have had an effect, so only protected calls retry it.",
   },
-  NOT_FOUND: { code: Code.NotFound, retry: "final", area: "framework", meaning: `Not found; ${FRAMEWORK}.` },
-  ALREADY_EXISTS: { code: Code.AlreadyExists, retry: "final", area: "framework", meaning: `Already exists; ${FRAMEWORK}.` },
+  NOT_FOUND: { code: Code.NotFound, retry: "final", area: "framework", meaning: "The framework found nothing to serve the call." },
+  ALREADY_EXISTS: {
+    code: Code.AlreadyExists,
+    retry: "final",
+    area: "framework",
+    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+  },
   RESOURCE_EXHAUSTED: {
     code: Code.ResourceExhausted,
     retry: "final",
     area: "framework",
-    meaning: `A framework limit was reached (a message size, a stream count); ${FRAMEWORK}.`,
+    meaning: "A framework limit was reached (a message size, a stream count).",
   },
-  FAILED_PRECONDITION: { code: Code.FailedPrecondition, retry: "final", area: "framework", meaning: `Failed precondition; ${FRAMEWORK}.` },
-  ABORTED: { code: Code.Aborted, retry: "final", area: "framework", meaning: `Aborted; ${FRAMEWORK}.` },
-  OUT_OF_RANGE: { code: Code.OutOfRange, retry: "final", area: "framework", meaning: `Out of range; ${FRAMEWORK}.` },
-  UNIMPLEMENTED: { code: Code.Unimplemented, retry: "final", area: "framework", meaning: `The method or protocol feature is not implemented; ${FRAMEWORK}.` },
-  UNAVAILABLE: { code: Code.Unavailable, retry: "transient", area: "framework", meaning: `Unavailable; ${FRAMEWORK}.` },
-  DATA_LOSS: { code: Code.DataLoss, retry: "final", area: "framework", meaning: `Data loss; ${FRAMEWORK}.` },
-  UNAUTHENTICATED: { code: Code.Unauthenticated, retry: "final", area: "framework", meaning: `Unauthenticated; ${FRAMEWORK}.` },
+  FAILED_PRECONDITION: {
+    code: Code.FailedPrecondition,
+    retry: "final",
+    area: "framework",
+    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+  },
+  ABORTED: { code: Code.Aborted, retry: "final", area: "framework", meaning: "From the framework; railfence\'s own checks always give this code a reason." },
+  OUT_OF_RANGE: {
+    code: Code.OutOfRange,
+    retry: "final",
+    area: "framework",
+    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+  },
+  UNIMPLEMENTED: {
+    code: Code.Unimplemented,
+    retry: "final",
+    area: "framework",
+    meaning: "The method or a protocol feature the call needs is not implemented.",
+  },
+  UNAVAILABLE: {
+    code: Code.Unavailable,
+    retry: "transient",
+    area: "framework",
+    meaning: "The framework could not serve the call now (a stream or connection failure).",
+  },
+  DATA_LOSS: { code: Code.DataLoss, retry: "final", area: "framework", meaning: "From the framework; railfence\'s own checks always give this code a reason." },
+  UNAUTHENTICATED: { code: Code.Unauthenticated, retry: "final", area: "framework", meaning: "The framework refused the call as unauthenticated." },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof DEFINITIONS;
