@@ -15,9 +15,8 @@
  * The caller's abort signal is deliberately not used: a client that hangs up must not leave a
  * half-finished attempt; the attempt finishes (or rolls back) and a retry replays it.
  */
-import { Code } from "@connectrpc/connect";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { DomainError, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { isUnavailableError } from "../shared/pg.js";
 import {
@@ -59,12 +58,11 @@ export interface CreatePayoutResult {
 }
 
 const storeUnavailable = (err: unknown) =>
-  unavailable("IDEMPOTENCY_UNAVAILABLE", "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
+  unavailable(REASONS.IDEMPOTENCY_UNAVAILABLE, "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
 
 const conflict = (retryAfterMs: number) =>
   new DomainError(
-    Code.Aborted,
-    "IDEMPOTENCY_CONFLICT",
+    REASONS.IDEMPOTENCY_CONFLICT,
     "a request with this idempotency-key is still in progress; retry with the same key shortly",
     { field: "idempotency-key" },
     retryAfterMs,
@@ -156,8 +154,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         done("key_reused");
         // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
         throw new DomainError(
-          Code.InvalidArgument,
-          "IDEMPOTENCY_KEY_REUSED",
+          REASONS.IDEMPOTENCY_KEY_REUSED,
           "this idempotency-key was already used with a different request body; use a new key for a new payout",
           { field: "idempotency-key", http_status_in_ietf_draft: "422" },
         );

@@ -19,8 +19,7 @@
  *   until its window ends; a single payout larger than the whole daily limit gets no retry hint
  *   (waiting cannot help).
  */
-import { Code } from "@connectrpc/connect";
-import { DomainError, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 
 /** Limits of one payouts deployment (config.ts reads them). */
 export interface LimitsConfig {
@@ -71,8 +70,7 @@ export function limitExceeded(d: Extract<LimitDecision, { kind: "exceeded" }>, r
   const resets = d.resetsAt.toISOString();
   if (d.limit === "CLIENT_RATE") {
     return new DomainError(
-      Code.ResourceExhausted,
-      "CLIENT_RATE_LIMITED",
+      REASONS.CLIENT_RATE_LIMITED,
       `too many payouts from this client in the current window (limit ${d.limitValue}); retry after ${resets} with the same idempotency-key`,
       { limit: "client_rate", limit_value: d.limitValue.toString(), used: d.used.toString(), resets_at: resets },
       Math.max(1, d.resetsAt.getTime() - now),
@@ -81,8 +79,7 @@ export function limitExceeded(d: Extract<LimitDecision, { kind: "exceeded" }>, r
   // A payout larger than the whole day's limit can never pass: no retry hint.
   const never = req.amountMinor > d.limitValue;
   return new DomainError(
-    Code.ResourceExhausted,
-    "ACCOUNT_DAILY_LIMIT_EXCEEDED",
+    REASONS.ACCOUNT_DAILY_LIMIT_EXCEEDED,
     never
       ? `this payout alone exceeds the account's daily limit for ${req.currency} (${d.limitValue} minor units)`
       : `the account's daily limit for ${req.currency} (${d.limitValue} minor units) would be exceeded; it resets at ${resets}`,
@@ -101,5 +98,5 @@ export function limitExceeded(d: Extract<LimitDecision, { kind: "exceeded" }>, r
 
 /** The store could not answer: money movement refuses (fail closed); reads are unaffected. */
 export function limitsUnavailable(cause: unknown): DomainError {
-  return unavailable("LIMITS_UNAVAILABLE", "the money-limit store is unavailable; nothing was executed. Retry with the same idempotency-key", 1000, cause);
+  return unavailable(REASONS.LIMITS_UNAVAILABLE, "the money-limit store is unavailable; nothing was executed. Retry with the same idempotency-key", 1000, cause);
 }

@@ -2,14 +2,13 @@
  * RailProxyService handlers: validate (step 0), call the domain, map rows to messages.
  * The only layer that knows Connect codes for this service.
  */
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DomainError, invalidArgument } from "../shared/errors.js";
+import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/errors.js";
 import { dbCall, dbUnavailable } from "../shared/pg.js";
 import type { Logger } from "../shared/logger.js";
 import { parseSubmissionRef } from "../shared/submission-ref.js";
-import { unavailable } from "../shared/errors.js";
 import {
   RailProxyService,
   ResolutionOutcome,
@@ -85,7 +84,7 @@ function isCursorTimestamp(text: string): boolean {
 function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | undefined): void {
   if (ts === undefined) return;
   if (ts.seconds < -62_135_596_800n || ts.seconds > 253_402_300_799n || ts.nanos < 0 || ts.nanos > 999_999_999) {
-    throw invalidArgument(field, "TIMESTAMP_INVALID", `${field} must be a valid timestamp between 0001-01-01 and 9999-12-31`);
+    throw invalidArgument(field, REASONS.TIMESTAMP_INVALID, `${field} must be a valid timestamp between 0001-01-01 and 9999-12-31`);
   }
 }
 
@@ -98,10 +97,10 @@ function decodeCursor(token: string): { cursor: string; payoutId: string } | und
   } catch {
     // fall through
   }
-  throw invalidArgument("page_token", "PAGE_TOKEN_INVALID", "page_token is not a token this service issued");
+  throw invalidArgument("page_token", REASONS.PAGE_TOKEN_INVALID, "page_token is not a token this service issued");
 }
 
-/** Maps an admission outcome to the answer (the only place that knows its Connect codes). */
+/** Maps an admission outcome to the answer: the one place that picks its catalogue entries. */
 export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission {
   switch (outcome.kind) {
     case "ANSWERED":
@@ -109,11 +108,11 @@ export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission
     case "REFUSED":
       throw refusalError(outcome.refusal, intent);
     case "NOT_FORWARDED":
-      throw new DomainError(Code.Aborted, "NOT_FORWARDED", "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference", {
+      throw new DomainError(REASONS.NOT_FORWARDED, "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference", {
         payout_id: intent.reference,
       });
     case "AMBIGUOUS":
-      throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
+      throw new DomainError(REASONS.RAIL_AMBIGUOUS, "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
         payout_id: intent.reference,
       });
     case "PAYDB_UNAVAILABLE":
@@ -126,24 +125,24 @@ function refusalError(r: Refusal, intent: Intent): DomainError {
   const payout = { payout_id: intent.reference, bound_payout_id: intent.payoutId };
   switch (r.kind) {
     case "FENCED_OUT":
-      return new DomainError(Code.Aborted, "FENCED_OUT", "fencing token is not above the account's high-water mark; the rail was not called", { account_id: intent.accountId });
+      return new DomainError(REASONS.FENCED_OUT, "fencing token is not above the account's high-water mark; the rail was not called", { account_id: intent.accountId });
     case "DUPLICATE":
-      return new DomainError(Code.AlreadyExists, "DUPLICATE_SUBMISSION", "this reference was already submitted; call GetSubmission", { payout_id: intent.reference });
+      return new DomainError(REASONS.DUPLICATE_SUBMISSION, "this reference was already submitted; call GetSubmission", { payout_id: intent.reference });
     case "PAYOUT_ALREADY_SUBMITTED":
-      return new DomainError(Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED", "the payout already has a live submission; settle that one (GetSubmission), never submit it again", {
+      return new DomainError(REASONS.PAYOUT_ALREADY_SUBMITTED, "the payout already has a live submission; settle that one (GetSubmission), never submit it again", {
         ...payout,
         live_submission: r.live ?? "",
       });
     case "PAYOUT_NOT_FOUND":
-      return new DomainError(Code.FailedPrecondition, "PAYOUT_NOT_FOUND", "no payout with this id exists in paydb; the rail was not called", payout);
+      // Wire reason PAYOUT_NOT_FOUND, code failed_precondition (GetPayout's is not_found).
+      return new DomainError(REASONS.BOUND_PAYOUT_NOT_FOUND, "no payout with this id exists in paydb; the rail was not called", payout);
     case "PAYOUT_MISMATCH":
-      return new DomainError(Code.FailedPrecondition, "PAYOUT_MISMATCH", `${r.field} differs from the payout's; the rail was not called`, { ...payout, field: r.field });
+      return new DomainError(REASONS.PAYOUT_MISMATCH, `${r.field} differs from the payout's; the rail was not called`, { ...payout, field: r.field });
     case "PAYOUT_NOT_PAYABLE":
-      return new DomainError(Code.FailedPrecondition, "PAYOUT_NOT_PAYABLE", `the payout is ${r.state}, not PROCESSING; the rail was not called`, { ...payout, state: r.state });
+      return new DomainError(REASONS.PAYOUT_NOT_PAYABLE, `the payout is ${r.state}, not PROCESSING; the rail was not called`, { ...payout, state: r.state });
     case "PAYOUT_FENCE_MISMATCH":
       return new DomainError(
-        Code.FailedPrecondition,
-        "PAYOUT_FENCE_MISMATCH",
+        REASONS.PAYOUT_FENCE_MISMATCH,
         r.holder === "NEWER" ? "a newer token fenced this payout; the rail was not called" : "the payout was not fenced with this token; the rail was not called",
         { ...payout, holder: r.holder },
       );
@@ -154,7 +153,7 @@ function refusalError(r: Refusal, intent: Intent): DomainError {
 function bindReference(reference: string, token: bigint): string {
   const { payoutId, token: named } = parseSubmissionRef(reference);
   if (named !== undefined && named !== token) {
-    throw invalidArgument("payout_id", "FIELD_INVALID", "an attempt reference <payout id>:t<token> must name the fencing_token it is submitted with");
+    throw invalidArgument("payout_id", REASONS.FIELD_INVALID, "an attempt reference <payout id>:t<token> must name the fencing_token it is submitted with");
   }
   return payoutId;
 }
@@ -182,7 +181,7 @@ export function proxyRoutes(deps: {
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
         const payoutId = bindReference(reference, token);
         if (deps.tokenKey && !tokenSignatureValid(deps.tokenKey, accountLockKey(accountId), token, req.fencingTokenSignature)) {
-          throw new DomainError(Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID", "fencing_token was not issued by the lock service for this account", {
+          throw new DomainError(REASONS.TOKEN_SIGNATURE_INVALID, "fencing_token was not issued by the lock service for this account", {
             field: "fencing_token_signature",
           });
         }
@@ -194,7 +193,7 @@ export function proxyRoutes(deps: {
       async getSubmission(req) {
         const payoutId = checkId("payout_id", req.payoutId);
         const row = await readPaydb(() => store.get(payoutId));
-        if (!row) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: payoutId });
+        if (!row) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });
         return { submission: toSubmission(row) };
       },
 
@@ -212,7 +211,7 @@ export function proxyRoutes(deps: {
       async resolveSubmission(req) {
         const payoutId = checkId("payout_id", req.payoutId);
         if (req.outcome !== ResolutionOutcome.PAID && req.outcome !== ResolutionOutcome.NOT_PAID) {
-          throw invalidArgument("outcome", "FIELD_INVALID", "outcome must be PAID or NOT_PAID");
+          throw invalidArgument("outcome", REASONS.FIELD_INVALID, "outcome must be PAID or NOT_PAID");
         }
         const actor = checkText("actor", req.actor, 1, 128);
         const note = checkText("note", req.note, 0, 1000);
@@ -223,8 +222,8 @@ export function proxyRoutes(deps: {
           return { submission: toSubmission(row) };
         }
         const existing = await readPaydb(() => store.get(payoutId));
-        if (!existing) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: payoutId });
-        throw new DomainError(Code.FailedPrecondition, "NOT_AMBIGUOUS", `submission is ${existing.state}, not ambiguous; only ambiguous submissions can be resolved`, {
+        if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });
+        throw new DomainError(REASONS.NOT_AMBIGUOUS, `submission is ${existing.state}, not ambiguous; only ambiguous submissions can be resolved`, {
           payout_id: payoutId,
           state: existing.state,
         });
@@ -237,7 +236,7 @@ export function proxyRoutes(deps: {
           const page = await deps.rail.listPayments({ since: req.since, afterSequence: req.afterSequence, pageSize }, { timeoutMs: deps.railDeadlineMs });
           return { payments: page.payments, hasMore: page.hasMore, coveredUntil: page.coveredUntil };
         } catch (err) {
-          throw unavailable("RAIL_UNAVAILABLE", "the rail's statement could not be read", 2000, err);
+          throw unavailable(REASONS.RAIL_UNAVAILABLE, "the rail's statement could not be read", 2000, err);
         }
       },
 
@@ -248,7 +247,7 @@ export function proxyRoutes(deps: {
       },
 
       async listNotPaidResolutions(req) {
-        if (!req.resolvedSince) throw invalidArgument("resolved_since", "FIELD_REQUIRED", "resolved_since is required");
+        if (!req.resolvedSince) throw invalidArgument("resolved_since", REASONS.FIELD_REQUIRED, "resolved_since is required");
         checkTimestamp("resolved_since", req.resolvedSince);
         const limit = checkPageSize("page_size", req.pageSize, 100, 500);
         const after = decodeCursor(req.pageToken);
@@ -274,9 +273,9 @@ export function proxyRoutes(deps: {
           return { submission: toSubmission(row) };
         }
         const existing = await readPaydb(() => store.get(reference));
-        if (!existing) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: reference });
+        if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: reference });
         if (existing.contradicted_at) return { submission: toSubmission(existing) };
-        throw new DomainError(Code.FailedPrecondition, "NOT_RESOLVED_NOT_PAID", `submission is ${existing.state}; only a NOT_PAID resolution can be contradicted`, {
+        throw new DomainError(REASONS.NOT_RESOLVED_NOT_PAID, `submission is ${existing.state}; only a NOT_PAID resolution can be contradicted`, {
           payout_id: reference,
           state: existing.state,
         });

@@ -10,9 +10,9 @@
  * registry's default label, the component; identities stay out of labels: unbounded cardinality)
  * and logged once, here.
  */
-import { Code, type Interceptor } from "@connectrpc/connect";
+import type { Interceptor } from "@connectrpc/connect";
 import { Counter, type Registry } from "prom-client";
-import { railError } from "./errors.js";
+import { railError, REASONS } from "./errors.js";
 import { peerIdentityKey } from "./identity.js";
 import type { Logger } from "./logger.js";
 import { REFLECTION_SERVICES } from "./reflection.js";
@@ -50,8 +50,7 @@ export function authorization(policy: AuthzPolicy, registry: Registry, logger: L
     const procedure = `${service}/${method}`;
     logger.warn({ event: "permission_denied", identity: identity ?? null, procedure }, "call refused by authorization policy");
     throw railError(
-      Code.PermissionDenied,
-      "PERMISSION_DENIED",
+      REASONS.PERMISSION_DENIED,
       identity === undefined ? `${procedure} needs a verified client certificate` : `identity ${identity} may not call ${procedure}`,
       { identity: identity ?? "", method: procedure },
     );

@@ -5,7 +5,7 @@
  * (ADR-007 failure iii: a stale read of the mark is the same bug with one extra hop).
  */
 import pg from "pg";
-import { unavailable } from "./errors.js";
+import { REASONS, unavailable } from "./errors.js";
 
 export interface PoolOptions {
   url: string;
@@ -99,20 +99,30 @@ export function isUnavailableError(err: unknown): boolean {
 }
 
 /**
+ * The refusals of each database a handler reads through dbCall. Only paydb is one today; a
+ * database added here needs its own catalogue entries (reasons.ts), never a reason made up
+ * from its name.
+ */
+const DB_REASONS = {
+  PAYDB: { notPrimary: REASONS.PAYDB_NOT_PRIMARY, unavailable: REASONS.PAYDB_UNAVAILABLE },
+} as const;
+export type HandlerDatabase = keyof typeof DB_REASONS;
+
+/**
  * Turns "this database cannot be used now" into the retryable answer clients see:
  * `<DB>_NOT_PRIMARY` for a standby, `<DB>_UNAVAILABLE` when unreachable (UNAVAILABLE with a
  * retry hint). Anything else is rethrown unchanged. `consequence` tells the caller what did
  * not happen ("nothing was forwarded").
  */
-export function dbUnavailable(db: "PAYDB" | "LOCKDB" | "RAILDB", err: unknown, consequence = "retry later"): never {
+export function dbUnavailable(db: HandlerDatabase, err: unknown, consequence = "retry later"): never {
   const name = db.toLowerCase();
-  if (err instanceof StandbyRefusedError) throw unavailable(`${db}_NOT_PRIMARY`, `${name} is a standby; only a primary is used`, 1000, err);
-  if (isUnavailableError(err)) throw unavailable(`${db}_UNAVAILABLE`, `${name} is unavailable; ${consequence}`, 1000, err);
+  if (err instanceof StandbyRefusedError) throw unavailable(DB_REASONS[db].notPrimary, `${name} is a standby; only a primary is used`, 1000, err);
+  if (isUnavailableError(err)) throw unavailable(DB_REASONS[db].unavailable, `${name} is unavailable; ${consequence}`, 1000, err);
   throw err;
 }
 
 /** Runs a database call, mapping unavailability with dbUnavailable. */
-export async function dbCall<T>(db: "PAYDB" | "LOCKDB" | "RAILDB", fn: () => Promise<T>, consequence?: string): Promise<T> {
+export async function dbCall<T>(db: HandlerDatabase, fn: () => Promise<T>, consequence?: string): Promise<T> {
   try {
     return await fn();
   } catch (err) {

@@ -2,11 +2,11 @@ import { Code } from "@connectrpc/connect";
 import { endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { describe, expect, it } from "vitest";
-import { errorInfo, railError } from "./errors.js";
+import { errorInfo, railError, REASONS } from "./errors.js";
 import { encodeRefusal } from "./refusal.js";
 import { requestProtocol } from "./wire-protocol.js";
 
-const error = railError(Code.ResourceExhausted, "REQUEST_TOO_LARGE", "request message larger than 16 bytes", { limit_bytes: "16" });
+const error = railError(REASONS.REQUEST_TOO_LARGE, "request message larger than 16 bytes", { limit_bytes: "16" });
 const headersOf = (h: Record<string, unknown>) => new Headers(Object.entries(h).filter(([k]) => !k.startsWith(":")).map(([k, v]) => [k, String(v)]));
 
 describe("encodeRefusal", () => {
@@ -31,7 +31,7 @@ describe("encodeRefusal", () => {
   });
 
   it("no protocol at all: the given HTTP status with a Connect error body curl users can read", () => {
-    const r = encodeRefusal(railError(Code.Unimplemented, "UNSUPPORTED_CONTENT_TYPE", "unsupported content type"), undefined, 415);
+    const r = encodeRefusal(railError(REASONS.UNSUPPORTED_CONTENT_TYPE, "unsupported content type"), undefined, 415);
     expect(r.headers[":status"]).toBe(415);
     expect(JSON.parse(new TextDecoder().decode(r.body))).toMatchObject({ code: "unimplemented", message: "unsupported content type" });
   });

@@ -6,11 +6,8 @@
  */
 import { fromBinary, fromJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { isFieldError } from "@bufbuild/protobuf/reflect";
-import { Code } from "@connectrpc/connect";
-import { DomainError } from "./errors.js";
+import { DomainError, REASONS } from "./errors.js";
 import { checkWire, WireError } from "./wire-check.js";
-
-export const MALFORMED_REQUEST = "MALFORMED_REQUEST";
 
 /** Why a body could not be read as a request (the ErrorInfo metadata "problem"). */
 export type MalformedProblem =
@@ -28,8 +25,7 @@ export type MalformedProblem =
 export function malformedRequest(problem: MalformedProblem, field?: string, cause?: unknown): DomainError {
   const where = field ? ` (field ${field})` : "";
   return new DomainError(
-    Code.InvalidArgument,
-    MALFORMED_REQUEST,
+    REASONS.MALFORMED_REQUEST,
     `malformed request: ${problem.replaceAll("_", " ")}${where}`,
     field ? { field, problem } : { problem },
     undefined,

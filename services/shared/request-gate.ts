@@ -10,29 +10,19 @@
  * 3. no more than the server's request size limit, refused at the first bytes that prove it;
  * 4. exactly one message that decodes strictly (request-decode.ts).
  *
- * Every refusal is a ConnectError with an ErrorInfo reason (catalogue below); the caller writes
- * it with refusal.ts and resets the stream, so a client still sending is not left waiting.
+ * Every refusal is a ConnectError with an ErrorInfo reason from the catalogue (reasons.ts, area
+ * "gate"); the caller writes it with refusal.ts and resets the stream, so a client still sending
+ * is not left waiting.
  */
 import type { IncomingHttpHeaders } from "node:http2";
 import type { Readable } from "node:stream";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, type ConnectError } from "@connectrpc/connect";
-import { railError, toConnectError } from "./errors.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { railError, REASONS, toConnectError } from "./errors.js";
 import { BodyCollector, encodeEnvelope, type BodyProblem } from "./request-body.js";
 import { decodeRequest, malformedRequest } from "./request-decode.js";
 import { ACCEPTED_ENCODINGS, decompressMessage, encodingSupported } from "./request-decompress.js";
 import { parseClientTimeout, requestProtocol, type RequestProtocol } from "./wire-protocol.js";
-
-/** ErrorInfo reasons of refusals made before a handler runs. */
-export const GATE_REASONS = {
-  tooLarge: "REQUEST_TOO_LARGE",
-  readTimeout: "REQUEST_READ_TIMEOUT",
-  timeoutTooLong: "TIMEOUT_TOO_LONG",
-  unsupportedContentType: "UNSUPPORTED_CONTENT_TYPE",
-  compressionUnsupported: "COMPRESSION_UNSUPPORTED",
-  methodNotFound: "METHOD_NOT_FOUND",
-  methodNotAllowed: "METHOD_NOT_ALLOWED",
-} as const;
 
 export interface GateLimits {
   /** Largest request message (bytes, after decompression). */
@@ -66,7 +56,7 @@ const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 /** A refusal for a path no service here implements, in the protocol the request seems to speak. */
 export function methodNotFound(headers: IncomingHttpHeaders): Refusal {
   const protocol = requestProtocol(one(headers[":method"]), one(headers["content-type"]), false);
-  const error = railError(Code.Unimplemented, GATE_REASONS.methodNotFound, "no such method on this server");
+  const error = railError(REASONS.METHOD_NOT_FOUND, "no such method on this server");
   return { error, protocol, httpStatus: protocol?.name === "grpc" || protocol?.name === "grpc-web" ? undefined : 404 };
 }
 
@@ -79,8 +69,8 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   const httpMethod = one(headers[":method"]);
   const protocol = requestProtocol(httpMethod, one(headers["content-type"]), method.methodKind === "server_streaming");
   if (!protocol) {
-    if (httpMethod !== "POST") return { refused: { error: railError(Code.Unimplemented, GATE_REASONS.methodNotAllowed, "only POST is served", {}), httpStatus: 405 } };
-    const error = railError(Code.Unimplemented, GATE_REASONS.unsupportedContentType, "unsupported content type (gRPC, gRPC-Web or Connect, protobuf or JSON)", { field: "content-type" });
+    if (httpMethod !== "POST") return { refused: { error: railError(REASONS.METHOD_NOT_ALLOWED, "only POST is served", {}), httpStatus: 405 } };
+    const error = railError(REASONS.UNSUPPORTED_CONTENT_TYPE, "unsupported content type (gRPC, gRPC-Web or Connect, protobuf or JSON)", { field: "content-type" });
     return { refused: { error, httpStatus: 415 } };
   }
   const refuse = (error: ConnectError): GateOutcome => ({ refused: { error, protocol } });
@@ -88,11 +78,11 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   const timeout = parseClientTimeout(protocol.timeoutHeader, one(headers[protocol.timeoutHeader]), limits.maxTimeoutMs);
   if (timeout.kind === "malformed") return refuse(toConnectError(malformedRequest("invalid_timeout", protocol.timeoutHeader)));
   if (timeout.kind === "too_long") {
-    return refuse(railError(Code.InvalidArgument, GATE_REASONS.timeoutTooLong, `${protocol.timeoutHeader} must be at most ${limits.maxTimeoutMs} ms`, { field: protocol.timeoutHeader }));
+    return refuse(railError(REASONS.TIMEOUT_TOO_LONG, `${protocol.timeoutHeader} must be at most ${limits.maxTimeoutMs} ms`, { field: protocol.timeoutHeader }));
   }
   const encoding = one(headers[protocol.encodingHeader]);
   if (!encodingSupported(encoding)) {
-    const error = railError(Code.Unimplemented, GATE_REASONS.compressionUnsupported, `request encoding not supported (${ACCEPTED_ENCODINGS.join(", ")})`, { field: protocol.encodingHeader });
+    const error = railError(REASONS.COMPRESSION_UNSUPPORTED, `request encoding not supported (${ACCEPTED_ENCODINGS.join(", ")})`, { field: protocol.encodingHeader });
     error.metadata.set(protocol.name === "connect" ? "accept-encoding" : protocol.name === "connect-stream" ? "connect-accept-encoding" : "grpc-accept-encoding", ACCEPTED_ENCODINGS.join(","));
     return refuse(error);
   }
@@ -106,7 +96,7 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   if (read === "gone") return { gone: true };
   if (read === "timeout") {
     return refuse(
-      railError(Code.DeadlineExceeded, GATE_REASONS.readTimeout, `the request body did not arrive within ${readMs} ms`, {
+      railError(REASONS.REQUEST_READ_TIMEOUT, `the request body did not arrive within ${readMs} ms`, {
         bound: clientFirst ? "client_deadline" : "server_read_timeout",
         timeout_ms: String(readMs),
       }),
@@ -124,7 +114,7 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   }
   const remainingMs = clientMs === undefined ? undefined : clientMs - (performance.now() - started);
   if (remainingMs !== undefined && remainingMs <= 0) {
-    return refuse(railError(Code.DeadlineExceeded, GATE_REASONS.readTimeout, "the deadline passed while the request body arrived", { bound: "client_deadline", timeout_ms: String(clientMs) }));
+    return refuse(railError(REASONS.REQUEST_READ_TIMEOUT, "the deadline passed while the request body arrived", { bound: "client_deadline", timeout_ms: String(clientMs) }));
   }
   // An uncompressed body goes on as received; a compressed one as its decompressed message.
   const onward = !complete.compressed ? complete.body : protocol.enveloped ? encodeEnvelope(message) : message;
@@ -133,7 +123,7 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
 
 function problemError(p: BodyProblem, limits: GateLimits): ConnectError {
   if (p.kind === "too_large") {
-    return railError(Code.ResourceExhausted, GATE_REASONS.tooLarge, `request message larger than ${limits.maxMessageBytes} bytes`, { limit_bytes: String(limits.maxMessageBytes) });
+    return railError(REASONS.REQUEST_TOO_LARGE, `request message larger than ${limits.maxMessageBytes} bytes`, { limit_bytes: String(limits.maxMessageBytes) });
   }
   return toConnectError(malformedRequest(p.problem));
 }

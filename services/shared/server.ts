@@ -15,7 +15,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { Server as HttpServer } from "node:http";
 import type { Registry } from "prom-client";
-import { errorReason, railError, toConnectError } from "./errors.js";
+import { errorReason, railError, REASONS, toConnectError } from "./errors.js";
 import { HealthState, ServingStatus } from "./health.js";
 import type { Logger } from "./logger.js";
 import { serveMetrics } from "./metrics.js";
@@ -60,7 +60,7 @@ function deadlineInterceptor(maxCallMs: number): Interceptor {
     if (req.header.has("grpc-timeout") || req.header.has("connect-timeout-ms")) return next(req);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(railError(Code.DeadlineExceeded, "CALL_TIMEOUT", `call exceeded the server's ${maxCallMs} ms bound`)), maxCallMs);
+      timer = setTimeout(() => reject(railError(REASONS.CALL_TIMEOUT, `call exceeded the server's ${maxCallMs} ms bound`)), maxCallMs);
     });
     try {
       return await Promise.race([next(req), expired]);
@@ -203,7 +203,7 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sessions) s.close(); // GOAWAY: no new streams, existing ones finish
       const timer = setTimeout(() => {
-        hardStop.abort(railError(Code.Unavailable, "SHUTTING_DOWN", "server shutting down", {}, 1000));
+        hardStop.abort(railError(REASONS.SHUTTING_DOWN, "server shutting down", {}, { retryAfterMs: 1000 }));
         for (const s of sessions) s.destroy();
       }, drainMs);
       await closed;

@@ -6,6 +6,9 @@ export { createRailfenceClient, type RailfenceClient, type RailfenceClientOption
 export { PayoutIntent, PayoutsClient, requestFingerprint, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, type CreatePayoutResult, type IntentOptions, type PayoutRequest } from "./payouts.js";
 export { RailProxyClient, outcomeUnknown, type SubmitPayoutInit } from "./rail-proxy.js";
 export { RailfenceError, OutcomeUnknownError, IntentMismatchError, IntentExpiredError, retryHintMs, serverAnswered, type GaveUp } from "./errors.js";
+// The catalogue of error reasons (generated from the servers' own, services/shared/reasons.ts).
+export { REASONS, ALL_REASONS, AREAS, findReason, isReason } from "./reasons.js";
+export type { Area, Reason, ReasonEntry, ReasonId, Retry } from "./reasons.js";
 export { FileKeyStore, MemoryKeyStore, type IntentKeyStore, type StoredIntentKey } from "./key-store.js";
 export { isTransient, backoffMs, RetryBudget, type RetryOptions } from "./retry.js";
 export type { CallOptions } from "./attempts.js";

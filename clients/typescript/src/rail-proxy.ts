@@ -21,6 +21,7 @@ import {
   type SubmitPayoutRequest,
 } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { REASONS } from "./reasons.js";
 import type { RetryPolicy } from "./retry.js";
 import type { Transports } from "./transport.js";
 
@@ -41,7 +42,7 @@ export type SubmitPayoutInit = Omit<Partial<SubmitPayoutRequest>, "$typeName" | 
 };
 
 /** The reasons after which the rail's answer is unknown even though the proxy answered. */
-const AMBIGUOUS_REASONS = new Set(["RAIL_AMBIGUOUS"]);
+const AMBIGUOUS_REASONS: ReadonlySet<string> = new Set([REASONS.RAIL_AMBIGUOUS.reason]);
 
 export class RailProxyClient {
   private next = 0;

@@ -18,6 +18,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { serverAnswered } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { TRANSIENT_REASONS } from "./reasons.js";
 
 export interface RetryOptions {
   /** Attempts per operation, the first included (default 6). */
@@ -29,9 +30,6 @@ export interface RetryOptions {
   budget?: { maxTokens: number; tokenRatio: number } | false;
 }
 
-/** Reasons that say "transient, same request again later" even though the code alone might not. */
-const TRANSIENT_REASONS = new Set(["IDEMPOTENCY_CONFLICT", "IDEMPOTENCY_UNAVAILABLE", "LIMITS_UNAVAILABLE"]);
-
 /**
  * The rule: may this failure be retried, for a call that is (or is not) protected against
  * duplicates? Reads are protected by nature (they change nothing).
@@ -40,6 +38,7 @@ export function isTransient(err: ConnectError, idempotent: boolean): boolean {
   if (!idempotent) return false;
   if (err.code === Code.Unavailable) return true;
   if (err.code === Code.DeadlineExceeded) return true;
+  // Reasons the catalogue calls transient even where the code alone would not (IDEMPOTENCY_CONFLICT).
   if (TRANSIENT_REASONS.has(reasonOf(err))) return true;
   // A transport failure (stream reset, connection lost, the server process gone) is reported as
   // internal, unknown or canceled without a railfence ErrorInfo: the server may or may not have
