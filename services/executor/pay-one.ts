@@ -10,7 +10,7 @@
  * is settled, never repeated (submission-outcome.ts).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorReason } from "../shared/errors.js";
+import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import type { Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
@@ -144,10 +144,11 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       return res.lease;
     } catch (err) {
       const reason = errorReason(err);
-      metrics.lockAcquire.observe({ result: reason === "LOCK_HELD" ? "LOCK_HELD" : "ERROR" }, (performance.now() - lockStarted) / 1000);
+      const held = hasReason(err, REASONS.LOCK_HELD);
+      metrics.lockAcquire.observe({ result: held ? "LOCK_HELD" : "ERROR" }, (performance.now() - lockStarted) / 1000);
       if (signal.aborted) return a.defer(fence, 0, "shutting down", "ABANDONED");
       // A lost Acquire answer may have granted a lease we never saw: it expires on its own.
-      return a.defer(fence, reason === "LOCK_HELD" ? jitter(deps.pollIntervalMs) : jitter(1000), reason || `lock ${Code[ConnectError.from(err).code]}`);
+      return a.defer(fence, held ? jitter(deps.pollIntervalMs) : jitter(1000), reason || `lock ${Code[ConnectError.from(err).code]}`);
     }
   }
 

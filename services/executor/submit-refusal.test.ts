@@ -1,9 +1,10 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { railError } from "../shared/errors.js";
+import { findReason, railError } from "../shared/errors.js";
 import { refusalAction } from "./submit-refusal.js";
 
-const refusal = (code: Code, reason: string, metadata: Record<string, string> = {}) => railError(code, reason, "refused", metadata);
+/** The answer the proxy gives for (code, reason), from the catalogue. */
+const refusal = (code: Code, reason: string, metadata: Record<string, string> = {}) => railError(findReason(code, reason)!, "refused", metadata);
 
 describe("what a refused SubmitPayout means for the payout", () => {
   it("FENCED_OUT: a newer token owns the account (or the mark is ahead of the lock)", () => {
@@ -35,7 +36,7 @@ describe("what a refused SubmitPayout means for the payout", () => {
     [Code.Unauthenticated, ""],
     [Code.FailedPrecondition, "PAYOUT_NOT_FOUND"],
     [Code.FailedPrecondition, "PAYOUT_MISMATCH"],
-  ])("%s %s cannot be cured by a retry: a human's", (code, reason) => {
+  ] as Array<[Code, string]>)("%s %s cannot be cured by a retry: a human's", (code, reason) => {
     expect(refusalAction(reason ? refusal(code, reason) : new ConnectError("no", code), "po-1").kind).toBe("needs-human");
   });
 

@@ -14,7 +14,7 @@
  * | anything else (network, deadline, UNAVAILABLE, ...)           | lost: ask before anything else |
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorInfo, errorReason } from "../shared/errors.js";
+import { errorInfo, errorReason, hasReason, REASONS } from "../shared/errors.js";
 
 export type RefusalAction =
   | { kind: "fenced-out" }
@@ -28,21 +28,22 @@ export type RefusalAction =
   | { kind: "lost"; what: string };
 
 /** Refusals no retry can cure: the payout needs a human. */
-const NEEDS_HUMAN = new Set(["PAYOUT_NOT_FOUND", "PAYOUT_MISMATCH", "TOKEN_SIGNATURE_INVALID", "PERMISSION_DENIED", "UNAUTHENTICATED"]);
+const NEEDS_HUMAN = [REASONS.BOUND_PAYOUT_NOT_FOUND, REASONS.PAYOUT_MISMATCH, REASONS.TOKEN_SIGNATURE_INVALID, REASONS.PERMISSION_DENIED];
 
 /** `reference` is the reference the submission was made under. */
 export function refusalAction(err: unknown, reference: string): RefusalAction {
   const ce = ConnectError.from(err);
   const reason = errorReason(ce);
   const meta = errorInfo(ce)?.metadata ?? {};
-  if (ce.code === Code.Aborted && reason === "FENCED_OUT") return { kind: "fenced-out" };
-  if (ce.code === Code.FailedPrecondition && reason === "PAYOUT_FENCE_MISMATCH" && meta.holder === "NEWER") return { kind: "newer-holder", reason };
-  if (ce.code === Code.FailedPrecondition && reason === "PAYOUT_NOT_PAYABLE") return { kind: "closed", state: meta.state ?? "no longer payable" };
-  if (ce.code === Code.AlreadyExists && reason === "PAYOUT_ALREADY_SUBMITTED" && meta.live_submission) return { kind: "settle", reference: meta.live_submission, reason };
-  if (ce.code === Code.AlreadyExists && (reason === "DUPLICATE_SUBMISSION" || reason === "PAYOUT_ALREADY_SUBMITTED")) return { kind: "settle", reference, reason };
-  if (ce.code === Code.Aborted && reason === "RAIL_AMBIGUOUS") return { kind: "unknown" };
-  if (ce.code === Code.Aborted && reason === "NOT_FORWARDED") return { kind: "not-forwarded" };
-  if (NEEDS_HUMAN.has(reason) || ce.code === Code.PermissionDenied || ce.code === Code.Unauthenticated || (ce.code === Code.FailedPrecondition && reason === "PAYOUT_FENCE_MISMATCH")) {
+  const is = (entry: (typeof REASONS)[keyof typeof REASONS]) => hasReason(ce, entry);
+  if (is(REASONS.FENCED_OUT)) return { kind: "fenced-out" };
+  if (is(REASONS.PAYOUT_FENCE_MISMATCH) && meta.holder === "NEWER") return { kind: "newer-holder", reason };
+  if (is(REASONS.PAYOUT_NOT_PAYABLE)) return { kind: "closed", state: meta.state ?? "no longer payable" };
+  if (is(REASONS.PAYOUT_ALREADY_SUBMITTED) && meta.live_submission) return { kind: "settle", reference: meta.live_submission, reason };
+  if (is(REASONS.DUPLICATE_SUBMISSION) || is(REASONS.PAYOUT_ALREADY_SUBMITTED)) return { kind: "settle", reference, reason };
+  if (is(REASONS.RAIL_AMBIGUOUS)) return { kind: "unknown" };
+  if (is(REASONS.NOT_FORWARDED)) return { kind: "not-forwarded" };
+  if (NEEDS_HUMAN.some(is) || ce.code === Code.PermissionDenied || ce.code === Code.Unauthenticated || is(REASONS.PAYOUT_FENCE_MISMATCH)) {
     return { kind: "needs-human", reason: reason || Code[ce.code].toUpperCase(), detail: `SubmitPayout refused: ${Code[ce.code]} ${reason}${meta.field ? ` (${meta.field})` : ""}` };
   }
   // Step 0 refused the request: nothing was recorded or forwarded, and the same data would be

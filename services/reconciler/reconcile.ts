@@ -14,7 +14,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { errorReason } from "../shared/errors.js";
+import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
@@ -207,7 +207,7 @@ export function createReconciler(deps: ReconcileDeps) {
           else await store.markFailed(raw.boundPayoutId, raw.fencingToken, d.failureReason);
           count(d.decision);
         } catch (err) {
-          if (ConnectError.from(err).code === Code.FailedPrecondition && errorReason(err) === "NOT_AMBIGUOUS") {
+          if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {
             // Closed meanwhile (a late rail answer, or a human): take the proxy's word for it.
             logger.info({ event: "resolve_raced", payout_id: sub.payoutId }, "submission was closed meanwhile");
             try {

