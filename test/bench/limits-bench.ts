@@ -11,8 +11,8 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { randomUUID } from "node:crypto";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";

@@ -7,8 +7,8 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import type { FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";

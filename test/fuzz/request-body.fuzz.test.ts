@@ -17,7 +17,7 @@
 import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { ClientPool } from "./fuzz-clients.js";

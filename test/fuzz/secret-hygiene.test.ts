@@ -12,10 +12,10 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../services/harness/database-roles.js";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";

@@ -4,10 +4,10 @@
  */
 import { createClient, ConnectError, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { EtcdServer } from "../../services/harness/etcd.js";
-import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../services/harness/database-roles.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { EtcdServer } from "../../tools/harness/etcd.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { migrate } from "../../services/shared/migrate.js";
 

@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -8,7 +8,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { db, eventually, expectRejected, proxyClient } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";

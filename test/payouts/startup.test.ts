@@ -6,7 +6,7 @@ import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { inject } from "vitest";
 import { afterAll, describe, expect, it } from "vitest";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { createPaydb, dropPaydb, sql, startPayouts } from "./support.js";

@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import {

@@ -9,7 +9,7 @@
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";

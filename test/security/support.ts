@@ -4,7 +4,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import { connect as tlsConnect, type PeerCertificate } from "node:tls";
-import { Pki, type IdentityFiles } from "../../services/harness/pki.js";
+import { Pki, type IdentityFiles } from "../../tools/harness/pki.js";
 
 /** TLS material a test client presents: a full identity, or only a CA to trust (no certificate). */
 export type ClientTls = IdentityFiles | { ca: string };

@@ -6,7 +6,7 @@ import pg from "pg";
 import { errorInfo } from "../../services/shared/errors.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { RailControlService, FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 
 export { FaultKind };
 

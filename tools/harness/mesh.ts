@@ -7,12 +7,12 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { migrate, type DatabaseKind } from "../../services/shared/migrate.js";
 import { MESH_IDENTITIES, Pki, type IdentityFiles, type MeshIdentity } from "./pki.js";
 import { PostgresServer } from "./postgres.js";
 import { ServiceProcess } from "./service-process.js";
 import { allowServiceLogins, ownedDatabase, serviceUrl } from "./database-roles.js";
-import type { ServiceRole } from "../shared/db-roles.js";
+import type { ServiceRole } from "../../services/shared/db-roles.js";
 
 export interface MeshOptions {
   /** Folder for secrets and logs; a temp dir (removed on stop) by default. */

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { projectRoot } from "../shared/project-root.js";
+import { projectRoot } from "../../services/shared/project-root.js";
 
 export interface ReadyInfo {
   port: number;

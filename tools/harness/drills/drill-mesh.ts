@@ -8,14 +8,14 @@ import { randomUUID } from "node:crypto";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import { PayoutService } from "../../shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { RailControlService, type FaultRule } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { PayoutService } from "../../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { RailControlService, type FaultRule } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { FaultRuleSchema } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import type { FaultRuleSchema } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../invariants.js";
 import { Mesh } from "../mesh.js";
 import { PostgresServer } from "../postgres.js";
-import type { DatabaseKind } from "../../shared/migrate.js";
+import type { DatabaseKind } from "../../../services/shared/migrate.js";
 import { pick, type Rng } from "./rng.js";
 
 export type LockBackend = "pg" | "etcd";

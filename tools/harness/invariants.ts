@@ -7,13 +7,13 @@
 import pg from "pg";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { runAudit, type AuditResult, type Violation } from "../cli/audit/audit.js";
-import { proxyStatement, type StatementSource } from "../cli/audit/statement.js";
-import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { runAudit, type AuditResult, type Violation } from "../../services/cli/audit/audit.js";
+import { proxyStatement, type StatementSource } from "../../services/cli/audit/statement.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { serviceUrl } from "./database-roles.js";
 
 export type { Violation };
-export { formatTable, type AuditCounts as CheckCounts } from "../cli/audit/audit.js";
+export { formatTable, type AuditCounts as CheckCounts } from "../../services/cli/audit/audit.js";
 export type CheckResult = AuditResult;
 
 export interface CheckTarget {
