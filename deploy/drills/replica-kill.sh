@@ -2,22 +2,24 @@
 # Cluster replica-kill drill (C5 §5.3 on a real cluster):
 #   1. a load Job creates payouts through the payouts API (Idempotency-Key per payout),
 #   2. meanwhile rail-proxy pods are force-deleted (--grace-period=0 --force) on a schedule,
-#   3. after the load and a settle period, the checker Job reads paydb and the rail's ledger
-#      (the rail-stub's raildb = the statement) and exits non-zero on any invariant violation.
+#   3. after the load and a settle period, a checker Job runs `railfence check --quiescent` from
+#      the same image and exits non-zero on any invariant violation.
 # Runs ONLY against a development install with railStub.enabled=true: the load moves money.
 #
-# The checker is drill tooling, not part of the product image: this script ships the compiled
-# checker (dist/services/harness/check.js + invariants.js, from `npm ci && npm run build` in a
-# checkout of the commit the image was built from) in the drill's ConfigMap and mounts it into
-# the image, where it runs on the image's node, pg and shared modules.
+# The checker is the product's own audit (services/cli/check-command.ts), compiled into the image:
+# nothing is mounted into the image. It reads paydb as the read-only auditor (a login in the
+# railfence_auditor group role; the password from the Secret's file through PAYDB_PASSWORD_FILE,
+# resolved by the CLI itself, never on a command line or in the Job spec) and the rail's statement
+# through rail-proxy's GetRailStatement, as a production audit does.
 #
 # Usage:
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
-#   PAYDB_URL=postgresql://railfence@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb \
-#   RAILDB_URL=postgresql://railstub@10.20.0.3:5432/raildb?sslmode=require RAILDB_SECRET=railfence-raildb \
+#   PAYDB_URL=postgresql://railfence_audit@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb-audit \
 #   deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
 #           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) PASSWORD_KEY (password)
+#           OPERATOR_TLS_SECRET: a Secret with tls.crt, tls.key and ca.crt of an identity allowed to
+#           read the statement (operator); required when the release runs with tls.enabled.
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -30,16 +32,9 @@ SETTLE_S=${SETTLE_S:-60}
 TIMEOUT_S=${TIMEOUT_S:-900}
 PASSWORD_KEY=${PASSWORD_KEY:-password}
 : "${IMAGE:?set IMAGE to the railfence image the release runs}"
-: "${PAYDB_URL:?set PAYDB_URL (no password; PAYDB_SECRET names the password Secret)}"
-: "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
+: "${PAYDB_URL:?set PAYDB_URL (a login of the auditor role, no password; PAYDB_SECRET names the password Secret)}"
 PAYDB_SECRET=${PAYDB_SECRET:-}
-RAILDB_SECRET=${RAILDB_SECRET:-}
-
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CHECKER_DIR="$ROOT/dist/services/harness"
-for f in check.js invariants.js; do
-  [ -f "$CHECKER_DIR/$f" ] || { echo "$CHECKER_DIR/$f is missing: run npm ci && npm run build (same commit as the image)" >&2; exit 2; }
-done
+OPERATOR_TLS_SECRET=${OPERATOR_TLS_SECRET:-}
 
 RUN_ID="drill-$(date +%s)"
 K=(kubectl -n "$NAMESPACE")
@@ -50,7 +45,7 @@ log() { printf '%s %s\n' "$(date -u +%H:%M:%SZ)" "$*"; }
 cleanup() {
   log "cleanup"
   "${K[@]}" delete job "$RUN_ID-load" "$RUN_ID-check" --ignore-not-found --wait=false >/dev/null 2>&1 || true
-  "${K[@]}" delete networkpolicy "$RUN_ID-allow-load" --ignore-not-found >/dev/null 2>&1 || true
+  "${K[@]}" delete networkpolicy "$RUN_ID-allow-load" "$RUN_ID-allow-check" --ignore-not-found >/dev/null 2>&1 || true
   "${K[@]}" delete configmap "$RUN_ID-load" --ignore-not-found >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -65,6 +60,20 @@ PAYOUTS_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=payouts,!ra
 PAYOUTS_PORT=$("${K[@]}" get svc "$PAYOUTS_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].port}')
 PAYOUTS_URL="http://$PAYOUTS_SVC.$NAMESPACE.svc:$PAYOUTS_PORT"
 log "run $RUN_ID: $PAYOUTS payouts over $ACCOUNTS accounts via $PAYOUTS_URL"
+
+# The checker reads the statement through rail-proxy, over mutual TLS when the release runs it.
+PROXY_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=rail-proxy,!railfence.dev/metrics" -o jsonpath='{.items[0].metadata.name}')
+PROXY_PORT=$("${K[@]}" get svc "$PROXY_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].port}')
+PROXY_PROTOCOL=$("${K[@]}" get svc "$PROXY_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].appProtocol}')
+PROXY_SCHEME=http
+if [ "$PROXY_PROTOCOL" = https ]; then
+  PROXY_SCHEME=https
+  if [ -z "$OPERATOR_TLS_SECRET" ]; then
+    echo "the release runs mutual TLS: set OPERATOR_TLS_SECRET, the operator certificate the checker presents" >&2
+    exit 2
+  fi
+fi
+PROXY_URL="$PROXY_SCHEME://$PROXY_SVC.$NAMESPACE.svc:$PROXY_PORT"
 
 # The release's NetworkPolicies admit payouts clients only from configured namespaces: let the
 # drill's load pods in for the duration of the run (policies are additive).
@@ -83,6 +92,21 @@ spec:
             matchLabels: {railfence.dev/drill: "$RUN_ID"}
       ports:
         - port: $PAYOUTS_PORT
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: $RUN_ID-allow-check
+spec:
+  podSelector:
+    matchLabels: {app.kubernetes.io/instance: "$RELEASE", app.kubernetes.io/component: rail-proxy}
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        - podSelector:
+            matchLabels: {railfence.dev/drill: "$RUN_ID"}
+      ports:
+        - port: $PROXY_PORT
 YAML
 
 # Security context shared by the drill pods (same rules as the chart's pods).
@@ -134,22 +158,7 @@ Promise.all(Array.from({ length: conc }, worker)).then(() => {
 JS
 )
 
-# check.js takes full URLs; this wrapper adds passwords from the mounted Secret files inside the
-# pod (never on the command line, never in the Job spec), then runs the checker unchanged.
-CHECK_JS=$(cat <<'JS'
-import { readFileSync } from "node:fs";
-for (const db of ["PAYDB", "RAILDB"]) {
-  const file = process.env[`${db}_PASSWORD_FILE`];
-  if (!file) continue;
-  const u = new URL(process.env[`${db}_URL`]);
-  u.password = encodeURIComponent(readFileSync(file, "utf8").replace(/\r?\n$/, ""));
-  process.env[`${db}_URL`] = u.toString();
-}
-await import("/app/dist/services/harness/check.js");
-JS
-)
-"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" \
-  --from-file=check.js="$CHECKER_DIR/check.js" --from-file=invariants.js="$CHECKER_DIR/invariants.js" >/dev/null
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" >/dev/null
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -205,14 +214,19 @@ log "$kills rail-proxy pods killed; settling ${SETTLE_S}s so executors finish an
 "${K[@]}" rollout status deploy -l "$SEL,app.kubernetes.io/component=rail-proxy" --timeout=300s || true
 sleep "$SETTLE_S"
 
-# The checker: invariants over paydb and the rail's own ledger; non-zero exit on a violation.
-db_env() { # name url secret prefix
-  printf '            - {name: %s_URL, value: "%s"}\n' "$1" "$2"
-  [ -n "$3" ] && printf '            - {name: %s_PASSWORD_FILE, value: /var/run/secrets/drill/%s/%s}\n' "$1" "$4" "$PASSWORD_KEY"
+# The checker: `railfence check` over paydb and the statement; exit 0 only when every invariant
+# holds (5: violations, named in its report; 2: usage; 3: unreachable).
+secret_env() { # secret: the password file, and the operator's certificate when the release runs TLS
+  [ -n "$PAYDB_SECRET" ] && printf '            - {name: PAYDB_PASSWORD_FILE, value: /var/run/secrets/drill/paydb/%s}\n' "$PASSWORD_KEY"
+  if [ -n "$OPERATOR_TLS_SECRET" ]; then
+    printf '            - {name: RAILFENCE_TLS_CERT_FILE, value: /var/run/secrets/drill/tls/tls.crt}\n'
+    printf '            - {name: RAILFENCE_TLS_KEY_FILE, value: /var/run/secrets/drill/tls/tls.key}\n'
+    printf '            - {name: RAILFENCE_TLS_CA_FILE, value: /var/run/secrets/drill/tls/ca.crt}\n'
+  fi
   return 0
 }
-db_mount() { [ -n "$1" ] && printf '            - {name: %s, mountPath: /var/run/secrets/drill/%s, readOnly: true}\n' "$2" "$2"; return 0; }
-db_volume() { [ -n "$1" ] && printf '        - {name: %s, secret: {secretName: %s}}\n' "$2" "$1"; return 0; }
+secret_mount() { [ -n "$1" ] && printf '            - {name: %s, mountPath: /var/run/secrets/drill/%s, readOnly: true}\n' "$2" "$2"; return 0; }
+secret_volume() { [ -n "$1" ] && printf '        - {name: %s, secret: {secretName: %s}}\n' "$2" "$1"; return 0; }
 
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
@@ -233,27 +247,21 @@ spec:
       containers:
         - name: check
           image: $IMAGE
-          # = node dist/services/harness/check.js, with password files resolved first. The checker
-          # files are mounted one by one (subPath: real files, so their relative imports of
-          # ../shared/*.js resolve inside the image).
-          command: ["node", "/drill/check.mjs"]
+          # The product's audit, as an operator runs it: railfence check --quiescent --json.
+          command: ["node", "dist/services/cli/main.js", "check", "--quiescent", "--json"]
           env:
-            - {name: CHECK_QUIESCENT, value: "true"}
-$(db_env PAYDB "$PAYDB_URL" "$PAYDB_SECRET" paydb)
-$(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
+            - {name: RAILFENCE_PAYDB_AUDIT_URL, value: "$PAYDB_URL"}
+            - {name: RAILFENCE_RAIL_PROXY_URL, value: "$PROXY_URL"}
+$(secret_env)
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
-            - {name: drill, mountPath: /drill, readOnly: true}
-            - {name: drill, mountPath: /app/dist/services/harness/check.js, subPath: check.js, readOnly: true}
-            - {name: drill, mountPath: /app/dist/services/harness/invariants.js, subPath: invariants.js, readOnly: true}
-$(db_mount "$PAYDB_SECRET" paydb)
-$(db_mount "$RAILDB_SECRET" raildb)
+$(secret_mount "$PAYDB_SECRET" paydb)
+$(secret_mount "$OPERATOR_TLS_SECRET" tls)
           $CONTAINER_SECURITY
       volumes:
         - {name: tmp, emptyDir: {}}
-        - {name: drill, configMap: {name: $RUN_ID-load}}
-$(db_volume "$PAYDB_SECRET" paydb)
-$(db_volume "$RAILDB_SECRET" raildb)
+$(secret_volume "$PAYDB_SECRET" paydb)
+$(secret_volume "$OPERATOR_TLS_SECRET" tls)
 YAML
 
 log "waiting for the checker"

@@ -9,6 +9,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
 import { helm, root } from "./helm-tool.js";
 
 const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
@@ -239,15 +240,100 @@ describe("replica-kill drill", () => {
     expect(r.status).toBe(0);
     expect(text).toContain("--grace-period=0 --force");
     expect(text).toContain("app.kubernetes.io/component=rail-proxy");
-    expect(text).toContain("dist/services/harness/check.js");
+    expect(text).toContain('["node", "dist/services/cli/main.js", "check", "--quiescent", "--json"]');
     expect(text).toMatch(/set -euo pipefail/);
   });
 
-  it("ships the checker with the drill, since the product image holds no harness", () => {
-    for (const f of ["check.js", "invariants.js"]) {
-      expect(text).toContain(`--from-file=${f}="$CHECKER_DIR/${f}"`);
-      expect(text).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
+  /**
+   * Runs the script against a kubectl that records what it is given and answers the few reads
+   * the drill makes (a release with a rail-stub, the payouts and rail-proxy Services, a load Job
+   * that is done, a checker Job that completes). Returns the exit code, output and every object
+   * the script applied.
+   */
+  function runDrill(env: Record<string, string>, proxyProtocol: string) {
+    const dir = mkdtempSync(join(tmpdir(), "drill-kubectl-"));
+    try {
+      const kubectl = join(dir, "kubectl");
+      writeFileSync(
+        kubectl,
+        `#!/usr/bin/env bash
+echo "$*" >> "${dir}/calls"
+case "$*" in
+  *"apply -f -"*) cat > "$(mktemp "${dir}/apply-XXXXXX")" ;;
+  *"get deploy"*) echo "deployment.apps/railfence-rail-stub" ;;
+  *"get svc -l"*component=payouts*) printf railfence-payouts ;;
+  *"get svc -l"*component=rail-proxy*) printf railfence-rail-proxy ;;
+  *"get svc railfence-payouts"*) printf 7400 ;;
+  *"get svc railfence-rail-proxy"*appProtocol*) printf '%s' "${proxyProtocol}" ;;
+  *"get svc railfence-rail-proxy"*) printf 7200 ;;
+  *"get job"*) printf 1 ;;
+  *"wait --for=condition=failed"*) exec sleep 30 ;;
+esac
+exit 0
+`,
+        { mode: 0o755 },
+      );
+      const r = spawnSync("bash", [script], {
+        encoding: "utf8",
+        env: { PATH: `${dir}:${process.env.PATH}`, IMAGE: "registry.example/railfence@sha256:" + "a".repeat(64), SETTLE_S: "0", KILL_EVERY_S: "0", ...env },
+        timeout: 60_000,
+      });
+      const applied = spawnSync("bash", ["-c", `for f in "${dir}"/apply-*; do [ -f "$f" ] && { echo ---; cat "$f"; }; done; true`], { encoding: "utf8" }).stdout;
+      const objects = applied.trim() === "" ? [] : parseAllDocuments(applied).map((d) => d.toJS() as any);
+      const calls = existsSync(join(dir, "calls")) ? readFileSync(join(dir, "calls"), "utf8") : "";
+      return { code: r.status, output: r.stdout + r.stderr, objects, calls };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  const PAYDB = { PAYDB_URL: "postgresql://railfence_audit@10.20.0.3:5432/paydb?sslmode=require", PAYDB_SECRET: "railfence-paydb-audit" };
+
+  it("checks with the product's own audit (railfence check) from the image: nothing mounted into it but Secrets", () => {
+    const r = runDrill({ ...PAYDB, OPERATOR_TLS_SECRET: "railfence-operator-tls" }, "https");
+    expect(r.code, r.output).toBe(0);
+    expect(r.output).toContain("VERDICT: no invariant violated");
+    const job = r.objects.find((o) => o.kind === "Job" && o.metadata.name.endsWith("-check"));
+    expect(job, r.output).toBeDefined();
+    const [container] = job.spec.template.spec.containers;
+    expect(container.image).toBe("registry.example/railfence@sha256:" + "a".repeat(64));
+    expect(container.command).toEqual(["node", "dist/services/cli/main.js", "check", "--quiescent", "--json"]);
+    expect(Object.fromEntries(container.env.map((e: any) => [e.name, e.value]))).toEqual({
+      RAILFENCE_PAYDB_AUDIT_URL: PAYDB.PAYDB_URL,
+      RAILFENCE_RAIL_PROXY_URL: "https://railfence-rail-proxy.railfence.svc:7200",
+      // The CLI resolves the password itself (services/shared/config.ts databaseUrl): no script does.
+      PAYDB_PASSWORD_FILE: "/var/run/secrets/drill/paydb/password",
+      RAILFENCE_TLS_CERT_FILE: "/var/run/secrets/drill/tls/tls.crt",
+      RAILFENCE_TLS_KEY_FILE: "/var/run/secrets/drill/tls/tls.key",
+      RAILFENCE_TLS_CA_FILE: "/var/run/secrets/drill/tls/ca.crt",
+    });
+    // Nothing is mounted over the image's /app: only /tmp and the two Secrets.
+    expect(container.volumeMounts.map((m: any) => m.mountPath).sort()).toEqual(["/tmp", "/var/run/secrets/drill/paydb", "/var/run/secrets/drill/tls"]);
+    expect(job.spec.template.spec.volumes.filter((v: any) => v.secret).map((v: any) => v.secret.secretName).sort()).toEqual(["railfence-operator-tls", "railfence-paydb-audit"]);
+    expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true });
+    // The checker may reach rail-proxy for the duration of the run, and only its port.
+    const allow = r.objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name.endsWith("-allow-check"));
+    expect(allow.spec.podSelector.matchLabels["app.kubernetes.io/component"]).toBe("rail-proxy");
+    expect(allow.spec.ingress).toEqual([{ from: [{ podSelector: { matchLabels: { "railfence.dev/drill": job.metadata.labels["railfence.dev/drill"] } } }], ports: [{ port: 7200 }] }]);
+    // The ConfigMap carries the load script only; the script holds no password code of its own.
+    expect(r.calls).toMatch(/create configmap \S+ --from-literal=load\.cjs=/);
+    expect(r.calls).not.toMatch(/--from-file|check\.mjs/);
+    expect(text).not.toMatch(/\.password\s*=|PASSWORD_FILE`\]|readFileSync/);
+    expect(r.calls).toMatch(/delete networkpolicy \S+-allow-load \S+-allow-check/);
+  });
+
+  it("against a cleartext release the checker calls http:// and presents no certificate; under mutual TLS it refuses to go without one", () => {
+    const h2c = runDrill(PAYDB, "kubernetes.io/h2c");
+    expect(h2c.code, h2c.output).toBe(0);
+    const job = h2c.objects.find((o) => o.kind === "Job" && o.metadata.name.endsWith("-check"));
+    const env = Object.fromEntries(job.spec.template.spec.containers[0].env.map((e: any) => [e.name, e.value]));
+    expect(env.RAILFENCE_RAIL_PROXY_URL).toBe("http://railfence-rail-proxy.railfence.svc:7200");
+    expect(Object.keys(env).filter((k) => k.startsWith("RAILFENCE_TLS_"))).toEqual([]);
+
+    const tls = runDrill(PAYDB, "https");
+    expect(tls.code).toBe(2);
+    expect(tls.output).toContain("set OPERATOR_TLS_SECRET");
+    expect(tls.objects).toEqual([]);
   });
 
   it("bash -n does fail on a broken script (negative control)", () => {
