@@ -115,7 +115,7 @@ describe("stalled bodies", () => {
   it("the read timeout bounds the body only: a complete request with a long deadline is served normally", async () => {
     const pool = new ClientPool();
     try {
-      const payouts = pool.client(PayoutService, mesh.payouts!.url, "grpc", 20_000);
+      const payouts = pool.client(PayoutService, mesh.payouts!.url, "grpc", { timeoutMs: 20_000 });
       // Invalid on purpose (changes nothing), but it reaches the handler and its validation.
       const err = await payouts.getPayout({ payoutId: "" }).catch((e: unknown) => e);
       expect(errorInfo(err)?.reason).toBe("FIELD_REQUIRED");

@@ -5,8 +5,6 @@
  * run the reconciler and the invariant checker.
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { PayoutService } from "../../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailControlService, type FaultRule } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
@@ -103,11 +101,11 @@ export class DrillMesh {
   }
 
   payoutsClient() {
-    return createClient(PayoutService, createGrpcTransport({ baseUrl: this.mesh.payouts!.url, ...this.mesh.clientOptions("client") }));
+    return this.mesh.client(PayoutService, this.mesh.payouts!.url, "client");
   }
 
   railControl() {
-    return createClient(RailControlService, createGrpcTransport({ baseUrl: this.mesh.railControlUrl, ...this.mesh.clientOptions("operator") }));
+    return this.mesh.client(RailControlService, this.mesh.railControlUrl, "operator");
   }
 
   async setFaults(rules: Array<MessageInitShape<typeof FaultRuleSchema>>): Promise<void> {

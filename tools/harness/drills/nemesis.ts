@@ -16,8 +16,6 @@
  *                   again under a fresh reference
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { LockService } from "../../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
@@ -284,10 +282,9 @@ export class Nemesis {
     const { drill } = this.d;
     const proxy = drill.mesh.proxies.find((p) => p.running);
     if (!proxy || !drill.mesh.lock) return undefined;
-    const opts = drill.mesh.clientOptions("executor");
     return {
-      proxy: createClient(RailProxyService, createGrpcTransport({ baseUrl: proxy.url, ...opts })),
-      lock: createClient(LockService, createGrpcTransport({ baseUrl: drill.mesh.lock.url, ...opts })),
+      proxy: drill.mesh.client(RailProxyService, proxy.url, "executor"),
+      lock: drill.mesh.client(LockService, drill.mesh.lock.url, "executor"),
     };
   }
 
