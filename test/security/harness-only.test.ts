@@ -9,7 +9,7 @@
  * The same services compiled by `npm run build` in this checkout are the development side.
  */
 import { spawnSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -98,8 +98,8 @@ const EXECUTOR_SWITCHES: Array<[string, string]> = [
 
 describe("in the image, harness-only settings are refused", () => {
   it("the image layout holds no harness (the premise of everything below)", () => {
-    expect(spawnSync("test", ["-e", join(image, "dist", "tools")]).status).not.toBe(0);
-    expect(spawnSync("test", ["-e", join(image, "dist", "services", "rail-proxy", "main.js")]).status).toBe(0);
+    expect(existsSync(join(image, "dist", "tools"))).toBe(false);
+    expect(existsSync(join(image, "dist", "services", "rail-proxy", "main.js"))).toBe(true);
   });
 
   it.each(PROXY_SWITCHES)("rail-proxy with %s=%s exits 78 naming it, before reading the rail credential", async (name, value) => {
