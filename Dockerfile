@@ -33,7 +33,7 @@ COPY tsconfig.json tsconfig.build.json tsconfig.image.json ./
 COPY services ./services
 # The railfence client library (the CLI uses it); compiled with the services.
 COPY clients/typescript/src ./clients/typescript/src
-RUN npm run build:image && test ! -e dist/services/harness
+RUN npm run build:image && test ! -e dist/tools && test ! -e dist/test
 
 # ---- prod-deps: runtime dependencies only, from the same lockfile, minus what never runs ----
 FROM ${NODE_IMAGE} AS prod-deps

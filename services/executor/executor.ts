@@ -5,6 +5,7 @@
  * untrusted by design (INV-07): nothing here is a guard. main.ts only reads the environment.
  */
 import { context } from "@opentelemetry/api";
+import { warnHarnessOnly } from "../shared/harness-only.js";
 import type { RunningService } from "../shared/lifecycle.js";
 import type { Logger } from "../shared/logger.js";
 import { createRegistry, serveMetrics } from "../shared/metrics.js";
@@ -12,7 +13,7 @@ import { requireMigrated } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
 import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
 import { createLockClient, createProxyPool } from "./clients.js";
-import type { ExecutorConfig } from "./config.js";
+import { harnessSettings, type ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
 import { createPayoutStore } from "./payout-store.js";
@@ -20,6 +21,7 @@ import { startWorker } from "./worker.js";
 
 export async function startExecutor(config: ExecutorConfig, deps: { logger: Logger }): Promise<RunningService> {
   const { logger } = deps;
+  warnHarnessOnly(logger, harnessSettings(config));
   const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}` });
   try {
     // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report

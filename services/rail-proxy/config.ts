@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
@@ -32,7 +33,8 @@ const schema = z
    */
   RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
   SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
-  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it. */
+  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
+   * it (shared/harness-only.ts), as it refuses the two below. */
   RAIL_PROXY_FENCING_ENABLED: env.bool(true),
   /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
    * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
@@ -81,8 +83,19 @@ export interface RailProxyConfig extends ServerConfig {
   replicaId: string;
 }
 
+/** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
+export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards">): string[] {
+  const on: string[] = [];
+  if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
+  if (c.markStore === "memory") on.push("RAIL_PROXY_MARK_STORE=memory");
+  if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
+  return on;
+}
+
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
   const c = loadConfig(schema, e);
+  // Before any secret is read: a negative control outside a development checkout is refused (exit 78).
+  refuseHarnessOnly(harnessSettings({ fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED, markStore: c.RAIL_PROXY_MARK_STORE, disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS }));
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,

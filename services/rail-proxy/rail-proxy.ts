@@ -4,6 +4,7 @@
  * test wants to replace (the rail client) come in through `deps`; main.ts only reads the
  * environment and wires signals.
  */
+import { warnHarnessOnly } from "../shared/harness-only.js";
 import type { Logger } from "../shared/logger.js";
 import type { RunningService } from "../shared/lifecycle.js";
 import { REQUEST_MAX_BYTES } from "../shared/limits.js";
@@ -14,7 +15,7 @@ import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
-import type { RailProxyConfig } from "./config.js";
+import { harnessSettings, type RailProxyConfig } from "./config.js";
 import { announceGuards, guardsFrom, inMemoryMark } from "./negative-controls.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
@@ -30,6 +31,7 @@ export interface RailProxyDeps {
 
 export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDeps): Promise<RunningService> {
   const { logger } = deps;
+  warnHarnessOnly(logger, harnessSettings(config));
   const pool = createPool({
     url: config.paydbUrl,
     max: config.paydbPoolMax,

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { testMesh } from "../support/test-mesh.js";
 import { poolFor } from "../executor/support.js";
 import { railfence } from "../cli/run-railfence.js";

@@ -7,8 +7,8 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants, meshCheckTarget, type CheckResult } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget, type CheckResult } from "../../tools/harness/invariants.js";
 import { runAudit } from "../../services/cli/audit/audit.js";
 import type { StatementSource } from "../../services/cli/audit/statement.js";
 import { testMesh } from "../support/test-mesh.js";

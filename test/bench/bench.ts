@@ -17,14 +17,14 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
-import { seededRng } from "../../services/harness/drills/rng.js";
-import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
-import { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { seededRng } from "../../tools/harness/drills/rng.js";
+import { connectClient } from "../../tools/harness/clients.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
+import { Mesh } from "../../tools/harness/mesh.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -149,7 +149,7 @@ async function main(): Promise<void> {
       env: { PORT: "0", METRICS_PORT: "0", RAILDB_URL: await server.createDatabase("raildb_direct"), RAIL_CREDENTIALS_FILE: mesh.credentialFile },
     });
     await directStub.start();
-    const rail = createClient(RailService, createGrpcTransport({ baseUrl: directStub.url }));
+    const rail = connectClient(RailService, directStub.url);
     const auth = { authorization: `Bearer ${mesh.credential}` };
     for (const c of CONCURRENCY) {
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
@@ -160,7 +160,7 @@ async function main(): Promise<void> {
     await directStub.stop();
 
     // B1 / B2: through the proxy.
-    const proxyClients = mesh.proxies.map((p) => createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url })));
+    const proxyClients = mesh.proxies.map((p) => connectClient(RailProxyService, p.url));
     const proxyPids = mesh.proxies.map((p) => p.pid!);
     const throughProxy = async (workload: string, replicas: number, accountCount: number) => {
       for (const c of CONCURRENCY) {
@@ -198,7 +198,7 @@ async function main(): Promise<void> {
     await mesh.startLock();
     await mesh.startPayouts();
     for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20" });
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const b3Count = Number(process.env.BENCH_B3_PAYOUTS ?? 1000);
     const b3Accounts = Array.from({ length: 200 }, (_, i) => `e2e-${i}`);
     const pdb = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });

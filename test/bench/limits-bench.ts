@@ -8,11 +8,11 @@
  * account, one client: every request updates the same two counter rows, the worst case).
  * Prints a markdown table; the limit check's own latency comes from payout_limit_check_seconds.
  */
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ClientPool } from "../../tools/harness/clients.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -36,7 +36,7 @@ async function histogramMeanMs(metricsPort: number, name: string): Promise<numbe
 async function main(): Promise<void> {
   const pg = await PostgresServer.start({ durable: true });
   const rows: string[] = [];
-  const services: Record<"off" | "on", { svc: ServiceProcess; sessions: Http2SessionManager; client: ReturnType<typeof createClient<typeof PayoutService>> }> = {} as never;
+  const services: Record<"off" | "on", { svc: ServiceProcess; sessions: ClientPool; client: Client<typeof PayoutService> }> = {} as never;
   try {
     for (const limits of ["off", "on"] as const) {
       const paydb = await pg.createDatabase(`paydb_limits_${limits}`);
@@ -47,8 +47,8 @@ async function main(): Promise<void> {
           : { LIMIT_CLIENT_REQUESTS: "0", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=off" };
       const svc = new ServiceProcess({ service: "payouts", name: `payouts-limits-${limits}`, env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: paydb, OTEL_SDK_DISABLED: "true", ...env } });
       await svc.start();
-      const sessions = new Http2SessionManager(svc.url);
-      services[limits] = { svc, sessions, client: createClient(PayoutService, createGrpcTransport({ baseUrl: svc.url, sessionManager: sessions })) };
+      const sessions = new ClientPool();
+      services[limits] = { svc, sessions, client: sessions.client(PayoutService, svc.url) };
     }
     for (let round = 1; round <= 2; round++) {
       for (const shape of ["spread", "hot"] as const) {
@@ -82,7 +82,7 @@ async function main(): Promise<void> {
     rows.push(`\nmean payout_limit_check_seconds (one consume_payout_limits round trip) over every "on" run: ${mean?.toFixed(2)} ms`);
   } finally {
     for (const s of Object.values(services)) {
-      s.sessions.abort();
+      s.sessions.close();
       await s.svc.stop(5000);
     }
     await pg.destroy();

@@ -7,14 +7,13 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Code, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
-import { db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { connectClient, db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { railfence } from "./run-railfence.js";
@@ -129,7 +128,7 @@ describe("payouts", () => {
 describe("locks inspect", () => {
   it("shows the holder and token of a held lock, never its lease id", async () => {
     const key = `account:acc-lock-${suffix}`;
-    const client = createClient(LockService, createGrpcTransport({ baseUrl: lock.url }));
+    const client = connectClient(LockService, lock.url);
     const { lease } = await client.acquire({ key, owner: "executor-7", ttlMs: 60_000, waitMs: 0 });
     try {
       const r = await cli(["locks", "inspect", key, "--json"]);

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -10,12 +10,11 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, sql, type PayoutsFixture } from "./support.js";
+import { ClientPool } from "../support/clients.js";
 
 let f: PayoutsFixture | undefined;
 const closers: Array<() => void> = [];
@@ -92,9 +91,9 @@ describe("exactly one payout per intent under faults", () => {
 
   it("negative control: the same lost answer retried with a NEW key per attempt creates the payout twice", async () => {
     f = await payoutsOnOwnPostgres();
-    const sessions = new Http2SessionManager(f.svc.url);
-    closers.push(() => sessions.abort());
-    const raw = createClient(PayoutService, createGrpcTransport({ baseUrl: f.svc.url, sessionManager: sessions }));
+    const sessions = new ClientPool();
+    closers.push(() => sessions.close());
+    const raw = sessions.client(PayoutService, f.svc.url);
     const hold = await holdPayoutInserts(f.paydb);
     const first = raw.createPayout(request("acct-naive"), { headers: { "idempotency-key": randomUUID() }, timeoutMs: 300 }).catch(() => undefined);
     await sleep(600);

@@ -7,7 +7,7 @@
 import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { createRailfenceClient, OutcomeUnknownError, RailfenceError, SubmissionState, type RailfenceClient } from "../../clients/typescript/src/index.js";
 import { db, eventually, FaultKind, metricValue, railBookings, railControl } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -4,8 +4,8 @@
  * log lines), and a lock on the payouts table that holds a CreatePayout mid-transaction.
  */
 import pg from "pg";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { createRailfenceClient, type RailfenceClientOptions } from "../../clients/typescript/src/index.js";
 import { createPaydb, startPayouts } from "../payouts/support.js";
 

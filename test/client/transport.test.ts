@@ -10,8 +10,8 @@ import { Code } from "@connectrpc/connect";
 import { trace } from "@opentelemetry/api";
 import { node as otelNode } from "@opentelemetry/sdk-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Pki } from "../../services/harness/pki.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import { Pki } from "../../tools/harness/pki.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { createRailfenceClient, RailfenceError, tlsFromFiles } from "../../clients/typescript/src/index.js";
 import { countPayouts, createPaydb, dropPaydb, sql, startPayouts } from "../payouts/support.js";
 

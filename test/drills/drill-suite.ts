@@ -5,9 +5,9 @@
  * missing guard let through.
  */
 import { describe, expect, it, inject } from "vitest";
-import { BOUNDED_SOAK, SCENARIOS } from "../../services/harness/drills/catalogue.js";
-import type { LockBackend } from "../../services/harness/drills/drill-mesh.js";
-import { runScenario } from "../../services/harness/drills/run.js";
+import { BOUNDED_SOAK, SCENARIOS } from "../../tools/harness/drills/catalogue.js";
+import type { LockBackend } from "../../tools/harness/drills/drill-mesh.js";
+import { runScenario } from "../../tools/harness/drills/run.js";
 
 /** Small loads: enough to exercise each path, small enough for two cores. */
 const BOUNDED_PAYOUTS: Record<string, number> = {

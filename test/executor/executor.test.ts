@@ -8,8 +8,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, lockClient, logEvents, PAYOUT_OF_REFERENCE, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock } from "./support.js";

@@ -10,7 +10,7 @@ import { createPayoutStore, type PayoutStore } from "../../services/executor/pay
 import { migrate } from "../../services/shared/migrate.js";
 import { createPool } from "../../services/shared/pg.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
-import { allowServiceLogins, serviceUrl } from "../../services/harness/database-roles.js";
+import { allowServiceLogins, serviceUrl } from "../../tools/harness/database-roles.js";
 import { insertPayouts, payoutStates } from "./support.js";
 
 /** The owner's pool arranges fixtures; the store runs as the executor's own role, as in production. */

@@ -4,15 +4,13 @@
  * and for reading the rail's own ledger (INV-02 is checked there, not in paydb), and helpers
  * to start executors and read their JSON log lines.
  */
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import type { FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { proxyClient as proxyClientAt, railControl } from "../support/clients.js";
+import { connectClient, proxyClient as proxyClientAt, railControl } from "../support/clients.js";
 
 export interface PayoutSeed {
   payoutId: string;
@@ -123,7 +121,7 @@ export async function setFaults(mesh: Mesh, rules: MessageInitShape<typeof Fault
 }
 
 export function lockClient(lock: ServiceProcess) {
-  return createClient(LockService, createGrpcTransport({ baseUrl: lock.url }));
+  return connectClient(LockService, lock.url);
 }
 
 export function proxyClient(mesh: Mesh, replica = 0) {

@@ -12,8 +12,8 @@ import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import {
   RailProxyService,
   SubmitPayoutRequestSchema,

@@ -17,7 +17,7 @@
 import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { ClientPool } from "./fuzz-clients.js";
@@ -115,7 +115,7 @@ describe("stalled bodies", () => {
   it("the read timeout bounds the body only: a complete request with a long deadline is served normally", async () => {
     const pool = new ClientPool();
     try {
-      const payouts = pool.client(PayoutService, mesh.payouts!.url, "grpc", 20_000);
+      const payouts = pool.client(PayoutService, mesh.payouts!.url, "grpc", { timeoutMs: 20_000 });
       // Invalid on purpose (changes nothing), but it reaches the handler and its validation.
       const err = await payouts.getPayout({ payoutId: "" }).catch((e: unknown) => e);
       expect(errorInfo(err)?.reason).toBe("FIELD_REQUIRED");

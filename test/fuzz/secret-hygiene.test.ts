@@ -5,24 +5,23 @@
  * then every log line of every process, every error (message, metadata, details) a client
  * saw, every /metrics body, and every process's argv and environment are scanned for it.
  */
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../services/harness/database-roles.js";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind, RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { RailProxyService, ResolutionOutcome } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { db } from "../support/clients.js";
+import { ClientPool, db } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { settle } from "./outcome.js";
@@ -32,18 +31,14 @@ let mesh: Mesh;
 let tmp: string;
 let ownPg: PostgresServer | undefined;
 const extra: ServiceProcess[] = [];
-const sessions: Http2SessionManager[] = [];
+const sessions = new ClientPool({ timeoutMs: 10_000 });
 /** Everything a client was told, serialized: messages, metadata and details. */
 const seenByClients: string[] = [];
 /** A second secret: the wrong credential a misconfigured proxy holds is a secret too. */
 const wrongCredential = `rk_${randomBytes(24).toString("hex")}`;
 const tally = new FuzzTally("secret-hygiene");
 
-function client<S extends Parameters<typeof createClient>[0]>(service: S, url: string) {
-  const sessionManager = new Http2SessionManager(url);
-  sessions.push(sessionManager);
-  return createClient(service, createGrpcTransport({ baseUrl: url, sessionManager, defaultTimeoutMs: 10_000 }));
-}
+const client: ClientPool["client"] = (service, url) => sessions.client(service, url);
 
 /** Runs a call and keeps whatever the client saw (answer or error) for the scan. */
 async function observe(what: string, call: Promise<unknown>): Promise<ConnectError | undefined> {
@@ -164,7 +159,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const s of sessions) s.abort();
+  sessions.close();
   await Promise.all(extra.map((p) => p.stop(5000)));
   await mesh?.stop();
   await ownPg?.destroy();

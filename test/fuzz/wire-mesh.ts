@@ -4,8 +4,8 @@
  * paydb, raildb, lockdb and the rail stub's fault plan before and after.
  */
 import { expect } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import { RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing } from "./fuzz-clients.js";

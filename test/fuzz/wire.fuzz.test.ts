@@ -11,8 +11,8 @@
 import fc from "fast-check";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants, meshCheckTarget } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import { testMesh } from "../support/test-mesh.js";
 import { expectServing } from "./fuzz-clients.js";
 import { expectNoLeak } from "./outcome.js";

@@ -186,18 +186,30 @@ describe("Dockerfile", () => {
   });
 
   it("compiles the product without the development harness or tests", () => {
-    expect(ignored("services/harness/mesh.ts")).toBe(true);
-    expect(ignored("services/harness")).toBe(true);
+    expect(ignored("tools/harness/mesh.ts")).toBe(true);
+    expect(ignored("tools/harness")).toBe(true);
+    expect(ignored("tools")).toBe(true);
+    expect(ignored("test/support/clients.ts")).toBe(true);
     expect(ignored("services/rail-proxy/admission.test.ts")).toBe(true);
     const build = ins.find((i) => i.op === "RUN" && /\bnpm run build:image\b/.test(i.args));
     expect(build, "the build stage compiles with tsconfig.image.json").toBeDefined();
+    // And proves it: the build stage fails if anything of the harness or the tests was compiled.
+    expect(build!.args).toContain("test ! -e dist/tools");
     // What tsc would compile for the image, imports followed: a product file importing the
     // harness would drag it in (tsconfig excludes only stop the initial file list).
-    const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.image.json"), "--listFilesOnly"], { encoding: "utf8" });
-    expect(r.status, r.stderr).toBe(0);
-    const files = r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(join(root, "services")));
-    expect(files.length).toBeGreaterThan(50);
-    expect(files.filter((f) => f.includes("/services/harness/") || f.endsWith(".test.ts"))).toEqual([]);
+    const listed = (tsconfig: string) => {
+      const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, tsconfig), "--listFilesOnly"], { encoding: "utf8" });
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(root + "/") && !f.includes("/node_modules/"));
+    };
+    const notProduct = (files: string[]) => files.filter((f) => !(f.startsWith(join(root, "services") + "/") || f.startsWith(join(root, "clients", "typescript", "src") + "/")) || f.endsWith(".test.ts"));
+    const files = listed("tsconfig.image.json");
+    expect(files.filter((f) => f.startsWith(join(root, "services") + "/")).length).toBeGreaterThan(50);
+    expect(notProduct(files)).toEqual([]);
+    // Negative control: the development build (tsconfig.build.json) does compile the harness, and
+    // the same filter sees it.
+    const dev = notProduct(listed("tsconfig.build.json"));
+    expect(dev.some((f) => f.startsWith(join(root, "tools", "harness") + "/"))).toBe(true);
   });
 
   it("passes the registry CA only as a build secret: never copied, never in the runtime stage", () => {

@@ -20,7 +20,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAudit, type AuditCounts } from "../../services/cli/audit/audit.js";
-import { ledgerStatement } from "../../services/harness/invariants.js";
+import { ledgerStatement } from "../../tools/harness/invariants.js";
 import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";

@@ -5,7 +5,7 @@
  * makes this true: without it a fresh etcd issues tokens below the pg ones.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { EtcdServer, etcdBinary } from "../../services/harness/etcd.js";
+import { EtcdServer, etcdBinary } from "../../tools/harness/etcd.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 import { LockServiceUnderTest, migratedLockdb, type LockClient } from "./lock-fixture.js";
 

@@ -2,14 +2,14 @@
  * Fixtures for the lock conformance suite: a backend the test owns (its own PostgreSQL or etcd
  * process, so it can be stopped and restarted) and the real lock service as an OS process.
  */
-import { createClient, ConnectError, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { EtcdServer } from "../../services/harness/etcd.js";
-import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../services/harness/database-roles.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { EtcdServer } from "../../tools/harness/etcd.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { migrate } from "../../services/shared/migrate.js";
+import { connectClient } from "../support/clients.js";
 
 export interface BackendFixture {
   readonly name: "pg" | "etcd";
@@ -109,7 +109,7 @@ export class LockServiceUnderTest {
   }
 
   private connect(): void {
-    this.client = createClient(LockService, createGrpcTransport({ baseUrl: this.proc.url }));
+    this.client = connectClient(LockService, this.proc.url);
   }
 }
 

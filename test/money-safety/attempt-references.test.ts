@@ -13,8 +13,8 @@
  */
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -5,12 +5,10 @@
  * One payout made afterwards is still traced end to end.
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { eventually } from "../support/clients.js";
+import { connectClient, eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { OtlpReceiver } from "./otlp-receiver.js";
 
@@ -38,7 +36,7 @@ describe("telemetry in a quiet mesh", () => {
     await new Promise((r) => setTimeout(r, 3000));
     expect(receiver.spans.map((s) => s.name)).toEqual([]);
 
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const { payout } = await payouts.createPayout({ accountId: "acc-quiet", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-quiet" }, { headers: { "idempotency-key": randomUUID() } });
     await eventually(async () => receiver.spans.some((s) => s.name === "executor PayPayout"), "the payout's executor span", 30_000);
     const create = receiver.spans.find((s) => s.name.endsWith("CreatePayout"))!;

@@ -4,13 +4,11 @@
  */
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { db, eventually, expectRejected, proxyClient } from "../support/clients.js";
+import { connectClient, db, eventually, expectRejected, proxyClient } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { OtlpReceiver } from "./otlp-receiver.js";
@@ -39,7 +37,7 @@ afterAll(async () => {
 
 describe("tracing", () => {
   it("one trace id covers payouts, executor, lock, rail-proxy, pg and rail-stub for one payout", async () => {
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const created = await payouts.createPayout({ accountId: "acc-trace", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-trace" }, { headers: { "idempotency-key": randomUUID() } });
     const payoutId = created.payout!.payoutId;
     await eventually(async () => (await payouts.getPayout({ payoutId })).payout?.state === 3, "payout PAID");

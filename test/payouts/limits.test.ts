@@ -8,7 +8,7 @@
  */
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { TcpProxy } from "../support/tcp-proxy.js";

@@ -9,9 +9,9 @@
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { connectClient, db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
@@ -222,10 +222,8 @@ describe("reads and resolution", () => {
 
 describe("the rail credential", () => {
   it("the rail refuses calls without or with a wrong credential", async () => {
-    const { createClient } = await import("@connectrpc/connect");
-    const { createGrpcTransport } = await import("@connectrpc/connect-node");
     const { RailService } = await import("../../services/shared/gen/railfence/rail/v1/rail_pb.js");
-    const rail = createClient(RailService, createGrpcTransport({ baseUrl: mesh.railStub.url }));
+    const rail = connectClient(RailService, mesh.railStub.url);
     const req = { clientReference: uid("p"), accountId: "a", beneficiary: "b", amount: { amountMinor: 1n, currency: "EUR" } };
     await expectRejected(rail.submitPayment(req), Code.Unauthenticated, "RAIL_CREDENTIAL_INVALID");
     await expectRejected(rail.submitPayment(req, { headers: { authorization: "Bearer wrong" } }), Code.Unauthenticated, "RAIL_CREDENTIAL_INVALID");

@@ -7,7 +7,7 @@
 import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { ResolutionOutcome, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db, eventually, expectRejected, FaultKind, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";

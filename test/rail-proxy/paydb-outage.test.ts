@@ -4,10 +4,10 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { serviceUrl } from "../../services/harness/database-roles.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { serviceUrl } from "../../tools/harness/database-roles.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { db, expectRejected, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";

@@ -9,17 +9,15 @@
  */
 import { spawn } from "node:child_process";
 import { create } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess, serviceEntry } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess, serviceEntry } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmitPayoutRequestSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { eventually } from "../support/clients.js";
+import { connectClient, eventually } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, payoutStates, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
@@ -118,10 +116,7 @@ describe("reconciler (UC-07)", () => {
     // here directly on the rail, as a late-booked refusal would appear on its statement).
     await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: REJECTED }]);
     await ambiguousSubmission(REJECTED, 4);
-    const rail = createClient(
-      RailService,
-      createGrpcTransport({ baseUrl: mesh.railStub.url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))] }),
-    );
+    const rail = connectClient(RailService, mesh.railStub.url, { interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))] });
     await setFaults(mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: REJECTED }]);
     await rail.submitPayment({ clientReference: REJECTED, accountId: "acc-rec-4", beneficiary: "ben-acc-rec-4", amount: { amountMinor: 2500n, currency: "EUR" } });
     // DOUBLE: the rail itself booked the payment a second time (out of scope to prevent, 00 §0.5).

@@ -8,13 +8,11 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { Pki } from "../../services/harness/pki.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { Pki } from "../../tools/harness/pki.js";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
 import { testMesh } from "../support/test-mesh.js";
@@ -109,7 +107,7 @@ describe("gRPC reflection", () => {
   });
 
   it("answers symbol lookups with the file and its imports, and NOT_FOUND for unknown names", async () => {
-    const client = createClient(ServerReflection, createGrpcTransport({ baseUrl: mesh.proxies[0]!.url, nodeOptions: Pki.nodeOptions(mesh.identityFiles("operator")), idleConnectionTimeoutMs: 1000 }));
+    const client = mesh.client(ServerReflection, mesh.proxies[0]!.url, "operator", { idleConnectionTimeoutMs: 1000 });
     async function* requests() {
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.RailProxyService.GetSubmission" } };
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.SUBMISSION_STATE_TIMEOUT" } };

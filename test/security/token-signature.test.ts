@@ -6,16 +6,15 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { Code, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { signToken } from "../../services/shared/token-signature.js";
 import { MAX_TOKEN } from "../../services/shared/validation.js";
-import { db, eventually, expectRejected, proxyClient, railBookings } from "../support/clients.js";
+import { connectClient, db, eventually, expectRejected, proxyClient, railBookings } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
@@ -52,7 +51,7 @@ afterAll(async () => {
 
 describe("signed fencing tokens", () => {
   it("a payout is paid end to end: the executor passes the lock's signature through", async () => {
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const { payout } = await payouts.createPayout({ accountId: "acc-signed", amount: { amountMinor: 700n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } });
     await eventually(async () => (await payouts.getPayout({ payoutId: payout!.payoutId })).payout?.state === 3, "payout PAID");
     expect(await railBookings(raildb, payout!.payoutId)).toBe(1);

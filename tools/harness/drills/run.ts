@@ -1,6 +1,6 @@
 /** Runs scenarios and turns their results into the drill report (table, markdown, JSON). */
 import { formatTable } from "../invariants.js";
-import { INVARIANTS } from "../../cli/audit/invariants.js";
+import { INVARIANTS } from "../../../services/cli/audit/invariants.js";
 import { seededRng } from "./rng.js";
 import type { DrillParams, DrillResult, Scenario } from "./scenario.js";
 

@@ -10,7 +10,7 @@ import { execFile } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { TRUST_DOMAIN } from "../shared/identity.js";
+import { TRUST_DOMAIN } from "../../services/shared/identity.js";
 
 const run = promisify(execFile);
 

@@ -5,17 +5,15 @@
  * run the reconciler and the invariant checker.
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import { PayoutService } from "../../shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { RailControlService, type FaultRule } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { PayoutService } from "../../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { RailControlService, type FaultRule } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { FaultRuleSchema } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import type { FaultRuleSchema } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../invariants.js";
 import { Mesh } from "../mesh.js";
 import { PostgresServer } from "../postgres.js";
-import type { DatabaseKind } from "../../shared/migrate.js";
+import type { DatabaseKind } from "../../../services/shared/migrate.js";
 import { pick, type Rng } from "./rng.js";
 
 export type LockBackend = "pg" | "etcd";
@@ -103,11 +101,11 @@ export class DrillMesh {
   }
 
   payoutsClient() {
-    return createClient(PayoutService, createGrpcTransport({ baseUrl: this.mesh.payouts!.url, ...this.mesh.clientOptions("client") }));
+    return this.mesh.client(PayoutService, this.mesh.payouts!.url, "client");
   }
 
   railControl() {
-    return createClient(RailControlService, createGrpcTransport({ baseUrl: this.mesh.railControlUrl, ...this.mesh.clientOptions("operator") }));
+    return this.mesh.client(RailControlService, this.mesh.railControlUrl, "operator");
   }
 
   async setFaults(rules: Array<MessageInitShape<typeof FaultRuleSchema>>): Promise<void> {

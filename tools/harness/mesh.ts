@@ -7,12 +7,15 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { migrate, type DatabaseKind } from "../../services/shared/migrate.js";
+import type { DescService } from "@bufbuild/protobuf";
+import type { Client } from "@connectrpc/connect";
+import { connectClient, type ClientOptions, type ClientTls } from "./clients.js";
 import { MESH_IDENTITIES, Pki, type IdentityFiles, type MeshIdentity } from "./pki.js";
 import { PostgresServer } from "./postgres.js";
 import { ServiceProcess } from "./service-process.js";
 import { allowServiceLogins, ownedDatabase, serviceUrl } from "./database-roles.js";
-import type { ServiceRole } from "../shared/db-roles.js";
+import type { ServiceRole } from "../../services/shared/db-roles.js";
 
 export interface MeshOptions {
   /** Folder for secrets and logs; a temp dir (removed on stop) by default. */
@@ -89,12 +92,14 @@ export class Mesh {
     return this.opts.tls ? Pki.env(this.identityFiles(identity)) : {};
   }
 
-  /**
-   * createGrpcTransport options of a harness client calling as identity (default operator):
-   * `{ nodeOptions }` on a tls mesh, `{}` on an h2c one, so callers just spread it.
-   */
-  clientOptions(identity: MeshIdentity = "operator"): { nodeOptions?: { cert: Buffer; key: Buffer; ca: Buffer } } {
-    return this.opts.tls ? { nodeOptions: Pki.nodeOptions(this.identityFiles(identity)) } : {};
+  /** What a client calling as identity presents: its certificate on a tls mesh, nothing on an h2c one. */
+  clientTls(identity: MeshIdentity = "operator"): ClientTls | undefined {
+    return this.opts.tls ? this.identityFiles(identity) : undefined;
+  }
+
+  /** A client of service at url (one of this mesh's processes) calling as identity (clients.ts). */
+  client<S extends DescService>(service: S, url: string, identity: MeshIdentity = "operator", opts: Omit<ClientOptions, "tls"> = {}): Client<S> {
+    return connectClient(service, url, { ...opts, tls: this.clientTls(identity) });
   }
 
   /** Base URL of the rail-stub's control API. */

@@ -4,7 +4,7 @@
  * and rail answer; those submissions become ambiguous and are closed by the reconciler against
  * the rail's statement, never by resubmission.
  */
-import { FaultKind } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { DrillMesh } from "./drill-mesh.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 

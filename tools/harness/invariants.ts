@@ -5,15 +5,14 @@
  * own ledger (raildb), so a proxy that hid payments from its statement would be caught too.
  */
 import pg from "pg";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { runAudit, type AuditResult, type Violation } from "../cli/audit/audit.js";
-import { proxyStatement, type StatementSource } from "../cli/audit/statement.js";
-import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { runAudit, type AuditResult, type Violation } from "../../services/cli/audit/audit.js";
+import { proxyStatement, type StatementSource } from "../../services/cli/audit/statement.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { connectClient, type ClientTls } from "./clients.js";
 import { serviceUrl } from "./database-roles.js";
 
 export type { Violation };
-export { formatTable, type AuditCounts as CheckCounts } from "../cli/audit/audit.js";
+export { formatTable, type AuditCounts as CheckCounts } from "../../services/cli/audit/audit.js";
 export type CheckResult = AuditResult;
 
 export interface CheckTarget {
@@ -21,9 +20,9 @@ export interface CheckTarget {
   paydbUrl: string;
   /** The stub's ledger, for the cross-check. */
   raildbUrl: string;
-  /** A rail-proxy to read the statement through, and the client options to call it with. */
+  /** A rail-proxy to read the statement through, and what to present when calling it. */
   proxyUrl: string;
-  clientOptions?: { nodeOptions?: { cert: Buffer; key: Buffer; ca: Buffer } };
+  tls?: ClientTls;
 }
 
 /** The stub's ledger as a statement (harness only: the cross-check). */
@@ -60,10 +59,10 @@ export function ledgerStatement(raildb: pg.Pool): StatementSource {
 }
 
 /** The check target of a harness mesh: its first running proxy, called as the auditor (the daily audit's identity). */
-export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientOptions(id?: "auditor"): CheckTarget["clientOptions"] }): CheckTarget {
+export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientTls(id?: "auditor"): ClientTls | undefined }): CheckTarget {
   const proxy = mesh.proxies.find((p) => p.running);
   if (!proxy) throw new Error("the check reads the statement through a rail-proxy: none is running");
-  return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, clientOptions: mesh.clientOptions("auditor") };
+  return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, tls: mesh.clientTls("auditor") };
 }
 
 /** Runs the audit over the whole history; `quiescent` = the system was drained. */
@@ -73,7 +72,7 @@ export async function checkInvariants(target: CheckTarget, opts: { quiescent?: b
   paydb.on("error", () => {});
   raildb.on("error", () => {});
   try {
-    const proxy = createClient(RailProxyService, createGrpcTransport({ baseUrl: target.proxyUrl, ...target.clientOptions }));
+    const proxy = connectClient(RailProxyService, target.proxyUrl, { tls: target.tls });
     const result = await runAudit(paydb, proxyStatement(() => proxy, { timeoutMs: 30_000 }), { quiescent: opts.quiescent });
     // Cross-check: the statement the proxy served is the stub's whole ledger.
     let ledger = 0;

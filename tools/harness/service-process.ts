@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { projectRoot } from "../shared/project-root.js";
+import { projectRoot } from "../../services/shared/project-root.js";
 
 export interface ReadyInfo {
   port: number;
@@ -32,10 +32,17 @@ export interface ServiceProcessOptions {
   readyTimeoutMs?: number;
   /** The process serves TLS (its TLS_* files are in env): url is https://. */
   tls?: boolean;
+  /**
+   * Run the service from another build laid out like this checkout (package.json, migrations,
+   * node_modules, dist/services), e.g. the product compiled as the image compiles it. Default:
+   * this checkout's dist/.
+   */
+  root?: string;
 }
 
-export function serviceEntry(service: string): string {
-  return join(projectRoot(), "dist", "services", service, "main.js");
+/** The compiled entry point of service under root (default: this checkout). */
+export function serviceEntry(service: string, root: string = projectRoot()): string {
+  return join(root, "dist", "services", service, "main.js");
 }
 
 export class ServiceProcess {
@@ -66,8 +73,9 @@ export class ServiceProcess {
     const defaults = { OTEL_SERVICE_NAME: this.opts.service };
     for (const [k, v] of Object.entries({ ...defaults, ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
     // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
-    const instrumentation = join(projectRoot(), "dist", "services", "shared", "instrumentation.js");
-    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service), ...(this.opts.args ?? [])], {
+    const root = this.opts.root ?? projectRoot();
+    const instrumentation = join(root, "dist", "services", "shared", "instrumentation.js");
+    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service, root), ...(this.opts.args ?? [])], {
       env,
       stdio: ["ignore", "pipe", "pipe"],
     });

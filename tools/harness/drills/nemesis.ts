@@ -16,14 +16,12 @@
  *                   again under a fresh reference
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import { LockService } from "../../shared/gen/railfence/lock/v1/lock_pb.js";
-import { FaultKind } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { RailProxyService } from "../../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { errorReason } from "../../shared/errors.js";
-import { accountLockKey } from "../../shared/token-signature.js";
+import { LockService } from "../../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { RailProxyService } from "../../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { errorReason } from "../../../services/shared/errors.js";
+import { accountLockKey } from "../../../services/shared/token-signature.js";
 import { serviceUrl } from "../database-roles.js";
 import type { ServiceProcess } from "../service-process.js";
 import type { DrillMesh } from "./drill-mesh.js";
@@ -303,10 +301,9 @@ export class Nemesis {
     const { drill } = this.d;
     const proxy = drill.mesh.proxies.find((p) => p.running);
     if (!proxy || !drill.mesh.lock) return undefined;
-    const opts = drill.mesh.clientOptions("executor");
     return {
-      proxy: createClient(RailProxyService, createGrpcTransport({ baseUrl: proxy.url, ...opts })),
-      lock: createClient(LockService, createGrpcTransport({ baseUrl: drill.mesh.lock.url, ...opts })),
+      proxy: drill.mesh.client(RailProxyService, proxy.url, "executor"),
+      lock: drill.mesh.client(LockService, drill.mesh.lock.url, "executor"),
     };
   }
 

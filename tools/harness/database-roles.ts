@@ -5,7 +5,7 @@
  * passwords here; a deployment gives each component its own credential (docs/deploy.md).
  */
 import pg from "pg";
-import { OWNER_ROLE, SERVICE_ROLES, type ServiceRole } from "../shared/db-roles.js";
+import { OWNER_ROLE, SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
 
 /** The same server and database, logged in as `role`. */
 export function urlAs(url: string, role: string): string {

@@ -10,7 +10,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { projectRoot } from "../shared/project-root.js";
+import { projectRoot } from "../../services/shared/project-root.js";
 import { scenario, SCENARIOS } from "./drills/catalogue.js";
 import { soak, SOAK_DEFAULTS, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";

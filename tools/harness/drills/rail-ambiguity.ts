@@ -4,7 +4,7 @@
  * UNKNOWN, and the reconciler resolves every one against the statement: PAID when it landed,
  * NOT_PAID when it did not. Nothing is resubmitted.
  */
-import { FaultKind } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { DrillMesh } from "./drill-mesh.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
