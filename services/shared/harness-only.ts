@@ -8,7 +8,7 @@
  * `tools/harness` next to `services/` in the source tree, `dist/tools/harness` next to
  * `dist/services` once built. The production image compiles tsconfig.image.json (no harness) from
  * a build context without tools/, so there these settings cannot be switched on at all; where they
- * are allowed, the service says so loudly at start (warnHarnessOnly). docs/decisions/012.
+ * are allowed, the service says so loudly at start (warnHarnessOnly). docs/decisions/015.
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -8,6 +8,7 @@ import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { helm, kubectlBinary, root } from "./helm-tool.js";
 import { render, type K8sObject } from "./render.js";
@@ -172,8 +173,10 @@ describe("Dockerfile", () => {
     // when OTEL_* asks for it (and only then).
     const local = join(root, imported!.replace(/^\/app\//, ""));
     expect(existsSync(local), `${local} (npm run build)`).toBe(true);
+    const telemetry = join(root, "dist", "services", "shared", "telemetry.js");
     const probe = (nodeOptions: string | undefined, extra: Record<string, string>) =>
-      spawnSync(process.execPath, ["-e", "console.log(globalThis.__railfenceTracing === true)"], {
+      // The same module instance the preload started (one ESM cache per process), asked whether it did.
+      spawnSync(process.execPath, ["--input-type=module", "-e", `const t = await import(${JSON.stringify(pathToFileURL(telemetry).href)}); console.log(t.tracingOn())`], {
         encoding: "utf8",
         env: { PATH: process.env.PATH, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}), ...extra },
       }).stdout.trim();
