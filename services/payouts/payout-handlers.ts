@@ -11,7 +11,7 @@ import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from 
 import type { CallerIdentity } from "./caller-identity.js";
 import type { CreatePayout } from "./create-payout.js";
 import { readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
-import { decodePageToken, encodePageToken } from "./page-token.js";
+import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
 import { stateName, toPayout } from "./payout-message.js";
 import type { PayoutStore } from "./payout-store.js";
 import { currentTraceparent } from "../shared/tracing.js";
@@ -73,14 +73,16 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
           throw invalidArgument("state", REASONS.FIELD_INVALID, "state is not a known payout state");
         }
         const limit = checkPageSize("page_size", req.pageSize, 50, 500);
-        const filter = { accountId: req.accountId, state: req.state as number };
-        const after = decodePageToken(req.pageToken, filter);
+        // A token pages only the list and filter it was issued for.
+        const scope = `ListPayouts:${JSON.stringify([req.accountId, req.state])}`;
+        const position = decodePageToken(req.pageToken, scope, isTimestampText);
+        const after = position && { createdAt: position.at, payoutId: position.id };
         const rows = await readPaydb(() => payouts.list(callerIdentity(ctx), { accountId, state }, limit + 1, after));
         const page = rows.slice(0, limit);
         const last = page[page.length - 1];
         return {
           payouts: page.map(toPayout),
-          nextPageToken: rows.length > limit && last ? encodePageToken({ createdAt: last.cursor, payoutId: last.payout_id }, filter) : "",
+          nextPageToken: rows.length > limit && last ? encodePageToken({ at: last.cursor, id: last.payout_id }, scope) : "",
         };
       },
     });

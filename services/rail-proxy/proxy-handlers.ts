@@ -16,6 +16,7 @@ import {
   SubmissionState,
   type Submission,
 } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
 import { annotate } from "../shared/tracing.js";
 import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
@@ -65,21 +66,6 @@ export function toSubmission(r: SubmissionRow): Submission {
 /** Reads and paging never change money, but they must still say "unavailable" clearly. */
 const readPaydb = <T>(fn: () => Promise<T>) => dbCall("PAYDB", fn);
 
-/**
- * A cursor is PostgreSQL's own `created_at::text` ("2026-01-02 03:04:05.123456+00"). Anything
- * else (Date.parse accepts "0", "June 1" or February 30) would reach the database as a
- * timestamptz it refuses, turning bad input into an internal error: check the shape and that
- * every component is a real calendar value.
- */
-const CURSOR_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?(Z|[+-]\d{2}(:?\d{2})?)?$/;
-function isCursorTimestamp(text: string): boolean {
-  const m = CURSOR_TIMESTAMP.exec(text);
-  if (!m) return false;
-  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const day = new Date(Date.UTC(y, mo - 1, d));
-  return y >= 1 && h < 24 && mi < 60 && s < 60 && day.getUTCFullYear() === y && day.getUTCMonth() === mo - 1 && day.getUTCDate() === d;
-}
-
 /** google.protobuf.Timestamp's own valid range (0001-01-01 .. 9999-12-31, nanos < 1e9); outside it: invalid_argument. */
 function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | undefined): void {
   if (ts === undefined) return;
@@ -88,16 +74,11 @@ function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | 
   }
 }
 
-const encodeCursor = (r: SubmissionRow) => Buffer.from(JSON.stringify([r.cursor, r.payout_id])).toString("base64url");
-function decodeCursor(token: string): { cursor: string; payoutId: string } | undefined {
-  if (!token) return undefined;
-  try {
-    const [cursor, payoutId] = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as [unknown, unknown];
-    if (typeof cursor === "string" && typeof payoutId === "string" && isCursorTimestamp(cursor)) return { cursor, payoutId };
-  } catch {
-    // fall through
-  }
-  throw invalidArgument("page_token", REASONS.PAGE_TOKEN_INVALID, "page_token is not a token this service issued");
+/** One page-token codec for every list (shared/page-token.ts); positions are PostgreSQL's created_at::text. */
+const encodeCursor = (r: SubmissionRow, scope: string) => encodePageToken({ at: r.cursor, id: r.payout_id }, scope);
+function decodeCursor(token: string, scope: string): { cursor: string; payoutId: string } | undefined {
+  const position = decodePageToken(token, scope, isTimestampText);
+  return position && { cursor: position.at, payoutId: position.id };
 }
 
 /** Maps an admission outcome to the answer: the one place that picks its catalogue entries. */
@@ -199,12 +180,12 @@ export function proxyRoutes(deps: {
 
       async listUnresolved(req) {
         const limit = checkPageSize("page_size", req.pageSize, 100, 500);
-        const after = decodeCursor(req.pageToken);
+        const after = decodeCursor(req.pageToken, "ListUnresolved");
         const rows = await readPaydb(() => store.listUnresolved(limit + 1, after));
         const page = rows.slice(0, limit);
         return {
           submissions: page.map(toSubmission),
-          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!) : "",
+          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!, "ListUnresolved") : "",
         };
       },
 
@@ -250,12 +231,14 @@ export function proxyRoutes(deps: {
         if (!req.resolvedSince) throw invalidArgument("resolved_since", REASONS.FIELD_REQUIRED, "resolved_since is required");
         checkTimestamp("resolved_since", req.resolvedSince);
         const limit = checkPageSize("page_size", req.pageSize, 100, 500);
-        const after = decodeCursor(req.pageToken);
+        // Bound to resolved_since too: a token pages only the list it was issued for.
+        const scope = `ListNotPaidResolutions:${req.resolvedSince.seconds}.${req.resolvedSince.nanos}`;
+        const after = decodeCursor(req.pageToken, scope);
         const rows = await readPaydb(() => store.listNotPaidResolutions(timestampDate(req.resolvedSince!), limit + 1, after));
         const page = rows.slice(0, limit);
         return {
           submissions: page.map(toSubmission),
-          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!) : "",
+          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!, scope) : "",
         };
       },
 

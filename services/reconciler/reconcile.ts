@@ -166,9 +166,11 @@ export function createReconciler(deps: ReconcileDeps) {
       metrics.decisions.inc({ decision: d });
     };
     const unresolved = await listAll((pageToken) => deps.proxy().listUnresolved({ pageSize: 500, pageToken }, opts()));
+    // One window for every page: a page token is bound to the resolved_since it was issued for.
+    const resolvedSince = timestampFromDate(new Date(now().getTime() - deps.contradictionWatchMs));
     const watched =
       deps.contradictionWatchMs > 0
-        ? (await listAll((pageToken) => deps.proxy().listNotPaidResolutions({ resolvedSince: timestampFromDate(new Date(now().getTime() - deps.contradictionWatchMs)), pageSize: 500, pageToken }, opts()))).filter(
+        ? (await listAll((pageToken) => deps.proxy().listNotPaidResolutions({ resolvedSince, pageSize: 500, pageToken }, opts()))).filter(
             // Already flagged: by a late answer that paid, or by an earlier run.
             (s) => !s.contradiction && s.lateAnswer?.state !== SubmissionState.ACCEPTED,
           )

@@ -14,6 +14,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
+import { encodePageToken } from "../../services/shared/page-token.js";
 import {
   RailProxyService,
   SubmitPayoutRequestSchema,
@@ -329,7 +330,8 @@ describe("reads and resolution", () => {
 });
 
 describe("regressions found by fuzzing", () => {
-  const token = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+  // A token as ListUnresolved issues them (shared/page-token.ts), holding the given position.
+  const token = ([at, id]: [string, string]) => encodePageToken({ at, id }, "ListUnresolved");
   it.each([
     ["a cursor Date.parse accepts but PostgreSQL refuses (\"0\")", token(["0", "-"])],
     ["year 0000", token(["0000-12-31T23:59:59.999Z", "p"])],
