@@ -38,6 +38,9 @@ const schema = z
     }
   });
 
+/** Every variable the reconciler reads: the contract `railfence reconcile` (cli/reconcile-command.ts) runs it by. */
+export const RECONCILER_ENV_KEYS: readonly string[] = Object.freeze(Object.keys(schema.shape));
+
 export interface ReconcilerConfig extends ProcessConfig {
   paydbUrl: string;
   railProxyUrls: string[];
