@@ -113,6 +113,9 @@ describe("rail-proxy reads", () => {
     try {
       for (let i = 0; i < 3; i++) expect((await rf.railProxy.getSubmission(sub.payoutId)).state).toBe(SubmissionState.ACCEPTED);
       expect((await rf.railProxy.listUnresolved()).submissions.every((s) => s.ambiguous)).toBe(true);
+      const all = await rf.railProxy.listPayoutSubmissions(sub.payoutId);
+      expect(all.map((s) => [s.payoutId, s.state])).toEqual([[sub.payoutId, SubmissionState.ACCEPTED]]);
+      expect(await rf.railProxy.listPayoutSubmissions("po-never-admitted")).toEqual([]);
       const statement = await rf.railProxy.getRailStatement({ pageSize: 1000 });
       expect(statement.payments.some((p) => p.clientReference === sub.payoutId)).toBe(true);
       const missing = await rf.railProxy.getSubmission("po-never-admitted").catch((e: unknown) => e as RailfenceError);

@@ -1,7 +1,7 @@
 /**
  * The rail-proxy calls operators and executors use.
  *
- * Reads (GetSubmission, ListUnresolved, GetRailStatement) change nothing: they are retried on
+ * Reads (GetSubmission, ListPayoutSubmissions, ListUnresolved, GetRailStatement) change nothing: they are retried on
  * transient failures, each retry on the next replica.
  *
  * SubmitPayout has NO duplicate protection (the rail is not idempotent): it is sent exactly
@@ -52,6 +52,14 @@ export class RailProxyClient {
   /** The intent-ledger row of a payout (NOT_FOUND: never admitted, nothing was sent to the rail). */
   async getSubmission(payoutId: string, opts: CallOptions = {}): Promise<Submission> {
     return (await this.read(opts, (c, o) => c.getSubmission({ payoutId }, o))).submission!;
+  }
+
+  /**
+   * Every submission of one payout, whatever reference it was submitted under (an executor in
+   * attempt-reference mode settles the payout from these, not from one reference).
+   */
+  async listPayoutSubmissions(payoutId: string, opts: CallOptions = {}): Promise<Submission[]> {
+    return (await this.read(opts, (c, o) => c.listPayoutSubmissions({ payoutId }, o))).submissions;
   }
 
   /** Ambiguous submissions waiting for the reconciler or a human, oldest first. */
