@@ -27,7 +27,7 @@ export function endpointsTable(e: ResolvedEndpoints): string {
   const rows: string[][] = [];
   const add = (name: string, x: Endpoint<string> | undefined) => rows.push([name, x?.value ?? "(not set)", x?.source ?? ""]);
   add("payouts", e.payouts);
-  (e.railProxy?.value ?? []).forEach((u, i) => rows.push([i === 0 ? "rail-proxy" : "", u, e.railProxy!.source]));
+  for (const [i, u] of (e.railProxy?.value ?? []).entries()) rows.push([i === 0 ? "rail-proxy" : "", u, e.railProxy!.source]);
   add("lock", e.lock);
   add("paydb", e.paydb && { ...e.paydb, value: redactUrl(e.paydb.value) });
   add("paydb (audit)", e.paydbAudit && { ...e.paydbAudit, value: redactUrl(e.paydbAudit.value) });

@@ -28,7 +28,10 @@ export class PgListener {
   /** Registers fn for releases of key; returns the unsubscribe function. */
   subscribe(key: string, fn: () => void): () => void {
     let set = this.subscribers.get(key);
-    if (!set) this.subscribers.set(key, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.subscribers.set(key, set);
+    }
     set.add(fn);
     return () => {
       set.delete(fn);

@@ -73,7 +73,10 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
           await runOnce();
           await new Promise<void>((resolve) => {
             const t = setTimeout(resolve, config.intervalMs);
-            wake = () => (clearTimeout(t), resolve());
+            wake = () => {
+              clearTimeout(t);
+              resolve();
+            };
           });
         }
       })();

@@ -21,10 +21,14 @@ export function encodeRefusal(error: ConnectError, protocol: RequestProtocol | u
     const prefix = protocol.name === "grpc" ? "application/grpc" : "application/grpc-web";
     headers[":status"] = httpStatus ?? 200;
     headers["content-type"] = `${prefix}+${protocol.binary ? "proto" : "json"}`;
-    setTrailerStatus(new Headers(), error).forEach((v, k) => (headers[k] = v));
+    setTrailerStatus(new Headers(), error).forEach((v, k) => {
+      headers[k] = v;
+    });
     return { headers };
   }
-  error.metadata.forEach((v, k) => (headers[k] = v));
+  error.metadata.forEach((v, k) => {
+    headers[k] = v;
+  });
   if (protocol?.name === "connect-stream") {
     headers[":status"] = 200;
     headers["content-type"] = `application/connect+${protocol.binary ? "proto" : "json"}`;

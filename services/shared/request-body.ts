@@ -59,7 +59,8 @@ export class BodyCollector {
     this.received += chunk.byteLength;
     if (!this.enveloped) return this.received > this.maxMessageBytes ? { kind: "too_large" } : undefined;
     if (this.received < ENVELOPE_HEADER_BYTES) return undefined;
-    const head = (this.head ??= this.concat().subarray(0, ENVELOPE_HEADER_BYTES));
+    this.head ??= this.concat().subarray(0, ENVELOPE_HEADER_BYTES);
+    const head = this.head;
     const declared = new DataView(head.buffer, head.byteOffset, ENVELOPE_HEADER_BYTES).getUint32(1);
     if (declared > this.maxMessageBytes) return { kind: "too_large", declaredBytes: declared };
     if (this.received > ENVELOPE_HEADER_BYTES + declared) return { kind: "malformed", problem: "extra_data" };

@@ -77,7 +77,7 @@ function jsonErrorField(desc: DescMessage, err: unknown): string | undefined {
   const [, typeName, name] = m;
   if (typeName === desc.typeName) return desc.fields.find((f) => f.name === name)?.name;
   const parent = desc.fields.find((f) => (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) && f.message.typeName === typeName);
-  return parent && parent.message?.fields.some((f) => f.name === name) ? `${parent.name}.${name}` : undefined;
+  return parent?.message?.fields.some((f) => f.name === name) ? `${parent.name}.${name}` : undefined;
 }
 
 /** Decodes a request body in the codec the content type named. */

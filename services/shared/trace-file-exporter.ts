@@ -30,7 +30,7 @@ export class JsonLinesSpanExporter implements SpanExporter {
         }),
       )
       .join("\n");
-    appendFile(this.path, lines + "\n").then(
+    appendFile(this.path, `${lines}\n`).then(
       () => done({ code: 0 }),
       (error: Error) => done({ code: 1, error }),
     );

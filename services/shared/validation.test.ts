@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DomainError } from "./errors.js";
+import type { DomainError } from "./errors.js";
 import { checkId, checkMoney, checkText, checkToken, MAX_TOKEN } from "./validation.js";
 
 const reasonOf = (fn: () => unknown) => {

@@ -62,7 +62,10 @@ function scalarWireType(t: ScalarType): number {
 const byNumber = new WeakMap<DescMessage, Map<number, DescField>>();
 function fieldsOf(desc: DescMessage): Map<number, DescField> {
   let m = byNumber.get(desc);
-  if (!m) byNumber.set(desc, (m = new Map(desc.fields.map((f) => [f.number, f]))));
+  if (!m) {
+    m = new Map(desc.fields.map((f) => [f.number, f]));
+    byNumber.set(desc, m);
+  }
   return m;
 }
 

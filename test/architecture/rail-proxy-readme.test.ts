@@ -57,6 +57,6 @@ describe("services/rail-proxy/README.md: each ADR-007 rule at the line it names"
     const quoted = rows.filter((r) => r.quote !== undefined);
     expect(quoted.length).toBeGreaterThan(0);
     for (const r of quoted) expect(rowProblem({ ...r, line: r.line! + 1 }, read), r.rule).toMatch(/no longer says/);
-    expect(rowProblem({ ...quoted[0]!, file: quoted[0]!.file + ".gone" }, read)).toMatch(/does not exist/);
+    expect(rowProblem({ ...quoted[0]!, file: `${quoted[0]!.file}.gone` }, read)).toMatch(/does not exist/);
   });
 });

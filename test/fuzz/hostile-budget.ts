@@ -113,6 +113,6 @@ const lines = [
   ...failed.map((f) => `- ${f.kind}: ${f.name}: ${f.message}`),
   ...brokenFiles.map((f) => `- broken file: ${f}`),
 ];
-writeFileSync(join(outDir, "summary.md"), lines.join("\n") + "\n");
+writeFileSync(join(outDir, "summary.md"), `${lines.join("\n")}\n`);
 console.log(`\n${lines.join("\n")}\n\nwritten: ${outDir}/summary.{json,md}`);
 process.exit(run.status === 0 && report.failed === 0 && cases > 0 ? 0 : 1);

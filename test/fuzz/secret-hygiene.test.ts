@@ -115,7 +115,7 @@ beforeAll(async () => {
 
   // A proxy holding the wrong credential: the rail refuses it.
   const wrongFile = join(tmp, "wrong-credential");
-  writeFileSync(wrongFile, wrongCredential + "\n", { mode: 0o600 });
+  writeFileSync(wrongFile, `${wrongCredential}\n`, { mode: 0o600 });
   const wrongProxy = proxyProcess("rail-proxy-wrong-credential", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: wrongFile, REPLICA_ID: "wrong-cred" });
   await wrongProxy.start();
   await observe("wrong credential submit", client(RailProxyService, wrongProxy.url).submitPayout(await held("acc-sec-wrong", "p-sec-wrong", 1n)));

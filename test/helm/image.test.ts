@@ -203,16 +203,16 @@ describe("Dockerfile", () => {
     const listed = (tsconfig: string) => {
       const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, tsconfig), "--listFilesOnly"], { encoding: "utf8" });
       expect(r.status, r.stderr).toBe(0);
-      return r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(root + "/") && !f.includes("/node_modules/"));
+      return r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(`${root}/`) && !f.includes("/node_modules/"));
     };
-    const notProduct = (files: string[]) => files.filter((f) => !(f.startsWith(join(root, "services") + "/") || f.startsWith(join(root, "clients", "typescript", "src") + "/")) || f.endsWith(".test.ts"));
+    const notProduct = (files: string[]) => files.filter((f) => !(f.startsWith(`${join(root, "services")}/`) || f.startsWith(`${join(root, "clients", "typescript", "src")}/`)) || f.endsWith(".test.ts"));
     const files = listed("tsconfig.image.json");
-    expect(files.filter((f) => f.startsWith(join(root, "services") + "/")).length).toBeGreaterThan(50);
+    expect(files.filter((f) => f.startsWith(`${join(root, "services")}/`)).length).toBeGreaterThan(50);
     expect(notProduct(files)).toEqual([]);
     // Negative control: the development build (tsconfig.build.json) does compile the harness, and
     // the same filter sees it.
     const dev = notProduct(listed("tsconfig.build.json"));
-    expect(dev.some((f) => f.startsWith(join(root, "tools", "harness") + "/"))).toBe(true);
+    expect(dev.some((f) => f.startsWith(`${join(root, "tools", "harness")}/`))).toBe(true);
   });
 
   it("passes the registry CA only as a build secret: never copied, never in the runtime stage", () => {

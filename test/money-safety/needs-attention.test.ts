@@ -30,7 +30,7 @@ beforeAll(async () => {
   await mesh.startLock();
   // Replica 1 verifies signatures with a key the lock service does not sign with.
   const otherKey = join(mesh.stateDir, "secrets", "other-token-key");
-  writeFileSync(otherKey, randomBytes(32).toString("hex") + "\n", { mode: 0o600 });
+  writeFileSync(otherKey, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
   await mesh.proxies[0]!.restart({ RAIL_PROXY_TOKEN_KEY_FILE: otherKey });
   paydb = poolFor(mesh.dbUrl("paydb"));
 });

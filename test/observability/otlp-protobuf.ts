@@ -5,7 +5,7 @@
  * other field is skipped by wire type. Field numbers: opentelemetry-proto trace/v1, common/v1,
  * resource/v1, collector/trace/v1.
  */
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryReader, type WireType } from "@bufbuild/protobuf/wire";
 
 export type AnyValue = { stringValue?: string; intValue?: string; boolValue?: boolean; doubleValue?: number };
 export interface KeyValue {

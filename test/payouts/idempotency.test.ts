@@ -171,7 +171,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     expect(await sql(t.paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key IN ('has space', 'tab\there') OR length(idempotency_key) > 255")).toHaveLength(0);
 
     // The boundary: 255 visible ASCII characters (including punctuation) is a valid key.
-    const longest = "!~" + "k".repeat(253);
+    const longest = `!~${"k".repeat(253)}`;
     const ok = await create(t.c.grpc, req, longest);
     expect(ok.error).toBeUndefined();
     expect(await countPayouts(t.paydb, "account_id = 'acct-nokey'")).toBe(1);

@@ -21,8 +21,8 @@ export interface Finding {
   text: string;
 }
 
-const REASON_WORD = String.raw`"([A-Z][A-Z0-9_]*)"`;
-const CMP = String.raw`(?:===|!==|==|!=)`;
+const REASON_WORD = `"([A-Z][A-Z0-9_]*)"`;
+const CMP = "(?:===|!==|==|!=)";
 /** An expression that is an ErrorInfo reason: `reason`, `x.reason`, `errorReason(...)`, `reasonOf(...)`. */
 const REASON_EXPR = String.raw`(?:(?:\w+\.)*reason\b|errorReason\([^()]*\)|reasonOf\([^()]*\))`;
 

@@ -96,7 +96,7 @@ for (const lockBackend of backends) {
     for (const f of r.failures) say(`   FAILED EXPECTATION: ${f}`);
     for (const v of r.violations.slice(0, 10)) say(`   ${v.invariant}: ${v.detail}`);
     say(`   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught what it let through)" : ""}`);
-    writeFileSync(join(reportDir, `${s.name}-${lockBackend}-${seed}.md`), markdownReport(r) + "\n");
+    writeFileSync(join(reportDir, `${s.name}-${lockBackend}-${seed}.md`), `${markdownReport(r)}\n`);
   }
 }
 

@@ -156,10 +156,10 @@ export class Mesh {
     mkdirSync(join(this.stateDir, "secrets"), { recursive: true, mode: 0o700 });
     this.credentialFile = join(this.stateDir, "secrets", "rail-credential");
     this.credential = `rk_${randomBytes(24).toString("hex")}`;
-    writeFileSync(this.credentialFile, this.credential + "\n", { mode: 0o600 });
+    writeFileSync(this.credentialFile, `${this.credential}\n`, { mode: 0o600 });
     if (this.opts.signTokens) {
       this.tokenKeyFile = join(this.stateDir, "secrets", "token-signing-key");
-      writeFileSync(this.tokenKeyFile, randomBytes(32).toString("hex") + "\n", { mode: 0o600 });
+      writeFileSync(this.tokenKeyFile, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
     }
   }
 

@@ -40,7 +40,7 @@ function onLine(name: string, line: string): void {
     stream = createWriteStream(join(logDir, `${name}.log`), { flags: "a" });
     logs.set(name, stream);
   }
-  stream.write(line + "\n");
+  stream.write(`${line}\n`);
   if (/"level":"(warn|error|fatal)"/.test(line)) console.log(`[${name}] ${line}`);
 }
 
@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     // The CLI calls as the operator (docs/security.md has what that identity may do).
     tls: { ca: mesh.identityFiles("operator").ca, cert: mesh.identityFiles("operator").cert, key: mesh.identityFiles("operator").key },
   };
-  writeFileSync(join(stateDir, "endpoints.json"), JSON.stringify(endpoints, null, 2) + "\n");
+  writeFileSync(join(stateDir, "endpoints.json"), `${JSON.stringify(endpoints, null, 2)}\n`);
 
   console.log(`\nrailfence is up (${((Date.now() - started) / 1000).toFixed(1)} s). Endpoints (also in .railfence/endpoints.json):`);
   console.log(`  payouts API    ${endpoints.payouts}   (gRPC, gRPC-Web, Connect over mutual TLS)`);

@@ -4,7 +4,7 @@
  * railfence.dev), the server's retry hint, and how many attempts were made. Branch on `code`
  * and `reason`, never on the message text.
  */
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 
 /** Why the library stopped retrying, when it did. */

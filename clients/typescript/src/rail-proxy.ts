@@ -9,7 +9,7 @@
  * answer was lost, the call timed out, or the proxy answered RAIL_AMBIGUOUS — it throws
  * OutcomeUnknownError whose checkStatus() reads the intent ledger (GetSubmission) instead.
  */
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { Code, type ConnectError, createClient } from "@connectrpc/connect";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { runAttempts, type CallOptions } from "./attempts.js";
 import { OutcomeUnknownError, RailfenceError, serverAnswered } from "./errors.js";

@@ -361,7 +361,7 @@ const DEFINITIONS = {
     code: Code.AlreadyExists,
     retry: "final",
     area: "framework",
-    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+    meaning: "From the framework; railfence's own checks always give this code a reason.",
   },
   RESOURCE_EXHAUSTED: {
     code: Code.ResourceExhausted,
@@ -373,14 +373,14 @@ const DEFINITIONS = {
     code: Code.FailedPrecondition,
     retry: "final",
     area: "framework",
-    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+    meaning: "From the framework; railfence's own checks always give this code a reason.",
   },
-  ABORTED: { code: Code.Aborted, retry: "final", area: "framework", meaning: "From the framework; railfence\'s own checks always give this code a reason." },
+  ABORTED: { code: Code.Aborted, retry: "final", area: "framework", meaning: "From the framework; railfence's own checks always give this code a reason." },
   OUT_OF_RANGE: {
     code: Code.OutOfRange,
     retry: "final",
     area: "framework",
-    meaning: "From the framework; railfence\'s own checks always give this code a reason.",
+    meaning: "From the framework; railfence's own checks always give this code a reason.",
   },
   UNIMPLEMENTED: {
     code: Code.Unimplemented,
@@ -394,7 +394,7 @@ const DEFINITIONS = {
     area: "framework",
     meaning: "The framework could not serve the call now (a stream or connection failure).",
   },
-  DATA_LOSS: { code: Code.DataLoss, retry: "final", area: "framework", meaning: "From the framework; railfence\'s own checks always give this code a reason." },
+  DATA_LOSS: { code: Code.DataLoss, retry: "final", area: "framework", meaning: "From the framework; railfence's own checks always give this code a reason." },
   UNAUTHENTICATED: { code: Code.Unauthenticated, retry: "final", area: "framework", meaning: "The framework refused the call as unauthenticated." },
 } as const satisfies Record<string, Definition>;
 

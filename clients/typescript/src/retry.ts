@@ -15,7 +15,7 @@
  *   `tokenRatio`, and retries stop while the bucket is at or below half — so a broken server
  *   gets about one attempt per call instead of a retry storm.
  */
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, type ConnectError } from "@connectrpc/connect";
 import { serverAnswered } from "./errors.js";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { TRANSIENT_REASONS } from "./reasons.js";

@@ -14,7 +14,7 @@
  * the replica that never saw B's token) A is admitted out of order, and the checker must find the
  * admission that did not advance the account's mark (FENCE_ADVANCED).
  */
-import { DrillMesh, UNTRUSTED_EXECUTOR_ENV } from "./drill-mesh.js";
+import { DrillMesh, } from "./drill-mesh.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
 export interface PausedHolderVariant {
