@@ -30,7 +30,10 @@ const START = "<!-- model-map:start -->";
 const END = "<!-- model-map:end -->";
 
 export function fingerprint(lines) {
-  return createHash("sha256").update(lines.map((l) => l.trim()).join("\n")).digest("hex").slice(0, 12);
+  return createHash("sha256")
+    .update(lines.map((l) => l.trim()).join("\n"))
+    .digest("hex")
+    .slice(0, 12);
 }
 
 /** Parses the table rows between the markers: | id | model | code | lines | fingerprint | stands for | */
@@ -41,7 +44,10 @@ export function parseRows(readme) {
   const rows = [];
   const body = readme.slice(start + START.length, end).split("\n");
   for (const [i, raw] of body.entries()) {
-    const cells = raw.split("|").slice(1, -1).map((c) => c.trim());
+    const cells = raw
+      .split("|")
+      .slice(1, -1)
+      .map((c) => c.trim());
     if (cells.length !== 6 || cells[0] === "id" || /^-+$/.test(cells[0])) continue;
     const [id, model, code, lines, fp, what] = cells;
     rows.push({ id, model, file: code.replace(/`/g, ""), lines, fp: fp.replace(/`/g, ""), what, index: i, raw });
@@ -103,7 +109,10 @@ export function check({ repoint = false, accept = [], dirs = { root, readmePath,
       else problems.push(`${row.id}: ${row.file}:${row.lines} moved to ${row.file}:${moved[0]} (same text). Run: node model/check-map.mjs --repoint`);
       continue;
     }
-    const now = fileLines.slice(from - 1, to).map((l) => `      | ${l}`).join("\n");
+    const now = fileLines
+      .slice(from - 1, to)
+      .map((l) => `      | ${l}`)
+      .join("\n");
     problems.push(
       `${row.id}: ${row.file}:${row.lines} changed (fingerprint ${row.fp || "none"} -> ${current}). ` +
         `Re-read model step ${anchorsOf(row.model).join(" ")} against the new code; if the model still says what the code does, ` +

@@ -54,7 +54,19 @@ export const OPTIONS = {
 export type OptionName = keyof typeof OPTIONS;
 
 /** Options every command accepts (output mode, endpoints, timeouts, help). */
-export const GLOBAL_OPTIONS: readonly OptionName[] = ["help", "json", "payouts", "rail-proxy", "lock", "paydb", "endpoints-file", "timeout-ms", "tls-cert", "tls-key", "tls-ca"];
+export const GLOBAL_OPTIONS: readonly OptionName[] = [
+  "help",
+  "json",
+  "payouts",
+  "rail-proxy",
+  "lock",
+  "paydb",
+  "endpoints-file",
+  "timeout-ms",
+  "tls-cert",
+  "tls-key",
+  "tls-ca",
+];
 
 export interface ParsedLine {
   positionals: string[];

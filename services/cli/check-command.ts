@@ -71,21 +71,35 @@ export function auditFailure(err: unknown, proxyUrl: string, paydbUrl: string): 
 async function check(ctx: CommandContext): Promise<number> {
   const since = ctx.opts.string("since");
   const until = ctx.opts.string("until");
-  const window = { since: since === undefined ? undefined : parseInstant("since", since), until: until === undefined ? undefined : parseInstant("until", until) };
+  const window = {
+    since: since === undefined ? undefined : parseInstant("since", since),
+    until: until === undefined ? undefined : parseInstant("until", until),
+  };
   if (window.since && window.until && window.since >= window.until) throw new UsageError("--since must be before --until");
   const paydbUrl = ctx.endpoints.paydbAudit?.value;
-  if (!paydbUrl) throw new UsageError("check needs paydb: pass --paydb URL (the auditor's role), set RAILFENCE_PAYDB_AUDIT_URL or RAILFENCE_PAYDB_URL, or run where .railfence/endpoints.json exists");
+  if (!paydbUrl)
+    throw new UsageError(
+      "check needs paydb: pass --paydb URL (the auditor's role), set RAILFENCE_PAYDB_AUDIT_URL or RAILFENCE_PAYDB_URL, or run where .railfence/endpoints.json exists",
+    );
   const proxies = ctx.endpoints.railProxy?.value ?? [];
   if (proxies.length === 0) throw new UsageError("check needs a rail-proxy (--rail-proxy URL) to read the rail's statement");
-  const pool = new pg.Pool({ connectionString: databaseUrl(paydbUrl, ctx.env.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"), max: 1, application_name: "railfence-check" });
+  const pool = new pg.Pool({
+    connectionString: databaseUrl(paydbUrl, ctx.env.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    max: 1,
+    application_name: "railfence-check",
+  });
   pool.on("error", () => {});
   try {
     const maxRows = ctx.opts.integer("max-rows", 1, 100_000) ?? 200;
-    const result = await runAudit(pool, proxyStatement(() => ctx.connections.client(RailProxyService, proxies[0]!), { timeoutMs: 30_000 }), {
-      ...window,
-      quiescent: ctx.opts.flag("quiescent"),
-      maxRows,
-    }).catch((err: unknown) => {
+    const result = await runAudit(
+      pool,
+      proxyStatement(() => ctx.connections.client(RailProxyService, proxies[0]!), { timeoutMs: 30_000 }),
+      {
+        ...window,
+        quiescent: ctx.opts.flag("quiescent"),
+        maxRows,
+      },
+    ).catch((err: unknown) => {
       throw auditFailure(err, proxies[0]!, paydbUrl);
     });
     const ok = result.violations.length === 0;
@@ -103,7 +117,7 @@ export const checkCommands: readonly CommandSpec[] = [
     usage: "check [--since T] [--until T] [--quiescent] [--max-rows N]",
     summary: "audit paydb against the rail's statement: every invariant, every shape of double payment",
     details: [
-      "--since T, --until T  the window: intents and payouts created in it (ISO-8601, \"now\", or 24h / 7d ago); default: everything",
+      '--since T, --until T  the window: intents and payouts created in it (ISO-8601, "now", or 24h / 7d ago); default: everything',
       "--quiescent           the system was drained: work still in flight is a violation",
       "--max-rows N          rows reported per invariant (the counts are always complete; default 200)",
       "reads paydb as the auditor (--paydb, RAILFENCE_PAYDB_AUDIT_URL, RAILFENCE_PAYDB_URL or the endpoints file; PAYDB_PASSWORD_FILE) and the statement through rail-proxy",

@@ -87,7 +87,10 @@ export async function runCli(world: CliWorld): Promise<number> {
       if (GROUPS.has(first) && rest.length === 0 && opts.flag("help")) return help([first], output);
       if (GROUPS.has(first)) {
         const verbs = COMMANDS.filter((c) => c.words[0] === first).map((c) => c.words[1]);
-        throw new UsageError(rest.length ? `unknown command: ${first} ${rest[0]}` : `${first} needs a command`, `railfence ${first} ${verbs.join("|")} ... (railfence help ${first})`);
+        throw new UsageError(
+          rest.length ? `unknown command: ${first} ${rest[0]}` : `${first} needs a command`,
+          `railfence ${first} ${verbs.join("|")} ... (railfence help ${first})`,
+        );
       }
       throw new UsageError(`unknown command: ${first}`, "railfence help");
     }

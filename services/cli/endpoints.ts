@@ -107,7 +107,14 @@ export function readEndpointsFile(path: string, read: (p: string) => string = (p
     if (typeof o[k] !== "string") throw new UsageError(`endpoints file ${path}: "${k}" must be a URL string`);
     return o[k];
   };
-  const out: FileEndpoints = { paydb: str("paydb"), paydbAudit: str("paydbAudit"), rail: str("rail"), lock: str("lock"), payouts: str("payouts"), railControl: str("railControl") };
+  const out: FileEndpoints = {
+    paydb: str("paydb"),
+    paydbAudit: str("paydbAudit"),
+    rail: str("rail"),
+    lock: str("lock"),
+    payouts: str("payouts"),
+    railControl: str("railControl"),
+  };
   if (o.railProxy !== undefined) {
     // Accept a single string too: a hand-written file with one replica is a common shape.
     const list = typeof o.railProxy === "string" ? [o.railProxy] : o.railProxy;
@@ -136,7 +143,10 @@ export function readEndpointsFile(path: string, read: (p: string) => string = (p
 
 /** Splits a comma-separated (or repeated) list of URLs, dropping empties. */
 export function splitUrls(values: readonly string[]): string[] {
-  return values.flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v.length > 0);
+  return values
+    .flatMap((v) => v.split(","))
+    .map((v) => v.trim())
+    .filter((v) => v.length > 0);
 }
 
 function checkServiceUrl(what: string, url: string, source: EndpointSource): string {
@@ -176,12 +186,7 @@ function pick<T>(candidates: Array<[EndpointSource, T | undefined]>): Endpoint<T
 }
 
 /** Resolves every endpoint once, with its source; throws UsageError on a malformed one. */
-export function resolveEndpoints(input: {
-  flags: EndpointFlags;
-  env: NodeJS.ProcessEnv;
-  cwd: string;
-  readFile?: (path: string) => string;
-}): ResolvedEndpoints {
+export function resolveEndpoints(input: { flags: EndpointFlags; env: NodeJS.ProcessEnv; cwd: string; readFile?: (path: string) => string }): ResolvedEndpoints {
   const { flags, env, cwd } = input;
   const filePath = flags.endpointsFile ?? env[ENDPOINT_ENV.endpointsFile] ?? join(cwd, ENDPOINTS_FILE);
   const file = readEndpointsFile(filePath, input.readFile);
@@ -194,17 +199,42 @@ export function resolveEndpoints(input: {
     ["file", file?.railProxy],
     ["default", [...DEFAULT_ENDPOINTS.railProxy]],
   ]);
-  const paydb = pick<string>([["flag", flags.paydb], ["env", env[ENDPOINT_ENV.paydb]], ["file", file?.paydb]]);
-  const paydbAudit = pick<string>([["flag", flags.paydb], ["env", env[ENDPOINT_ENV.paydbAudit]], ["file", file?.paydbAudit]]) ?? paydb;
+  const paydb = pick<string>([
+    ["flag", flags.paydb],
+    ["env", env[ENDPOINT_ENV.paydb]],
+    ["file", file?.paydb],
+  ]);
+  const paydbAudit =
+    pick<string>([
+      ["flag", flags.paydb],
+      ["env", env[ENDPOINT_ENV.paydbAudit]],
+      ["file", file?.paydbAudit],
+    ]) ?? paydb;
   const tls = pick<TlsFiles>([
     ["flag", tlsGroup("--tls-cert/--tls-key", flags.tls?.cert, flags.tls?.key, flags.tls?.ca)],
     ["env", tlsGroup(`${ENDPOINT_ENV.tlsCert}/${ENDPOINT_ENV.tlsKey}`, env[ENDPOINT_ENV.tlsCert], env[ENDPOINT_ENV.tlsKey], env[ENDPOINT_ENV.tlsCa])],
     ["file", file?.tls],
   ]);
   return {
-    payouts: service("payouts", pick([["flag", flags.payouts], ["env", env[ENDPOINT_ENV.payouts]], ["file", file?.payouts], ["default", DEFAULT_ENDPOINTS.payouts]])),
+    payouts: service(
+      "payouts",
+      pick([
+        ["flag", flags.payouts],
+        ["env", env[ENDPOINT_ENV.payouts]],
+        ["file", file?.payouts],
+        ["default", DEFAULT_ENDPOINTS.payouts],
+      ]),
+    ),
     railProxy: railProxy && { ...railProxy, value: railProxy.value.map((u) => checkServiceUrl("rail-proxy", u, railProxy.source)) },
-    lock: service("lock", pick([["flag", flags.lock], ["env", env[ENDPOINT_ENV.lock]], ["file", file?.lock], ["default", DEFAULT_ENDPOINTS.lock]])),
+    lock: service(
+      "lock",
+      pick([
+        ["flag", flags.lock],
+        ["env", env[ENDPOINT_ENV.lock]],
+        ["file", file?.lock],
+        ["default", DEFAULT_ENDPOINTS.lock],
+      ]),
+    ),
     paydb: paydb && { ...paydb, value: checkDbUrl(paydb.value, paydb.source) },
     paydbAudit: paydbAudit && { ...paydbAudit, value: checkDbUrl(paydbAudit.value, paydbAudit.source) },
     rail: file?.rail ? { value: file.rail, source: "file" } : undefined,

@@ -15,10 +15,7 @@ const GLOBAL_HELP = [
   "--help, -h              help for any command",
 ];
 
-const EXIT_HELP = [
-  "0 ok   1 the server refused (a Connect error)   2 usage error / not confirmed",
-  "3 cannot reach the endpoint (unavailable)   4 not found",
-];
+const EXIT_HELP = ["0 ok   1 the server refused (a Connect error)   2 usage error / not confirmed", "3 cannot reach the endpoint (unavailable)   4 not found"];
 
 /** The top-level help: every command, global options, endpoint precedence, exit codes. */
 export function generalHelp(commands: readonly CommandSpec[]): string {
@@ -45,7 +42,12 @@ export function generalHelp(commands: readonly CommandSpec[]): string {
 /** Help for the commands of one group (e.g. "submissions"). */
 export function groupHelp(group: string, commands: readonly CommandSpec[]): string {
   const members = commands.filter((c) => c.words[0] === group);
-  return [`railfence ${group} commands:`, ...members.map((c) => `  railfence ${c.usage}\n      ${c.summary}`), "", "run `railfence <command> --help` for details"].join("\n");
+  return [
+    `railfence ${group} commands:`,
+    ...members.map((c) => `  railfence ${c.usage}\n      ${c.summary}`),
+    "",
+    "run `railfence <command> --help` for details",
+  ].join("\n");
 }
 
 /** Help for one command. */

@@ -9,12 +9,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { create as createMessage } from "@bufbuild/protobuf";
-import {
-  CreatePayoutResponseSchema,
-  GetPayoutResponseSchema,
-  ListPayoutsResponseSchema,
-  PayoutState,
-} from "../../clients/typescript/src/index.js";
+import { CreatePayoutResponseSchema, GetPayoutResponseSchema, ListPayoutsResponseSchema, PayoutState } from "../../clients/typescript/src/index.js";
 import type { CommandContext, CommandSpec } from "./command.js";
 import { CallFailed } from "./clients.js";
 import { EXIT_OK, UsageError } from "./exit-codes.js";
@@ -37,7 +32,10 @@ export function parseAmountMinor(value: string): bigint {
 
 /** --state PAID (or PAYOUT_STATE_PAID, any case). */
 export function parsePayoutState(value: string): PayoutState {
-  const name = value.trim().toUpperCase().replace(/^PAYOUT_STATE_/, "");
+  const name = value
+    .trim()
+    .toUpperCase()
+    .replace(/^PAYOUT_STATE_/, "");
   const state = (PayoutState as unknown as Record<string, number | undefined>)[name];
   if (state === undefined || state === PayoutState.UNSPECIFIED) {
     const names = Object.keys(PayoutState).filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED");
@@ -71,7 +69,11 @@ const create: CommandSpec = {
     try {
       const { payout, replayed } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) => (await rf.payouts.intent(request, { key })).submit());
       if (ctx.json) {
-        printJson(ctx.output, { idempotencyKey: key, replayed, ...(messageJson(CreatePayoutResponseSchema, createMessage(CreatePayoutResponseSchema, { payout })) as object) });
+        printJson(ctx.output, {
+          idempotencyKey: key,
+          replayed,
+          ...(messageJson(CreatePayoutResponseSchema, createMessage(CreatePayoutResponseSchema, { payout })) as object),
+        });
       } else {
         ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}`);
       }

@@ -24,7 +24,11 @@ export interface SpanLine {
 
 /** Spans of every trace that touched the payout (directly or through an attempt reference). */
 export function spansOfPayout(spans: SpanLine[], payoutId: string): SpanLine[] {
-  const traces = new Set(spans.filter((s) => typeof s.attributes?.["railfence.payout_id"] === "string" && payoutIdOf(s.attributes["railfence.payout_id"] as string) === payoutId).map((s) => s.traceId));
+  const traces = new Set(
+    spans
+      .filter((s) => typeof s.attributes?.["railfence.payout_id"] === "string" && payoutIdOf(s.attributes["railfence.payout_id"] as string) === payoutId)
+      .map((s) => s.traceId),
+  );
   return spans.filter((s) => traces.has(s.traceId));
 }
 
@@ -46,7 +50,9 @@ export function renderTree(spans: SpanLine[]): string {
       .map((k) => `${k.replace(/^railfence\./, "")}=${String(s.attributes![k]).slice(0, 60)}`)
       .join(" ");
     const offset = `+${(s.startMs - t0).toFixed(1)}ms`.padStart(11);
-    lines.push(`${offset} ${"  ".repeat(depth)}${s.name} [${s.service ?? "?"}] ${s.durationMs.toFixed(2)} ms${s.status === 2 ? " ERROR" : ""}${attrs ? `  ${attrs}` : ""}`);
+    lines.push(
+      `${offset} ${"  ".repeat(depth)}${s.name} [${s.service ?? "?"}] ${s.durationMs.toFixed(2)} ms${s.status === 2 ? " ERROR" : ""}${attrs ? `  ${attrs}` : ""}`,
+    );
     for (const c of (children.get(s.spanId) ?? []).sort((a, b) => a.startMs - b.startMs)) walk(c, depth + 1);
   };
   for (const r of roots.sort((a, b) => a.startMs - b.startMs)) walk(r, 0);

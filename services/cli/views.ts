@@ -56,7 +56,15 @@ export function submissionDetail(s: Submission): string {
 export function submissionTable(list: readonly Submission[]): string {
   return formatTable(
     ["PAYOUT", "ACCOUNT", "STATE", "AMOUNT", "TOKEN", "REPLICA", "CREATED"],
-    list.map((s) => [s.payoutId, s.accountId, enumName(SubmissionState, s.state), formatMoney(s.amount), s.fencingToken.toString(), s.replicaId, formatTime(s.createdAt)]),
+    list.map((s) => [
+      s.payoutId,
+      s.accountId,
+      enumName(SubmissionState, s.state),
+      formatMoney(s.amount),
+      s.fencingToken.toString(),
+      s.replicaId,
+      formatTime(s.createdAt),
+    ]),
   );
 }
 

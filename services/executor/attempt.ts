@@ -39,7 +39,15 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
     log(outcome: PayOutcome, extra: Record<string, unknown> = {}): PayOutcome {
       metrics.payouts.inc({ outcome });
       logger.info(
-        { event: "payout_attempt", payout_id: p.payoutId, account_id: p.accountId, outcome, duration_ms: Math.round(performance.now() - started), steps_ms: steps, ...extra },
+        {
+          event: "payout_attempt",
+          payout_id: p.payoutId,
+          account_id: p.accountId,
+          outcome,
+          duration_ms: Math.round(performance.now() - started),
+          steps_ms: steps,
+          ...extra,
+        },
         `payout ${outcome}`,
       );
       return outcome;

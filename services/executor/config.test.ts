@@ -2,12 +2,25 @@ import { describe, expect, it } from "vitest";
 import { ConfigError } from "../shared/config.js";
 import { readConfig } from "./config.js";
 
-const base = { PAYDB_URL: "postgres://u@127.0.0.1:5432/paydb", LOCK_URL: "http://127.0.0.1:7100", RAIL_PROXY_URLS: "http://127.0.0.1:7200, http://127.0.0.1:7201" };
+const base = {
+  PAYDB_URL: "postgres://u@127.0.0.1:5432/paydb",
+  LOCK_URL: "http://127.0.0.1:7100",
+  RAIL_PROXY_URLS: "http://127.0.0.1:7200, http://127.0.0.1:7201",
+};
 
 describe("executor config", () => {
   it("applies the documented defaults and splits the proxy list", () => {
     const c = readConfig({ ...base, EXECUTOR_ID: "exec-1" });
-    expect(c).toMatchObject({ metricsPort: 9500, concurrency: 4, pollIntervalMs: 200, leaseTtlMs: 5000, lockWaitMs: 1000, callTimeoutMs: 10_000, pauseAfterFenceMs: 0, executorId: "exec-1" });
+    expect(c).toMatchObject({
+      metricsPort: 9500,
+      concurrency: 4,
+      pollIntervalMs: 200,
+      leaseTtlMs: 5000,
+      lockWaitMs: 1000,
+      callTimeoutMs: 10_000,
+      pauseAfterFenceMs: 0,
+      executorId: "exec-1",
+    });
     expect(c.railProxyUrls).toEqual(["http://127.0.0.1:7200", "http://127.0.0.1:7201"]);
   });
 

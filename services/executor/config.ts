@@ -12,7 +12,10 @@ const schema = z.object({
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   LOCK_URL: z.url({ protocol: /^https?$/ }),
   RAIL_PROXY_URLS: env.urlList("rail-proxy"),
-  EXECUTOR_ID: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, "1-64 characters of [A-Za-z0-9._:-]").default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
+  EXECUTOR_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9._:-]{1,64}$/, "1-64 characters of [A-Za-z0-9._:-]")
+    .default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
   EXECUTOR_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(4),
   POLL_INTERVAL_MS: env.ms(200, 10, 60_000),
   LEASE_TTL_MS: env.ms(5000, 100, 600_000),

@@ -48,11 +48,15 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
     // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
     const payOne: PayOne = (p, signal) =>
       context.with(contextFromTraceparent(p.traceparent), () =>
-        inSpan("executor PayPayout", { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId }, async (span) => {
-          const outcome = await untraced(p, signal);
-          span.setAttribute("railfence.outcome", outcome);
-          return outcome;
-        }),
+        inSpan(
+          "executor PayPayout",
+          { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId },
+          async (span) => {
+            const outcome = await untraced(p, signal);
+            span.setAttribute("railfence.outcome", outcome);
+            return outcome;
+          },
+        ),
       );
     if (config.pauseAfterFenceMs > 0) {
       logger.warn({ event: "pause_after_fence", pause_ms: config.pauseAfterFenceMs }, "EXECUTOR_PAUSE_AFTER_FENCE_MS is set: test/drill mode");

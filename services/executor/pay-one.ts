@@ -137,7 +137,10 @@ export function createPayOne(deps: PayOneDeps): PayOne {
   async function acquire(a: Attempt, key: string, fence: bigint, signal: AbortSignal): Promise<Lease | PayOutcome> {
     const lockStarted = performance.now();
     try {
-      const res = await lock.acquire({ key, owner: executorId, ttlMs: deps.leaseTtlMs, waitMs: deps.lockWaitMs }, { timeoutMs: deps.lockWaitMs + deps.callTimeoutMs, signal, headers: a.headers });
+      const res = await lock.acquire(
+        { key, owner: executorId, ttlMs: deps.leaseTtlMs, waitMs: deps.lockWaitMs },
+        { timeoutMs: deps.lockWaitMs + deps.callTimeoutMs, signal, headers: a.headers },
+      );
       a.step("acquire");
       metrics.lockAcquire.observe({ result: "GRANTED" }, (performance.now() - lockStarted) / 1000);
       if (!res.lease || res.lease.fencingToken <= 0n) return a.defer(fence, jitter(1000), "lock answered without a token");
@@ -160,10 +163,12 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         // Someone newer took the account. Unless the lease is still ours: then the mark is ahead
         // of anything the lock issues (forged, or a backend switch without a token floor), and
         // every attempt would be fenced out for ever.
-        const stillHolder = await lock.renew({ key: lease.key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, { timeoutMs: deps.callTimeoutMs, headers: a.headers }).then(
-          () => true,
-          () => false,
-        );
+        const stillHolder = await lock
+          .renew({ key: lease.key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, { timeoutMs: deps.callTimeoutMs, headers: a.headers })
+          .then(
+            () => true,
+            () => false,
+          );
         if (stillHolder) return a.needsHuman(token, ref, "MARK_AHEAD_OF_LOCK", `FENCED_OUT at token ${token} while still holding the account's lease`);
         metrics.fencedOut.inc({ where: "proxy" });
         // The account moved on to a newer token; this payout still needs paying, later.
@@ -197,7 +202,10 @@ export function createPayOne(deps: PayOneDeps): PayOne {
 
   /** C3 §3.8: after a lost answer, ask about that very submission; never resubmit. */
   async function afterLostAnswer(a: Attempt, ref: string, token: bigint, what: string): Promise<PayOutcome> {
-    logger.warn({ event: "submit_answer_lost", payout_id: a.payoutId, reference: ref, fencing_token: token.toString(), error: what }, "answer lost; asking GetSubmission");
+    logger.warn(
+      { event: "submit_answer_lost", payout_id: a.payoutId, reference: ref, fencing_token: token.toString(), error: what },
+      "answer lost; asking GetSubmission",
+    );
     const deadline = performance.now() + deps.callTimeoutMs;
     for (;;) {
       const found = await reads.submission(ref, a.headers);

@@ -8,12 +8,17 @@ const sub = (state: SubmissionState, over: { ambiguous?: boolean; railReference?
 
 describe("what a proxy submission means for the payout", () => {
   it("ACCEPTED and RESOLVED_PAID are PAID with the rail reference", () => {
-    expect(verdictFor(sub(SubmissionState.ACCEPTED, { railReference: "rr_1" }))).toEqual({ kind: "record", write: { state: "PAID", railReference: "rr_1", failureReason: null } });
+    expect(verdictFor(sub(SubmissionState.ACCEPTED, { railReference: "rr_1" }))).toEqual({
+      kind: "record",
+      write: { state: "PAID", railReference: "rr_1", failureReason: null },
+    });
     expect(verdictFor(sub(SubmissionState.RESOLVED_PAID, { railReference: "rr_2" }))).toMatchObject({ write: { state: "PAID", railReference: "rr_2" } });
   });
 
   it("REJECTED is FAILED with the rail's reason", () => {
-    expect(verdictFor(sub(SubmissionState.REJECTED, { railReason: "INJECTED_REJECT" }))).toMatchObject({ write: { state: "FAILED", failureReason: "INJECTED_REJECT" } });
+    expect(verdictFor(sub(SubmissionState.REJECTED, { railReason: "INJECTED_REJECT" }))).toMatchObject({
+      write: { state: "FAILED", failureReason: "INJECTED_REJECT" },
+    });
   });
 
   it("RESOLVED_NOT_PAID is FAILED", () => {

@@ -13,11 +13,18 @@ describe("what a refused SubmitPayout means for the payout", () => {
 
   it("a newer fence on the payout is fenced out too; an older one means the executor never fenced it: a human's", () => {
     expect(refusalAction(refusal(Code.FailedPrecondition, "PAYOUT_FENCE_MISMATCH", { holder: "NEWER" }), "po-1").kind).toBe("newer-holder");
-    expect(refusalAction(refusal(Code.FailedPrecondition, "PAYOUT_FENCE_MISMATCH", { holder: "OLDER" }), "po-1")).toMatchObject({ kind: "needs-human", reason: "PAYOUT_FENCE_MISMATCH" });
+    expect(refusalAction(refusal(Code.FailedPrecondition, "PAYOUT_FENCE_MISMATCH", { holder: "OLDER" }), "po-1")).toMatchObject({
+      kind: "needs-human",
+      reason: "PAYOUT_FENCE_MISMATCH",
+    });
   });
 
   it("a duplicate settles the reference it was sent under; PAYOUT_ALREADY_SUBMITTED settles the live one the proxy names", () => {
-    expect(refusalAction(refusal(Code.AlreadyExists, "DUPLICATE_SUBMISSION"), "po-1:t5")).toEqual({ kind: "settle", reference: "po-1:t5", reason: "DUPLICATE_SUBMISSION" });
+    expect(refusalAction(refusal(Code.AlreadyExists, "DUPLICATE_SUBMISSION"), "po-1:t5")).toEqual({
+      kind: "settle",
+      reference: "po-1:t5",
+      reason: "DUPLICATE_SUBMISSION",
+    });
     expect(refusalAction(refusal(Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED", { live_submission: "po-1:t3" }), "po-1:t5")).toEqual({
       kind: "settle",
       reference: "po-1:t3",
@@ -42,7 +49,10 @@ describe("what a refused SubmitPayout means for the payout", () => {
 
   it("a payout closed meanwhile is left alone; step 0's refusal fails it, naming the field", () => {
     expect(refusalAction(refusal(Code.FailedPrecondition, "PAYOUT_NOT_PAYABLE", { state: "PAID" }), "po-1")).toEqual({ kind: "closed", state: "PAID" });
-    expect(refusalAction(refusal(Code.InvalidArgument, "FIELD_INVALID", { field: "beneficiary" }), "po-1")).toEqual({ kind: "invalid", failureReason: "INVALID_PAYOUT:FIELD_INVALID:beneficiary" });
+    expect(refusalAction(refusal(Code.InvalidArgument, "FIELD_INVALID", { field: "beneficiary" }), "po-1")).toEqual({
+      kind: "invalid",
+      failureReason: "INVALID_PAYOUT:FIELD_INVALID:beneficiary",
+    });
   });
 
   it("anything else is a lost answer: ask before doing anything", () => {

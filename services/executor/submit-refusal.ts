@@ -44,10 +44,15 @@ export function refusalAction(err: unknown, reference: string): RefusalAction {
   if (is(REASONS.RAIL_AMBIGUOUS)) return { kind: "unknown" };
   if (is(REASONS.NOT_FORWARDED)) return { kind: "not-forwarded" };
   if (NEEDS_HUMAN.some(is) || ce.code === Code.PermissionDenied || ce.code === Code.Unauthenticated || is(REASONS.PAYOUT_FENCE_MISMATCH)) {
-    return { kind: "needs-human", reason: reason || Code[ce.code].toUpperCase(), detail: `SubmitPayout refused: ${Code[ce.code]} ${reason}${meta.field ? ` (${meta.field})` : ""}` };
+    return {
+      kind: "needs-human",
+      reason: reason || Code[ce.code].toUpperCase(),
+      detail: `SubmitPayout refused: ${Code[ce.code]} ${reason}${meta.field ? ` (${meta.field})` : ""}`,
+    };
   }
   // Step 0 refused the request: nothing was recorded or forwarded, and the same data would be
   // refused again. The payout cannot be paid as it stands.
-  if (ce.code === Code.InvalidArgument && errorInfo(ce)) return { kind: "invalid", failureReason: `INVALID_PAYOUT:${reason}${meta.field ? `:${meta.field}` : ""}` };
+  if (ce.code === Code.InvalidArgument && errorInfo(ce))
+    return { kind: "invalid", failureReason: `INVALID_PAYOUT:${reason}${meta.field ? `:${meta.field}` : ""}` };
   return { kind: "lost", what: `${Code[ce.code]}${reason ? ` ${reason}` : ""}` };
 }

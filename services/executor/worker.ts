@@ -53,7 +53,10 @@ export function startWorker(deps: WorkerDeps): Worker {
         () => undefined,
         (err: unknown) => {
           // pay-one handles every expected failure; this is a bug, logged once. The claim lapses.
-          deps.logger.error({ event: "payout_crashed", payout_id: p.payoutId, error: err instanceof Error ? err.message : String(err) }, "payout attempt crashed");
+          deps.logger.error(
+            { event: "payout_crashed", payout_id: p.payoutId, error: err instanceof Error ? err.message : String(err) },
+            "payout attempt crashed",
+          );
         },
       )
       .finally(() => {

@@ -37,20 +37,23 @@ const schema = z
   })
   // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;
   // it only reads the three string fields it checks.
-  .superRefine((c, ctx) => {
-    if (c.LOCK_BACKEND === "pg" && !c.LOCKDB_URL) ctx.addIssue({ code: "custom", path: ["LOCKDB_URL"], message: "required when LOCK_BACKEND=pg" });
-    if (c.LOCK_BACKEND === "etcd") {
-      if (!c.ETCD_ENDPOINTS) {
-        ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: "required when LOCK_BACKEND=etcd" });
-      } else {
-        for (const e of c.ETCD_ENDPOINTS.split(",")) {
-          if (!/^https?:\/\/[^\s/]+(:\d+)?\/?$/.test(e.trim())) {
-            ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: `not an http(s)://host:port endpoint: ${e.trim()}` });
+  .superRefine(
+    (c, ctx) => {
+      if (c.LOCK_BACKEND === "pg" && !c.LOCKDB_URL) ctx.addIssue({ code: "custom", path: ["LOCKDB_URL"], message: "required when LOCK_BACKEND=pg" });
+      if (c.LOCK_BACKEND === "etcd") {
+        if (!c.ETCD_ENDPOINTS) {
+          ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: "required when LOCK_BACKEND=etcd" });
+        } else {
+          for (const e of c.ETCD_ENDPOINTS.split(",")) {
+            if (!/^https?:\/\/[^\s/]+(:\d+)?\/?$/.test(e.trim())) {
+              ctx.addIssue({ code: "custom", path: ["ETCD_ENDPOINTS"], message: `not an http(s)://host:port endpoint: ${e.trim()}` });
+            }
           }
         }
       }
-    }
-  }, { when: () => true });
+    },
+    { when: () => true },
+  );
 
 export interface LockConfig extends ServerConfig {
   backend: BackendName;
@@ -70,7 +73,10 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     backend: c.LOCK_BACKEND,
     lockdbUrl: c.LOCK_BACKEND === "pg" && c.LOCKDB_URL ? databaseUrl(c.LOCKDB_URL, c.LOCKDB_PASSWORD_FILE, "LOCKDB_PASSWORD_FILE") : undefined,
     lockdbPoolMax: c.LOCKDB_POOL_MAX,
-    etcdEndpoints: (c.ETCD_ENDPOINTS ?? "").split(",").map((s) => s.trim()).filter(Boolean),
+    etcdEndpoints: (c.ETCD_ENDPOINTS ?? "")
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean),
     etcdPrefix: c.ETCD_PREFIX,
     backendTimeoutMs: c.LOCK_BACKEND_TIMEOUT_MS,
     tokenFloor: c.LOCK_TOKEN_FLOOR,
@@ -78,4 +84,3 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     ...serverConfig(c),
   };
 }
-

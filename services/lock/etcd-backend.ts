@@ -80,7 +80,10 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
     }
     const target = stored > opts.floor ? stored : opts.floor;
     const txn = await etcd(() =>
-      client.if(floorKey, "Mod", "==", kv?.mod_revision ?? 0).then(client.put(floorKey).value(target.toString())).commit(),
+      client
+        .if(floorKey, "Mod", "==", kv?.mod_revision ?? 0)
+        .then(client.put(floorKey).value(target.toString()))
+        .commit(),
     );
     if (txn.succeeded) {
       floor = target;

@@ -36,7 +36,12 @@ export function createLockMetrics(registry: Registry, backend: string) {
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     }),
-    tokenFloor: new Gauge({ name: "lock_token_floor", help: "Effective token floor (LOCK_TOKEN_FLOOR ratcheted)", labelNames: ["backend"] as const, registers }),
+    tokenFloor: new Gauge({
+      name: "lock_token_floor",
+      help: "Effective token floor (LOCK_TOKEN_FLOOR ratcheted)",
+      labelNames: ["backend"] as const,
+      registers,
+    }),
   };
   // Zero every series up front so dashboards and alerts see 0, not "no data".
   metrics.grants.inc({ backend }, 0);

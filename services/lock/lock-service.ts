@@ -34,7 +34,9 @@ async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend
     }
     // createPool forces synchronous_commit=on: a token handed out must survive a crash of
     // lockdb, or with asynchronous commit a grant could be acknowledged, lost, and reissued.
-    const listener = new PgListener(url, RELEASE_CHANNEL, (connected) => log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"));
+    const listener = new PgListener(url, RELEASE_CHANNEL, (connected) =>
+      log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"),
+    );
     listener.start();
     try {
       return await createPgBackend({ pool, listener, floor: config.tokenFloor });

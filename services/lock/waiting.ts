@@ -37,10 +37,13 @@ export class Wakeup {
         done();
         reject(new AcquireAbortedError());
       };
-      const timer = setTimeout(() => {
-        done();
-        resolve();
-      }, Math.max(0, ms));
+      const timer = setTimeout(
+        () => {
+          done();
+          resolve();
+        },
+        Math.max(0, ms),
+      );
       this.wake = () => {
         done();
         resolve();

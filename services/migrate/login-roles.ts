@@ -59,8 +59,10 @@ export function loginProblems(logins: readonly LoginSpec[], owner?: string): str
   const seen = new Map<string, ServiceRole>();
   for (const l of logins) {
     if (!LOGIN_NAME.test(l.user)) problems.push(`${l.component}: login "${l.user}" is not a role name (lower case letters, digits, underscores; at most 63)`);
-    if (groups.has(l.user)) problems.push(`${l.component}: login "${l.user}" is a group role the migrations create; a login must be a role of its own, member of the group`);
-    if (owner !== undefined && l.user === owner) problems.push(`${l.component}: login "${l.user}" is the owner that runs the migrations; a service must not log in as the owner`);
+    if (groups.has(l.user))
+      problems.push(`${l.component}: login "${l.user}" is a group role the migrations create; a login must be a role of its own, member of the group`);
+    if (owner !== undefined && l.user === owner)
+      problems.push(`${l.component}: login "${l.user}" is the owner that runs the migrations; a service must not log in as the owner`);
     const other = seen.get(l.user);
     if (other) problems.push(`${other} and ${l.component} share the login "${l.user}": every component needs a login of its own`);
     else seen.set(l.user, l.component);
@@ -98,7 +100,10 @@ async function roleState(client: pg.ClientBase, name: string): Promise<RoleState
 function existingProblems(component: ServiceRole, user: string, group: string, s: RoleState): string[] {
   const problems: string[] = [];
   const attrs = FORBIDDEN_ATTRIBUTES.filter(([col]) => s[col]).map(([, attr]) => attr);
-  if (attrs.length) problems.push(`${component}: login "${user}" exists with ${attrs.join(", ")}; a service login must not have it (the DBA must remove it or pick another login)`);
+  if (attrs.length)
+    problems.push(
+      `${component}: login "${user}" exists with ${attrs.join(", ")}; a service login must not have it (the DBA must remove it or pick another login)`,
+    );
   const others = s.member_of.filter((g) => g !== group);
   if (others.length) problems.push(`${component}: login "${user}" is also a member of ${others.join(", ")}; a service login must belong to ${group} only`);
   if (s.owns_objects) problems.push(`${component}: login "${user}" owns objects in this database (or the database); an owner bypasses the grants`);
@@ -121,7 +126,9 @@ async function run(client: pg.ClientBase, sql: string, what: string, hint: strin
  * (logged in as its owner). Throws ConfigError, changing nothing, when a login is refused.
  */
 export async function provisionLogins(url: string, kind: DatabaseKind, logins: readonly LoginSpec[]): Promise<LoginResult[]> {
-  const wrongDb = logins.filter((l) => SERVICE_ROLES[l.component].database !== kind).map((l) => `${l.component}: its role lives in ${SERVICE_ROLES[l.component].database}, not ${kind}`);
+  const wrongDb = logins
+    .filter((l) => SERVICE_ROLES[l.component].database !== kind)
+    .map((l) => `${l.component}: its role lives in ${SERVICE_ROLES[l.component].database}, not ${kind}`);
   const static_ = [...wrongDb, ...loginProblems(logins)];
   if (static_.length) throw new ConfigError(static_);
   if (logins.length === 0) return [];
@@ -131,7 +138,9 @@ export async function provisionLogins(url: string, kind: DatabaseKind, logins: r
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock($1)", [LOGIN_LOCK_KEY]);
-    const { rows: [me] } = await client.query<{ current: string; session: string; owner: string }>(
+    const {
+      rows: [me],
+    } = await client.query<{ current: string; session: string; owner: string }>(
       "SELECT current_user::text AS current, session_user::text AS session, pg_get_userbyid(datdba)::text AS owner FROM pg_database WHERE datname = current_database()",
     );
 
@@ -163,7 +172,12 @@ export async function provisionLogins(url: string, kind: DatabaseKind, logins: r
       const adminHint = `the migration role needs CREATEROLE, and on PostgreSQL 16+ ADMIN OPTION on ${group} and on "${l.user}": it has both when it created them; otherwise GRANT them to it WITH ADMIN OPTION`;
       const state = states.get(l.user);
       if (!state) {
-        await run(client, `CREATE ROLE ${role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT${password} IN ROLE ${groupId}`, `creating login "${l.user}" (${l.component})`, adminHint);
+        await run(
+          client,
+          `CREATE ROLE ${role} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT${password} IN ROLE ${groupId}`,
+          `creating login "${l.user}" (${l.component})`,
+          adminHint,
+        );
       } else {
         await run(client, `ALTER ROLE ${role} WITH LOGIN INHERIT${password}`, `updating login "${l.user}" (${l.component})`, adminHint);
         if (!state.member_of.includes(group)) await run(client, `GRANT ${groupId} TO ${role}`, `granting ${group} to "${l.user}"`, adminHint);

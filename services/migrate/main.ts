@@ -35,7 +35,15 @@ runMain(logger, async () => {
     logger.info({ event: "migrated", database: kind, applied }, applied.length ? `applied ${applied.join(", ")}` : "up to date");
     for (const r of await provisionLogins(url, kind, logins.get(kind) ?? [])) {
       logger.info(
-        { event: "login_provisioned", database: kind, component: r.component, role: r.user, group: r.group, action: r.action, password: r.passwordSet ? "set" : "unchanged" },
+        {
+          event: "login_provisioned",
+          database: kind,
+          component: r.component,
+          role: r.user,
+          group: r.group,
+          action: r.action,
+          password: r.passwordSet ? "set" : "unchanged",
+        },
         `login ${r.user} ${r.action} (member of ${r.group} only)`,
       );
     }

@@ -16,8 +16,13 @@ const ITERATIONS = 4096;
  * Identity for ASCII passwords, where PostgreSQL's own SASLprep agrees.
  */
 export function saslprep(password: string): string {
-  // biome-ignore lint/suspicious/noMisleadingCharacterClass: RFC 3454 table B.1 lists combining marks (U+034F, U+180B-D, U+FE00-F) as single code points to remove; matching them alone is the point.
-  return password.replace(/[\u00A0\u1680\u2000-\u200B\u202F\u205F\u3000]/g, " ").replace(/[\u00AD\u034F\u1806\u180B\u180C\u180D\u200C\u200D\u2060\uFE00-\uFE0F\uFEFF]/g, "").normalize("NFKC");
+  return (
+    password
+      .replace(/[\u00A0\u1680\u2000-\u200B\u202F\u205F\u3000]/g, " ")
+      // biome-ignore lint/suspicious/noMisleadingCharacterClass: RFC 3454 table B.1 lists combining marks (U+034F, U+180B-D, U+FE00-F) as single code points to remove; matching them alone is the point.
+      .replace(/[\u00AD\u034F\u1806\u180B\u180C\u180D\u200C\u200D\u2060\uFE00-\uFE0F\uFEFF]/g, "")
+      .normalize("NFKC")
+  );
 }
 
 /** `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`, the form pg_authid stores. */

@@ -24,7 +24,12 @@ const schema = z.object({
   PAYOUTS_CLIENT_IDENTITIES: z
     .string()
     .default("client,operator")
-    .transform((s) => s.split(",").map((v) => v.trim()).filter((v) => v.length > 0))
+    .transform((s) =>
+      s
+        .split(",")
+        .map((v) => v.trim())
+        .filter((v) => v.length > 0),
+    )
     .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
   /** The money-limit store (limits.ts): paydb unless set; a database with the paydb migrations. */
   LIMITS_DB_URL: env.url().optional(),
@@ -73,7 +78,9 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     lockMs: c.IDEMPOTENCY_LOCK_MS,
     defaultClientId: c.PAYOUTS_DEFAULT_CLIENT_ID,
     clientIdentities: c.PAYOUTS_CLIENT_IDENTITIES,
-    limitsDbUrl: c.LIMITS_DB_URL ? databaseUrl(c.LIMITS_DB_URL, c.LIMITS_DB_PASSWORD_FILE, "LIMITS_DB_PASSWORD_FILE") : databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    limitsDbUrl: c.LIMITS_DB_URL
+      ? databaseUrl(c.LIMITS_DB_URL, c.LIMITS_DB_PASSWORD_FILE, "LIMITS_DB_PASSWORD_FILE")
+      : databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     limitsPoolMax: c.LIMITS_POOL_MAX,
     limitsTimeoutMs: c.LIMITS_TIMEOUT_MS,
     limits: { clientRequests: c.LIMIT_CLIENT_REQUESTS, clientWindowMs: c.LIMIT_CLIENT_WINDOW_MS, accountDailyAmount: c.LIMIT_ACCOUNT_DAILY_AMOUNT },

@@ -19,11 +19,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { isUnavailableError } from "../shared/pg.js";
-import {
-  CreatePayoutResponseSchema,
-  type CreatePayoutRequest,
-  type CreatePayoutResponse,
-} from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { CreatePayoutResponseSchema, type CreatePayoutRequest, type CreatePayoutResponse } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import { newPayoutId, toPayout } from "./payout-message.js";
@@ -121,7 +117,10 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
   async function refund(cmd: CreatePayoutCommand, c: Consumption): Promise<void> {
     if (!c.rateWindow && !c.dayWindow) return;
     await limitStore.refund(cmd, c).catch((err: unknown) => {
-      logger.warn({ event: "limit_refund_failed", error: err instanceof Error ? err.message.slice(0, 200) : "error" }, "could not give money limits back; they stay counted");
+      logger.warn(
+        { event: "limit_refund_failed", error: err instanceof Error ? err.message.slice(0, 200) : "error" },
+        "could not give money limits back; they stay counted",
+      );
     });
   }
 
@@ -183,7 +182,14 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         });
         const response = create(CreatePayoutResponseSchema, { payout: toPayout(row) });
         const bytes = toBinary(CreatePayoutResponseSchema, response);
-        const pinned = await keys.markDone(tx, { clientId: cmd.clientId, key: cmd.key, claimId, response: bytes, payoutId: row.payout_id, retentionMs: deps.retentionMs });
+        const pinned = await keys.markDone(tx, {
+          clientId: cmd.clientId,
+          key: cmd.key,
+          claimId,
+          response: bytes,
+          payoutId: row.payout_id,
+          retentionMs: deps.retentionMs,
+        });
         return pinned ? bytes : ROLLBACK;
       });
     } catch (err) {

@@ -88,7 +88,10 @@ export function createIdempotencyStore(pool: Pool) {
      * holder of the current claim can do it: false means our lease was taken over and the
      * caller must roll back (someone else is creating this payout).
      */
-    async markDone(q: Queryable, p: { clientId: string; key: string; claimId: string; response: Uint8Array; payoutId: string; retentionMs: number }): Promise<boolean> {
+    async markDone(
+      q: Queryable,
+      p: { clientId: string; key: string; claimId: string; response: Uint8Array; payoutId: string; retentionMs: number },
+    ): Promise<boolean> {
       const res = await q.query(
         `UPDATE idempotency_keys
             SET state = 'DONE', response = $4, payout_id = $5, locked_until = NULL, expires_at = now() + ${ms("$6")}

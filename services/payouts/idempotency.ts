@@ -72,10 +72,7 @@ export type ClaimOutcome =
 const MAX_ROUNDS = 4;
 
 /** Settles what the key means, claiming it when it is free. Never waits on another request. */
-export async function claimKey(
-  store: IdempotencyStore,
-  p: Omit<ClaimParams, "claimId">,
-): Promise<ClaimOutcome> {
+export async function claimKey(store: IdempotencyStore, p: Omit<ClaimParams, "claimId">): Promise<ClaimOutcome> {
   const params: ClaimParams = { ...p, claimId: randomUUID() };
   for (let round = 0; round < MAX_ROUNDS; round++) {
     if (await store.tryInsert(params)) return { kind: "claimed", claimId: params.claimId, takeover: false };

@@ -46,7 +46,14 @@ export function createLimitStore(pool: Pool) {
 
     /** Gives back a consumption whose payout provably was not created. */
     async refund(p: { clientId: string; accountId: string; currency: string; amountMinor: bigint }, c: Consumption): Promise<void> {
-      await pool.query("SELECT refund_payout_limits($1, $2, $3, $4, $5, $6)", [p.clientId, c.rateWindow, p.accountId, p.currency, p.amountMinor.toString(), c.dayWindow]);
+      await pool.query("SELECT refund_payout_limits($1, $2, $3, $4, $5, $6)", [
+        p.clientId,
+        c.rateWindow,
+        p.accountId,
+        p.currency,
+        p.amountMinor.toString(),
+        c.dayWindow,
+      ]);
     },
 
     /** Deletes usage of windows that ended more than two days ago (in batches). */

@@ -44,7 +44,10 @@ export function dailyAmountLimit(cfg: LimitsConfig, currency: string): bigint | 
  */
 export function parseDailyAmounts(text: string): Record<string, bigint | null> {
   const out: Record<string, bigint | null> = {};
-  for (const part of text.split(",").map((p) => p.trim()).filter((p) => p.length > 0)) {
+  for (const part of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)) {
     const m = /^(\*|[A-Z]{3})=(off|\d{1,19})$/.exec(part);
     if (!m) throw new Error(`"${part}" is not CUR=<minor units> or CUR=off (CUR: ISO-4217 upper case, or *)`);
     if (m[1]! in out) throw new Error(`${m[1]} is given twice`);
@@ -66,7 +69,11 @@ export type LimitDecision =
   | { kind: "exceeded"; limit: "CLIENT_RATE" | "ACCOUNT_DAILY_AMOUNT"; used: bigint; limitValue: bigint; resetsAt: Date };
 
 /** The refusal a client sees for an exceeded limit. */
-export function limitExceeded(d: Extract<LimitDecision, { kind: "exceeded" }>, req: { accountId: string; currency: string; amountMinor: bigint }, now = Date.now()): DomainError {
+export function limitExceeded(
+  d: Extract<LimitDecision, { kind: "exceeded" }>,
+  req: { accountId: string; currency: string; amountMinor: bigint },
+  now = Date.now(),
+): DomainError {
   const resets = d.resetsAt.toISOString();
   if (d.limit === "CLIENT_RATE") {
     return new DomainError(
@@ -98,5 +105,10 @@ export function limitExceeded(d: Extract<LimitDecision, { kind: "exceeded" }>, r
 
 /** The store could not answer: money movement refuses (fail closed); reads are unaffected. */
 export function limitsUnavailable(cause: unknown): DomainError {
-  return unavailable(REASONS.LIMITS_UNAVAILABLE, "the money-limit store is unavailable; nothing was executed. Retry with the same idempotency-key", 1000, cause);
+  return unavailable(
+    REASONS.LIMITS_UNAVAILABLE,
+    "the money-limit store is unavailable; nothing was executed. Retry with the same idempotency-key",
+    1000,
+    cause,
+  );
 }

@@ -4,7 +4,7 @@
  * is written, and every failure names its field.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
-import { DomainError, invalidArgument, REASONS, } from "../shared/errors.js";
+import { DomainError, invalidArgument, REASONS } from "../shared/errors.js";
 import { dbCall } from "../shared/pg.js";
 import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";

@@ -9,7 +9,11 @@ export function createPayoutsMetrics(registry: Registry) {
     conflicts: new Counter({ name: "idempotency_conflicts_total", help: "CreatePayout refused: the same key is still in progress", registers }),
     keyReused: new Counter({ name: "idempotency_key_reused_total", help: "CreatePayout refused: a key was reused with a different body", registers }),
     takeovers: new Counter({ name: "idempotency_takeovers_total", help: "Keys taken over after their in-progress lease or retention expired", registers }),
-    unavailable: new Counter({ name: "idempotency_unavailable_total", help: "CreatePayout refused because the idempotency store (paydb) was unavailable", registers }),
+    unavailable: new Counter({
+      name: "idempotency_unavailable_total",
+      help: "CreatePayout refused because the idempotency store (paydb) was unavailable",
+      registers,
+    }),
     purged: new Counter({ name: "idempotency_purged_total", help: "Expired idempotency keys deleted by the purge job", registers }),
     limitRefusals: new Counter({
       name: "payout_limit_refusals_total",

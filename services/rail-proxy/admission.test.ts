@@ -15,12 +15,30 @@ import { createProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
 import type { AdmitResult, Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
 
-const intent: Intent = { reference: "po-1", payoutId: "po-1", accountId: "acc-1", token: 5n, amountMinor: 100n, currency: "EUR", beneficiary: "ben-1", replicaId: "r1" };
-const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) => ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
+const intent: Intent = {
+  reference: "po-1",
+  payoutId: "po-1",
+  accountId: "acc-1",
+  token: 5n,
+  amountMinor: 100n,
+  currency: "EUR",
+  beneficiary: "ben-1",
+  replicaId: "r1",
+};
+const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) =>
+  ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
 const ALL: Guards = { mark: true, binding: true, oneLive: true, forwardBudgetMs: 100 };
 
 /** A ledger and a rail that record what was asked of them, in order. */
-function world(opts: { admit?: AdmitResult | Error; admitTakesMs?: number; rail?: "accept" | "reject" | Error; recorded?: SubmissionRow | undefined | Error; late?: SubmissionRow | undefined } = {}) {
+function world(
+  opts: {
+    admit?: AdmitResult | Error;
+    admitTakesMs?: number;
+    rail?: "accept" | "reject" | Error;
+    recorded?: SubmissionRow | undefined | Error;
+    late?: SubmissionRow | undefined;
+  } = {},
+) {
   const calls: string[] = [];
   let clock = 0;
   const store = {
@@ -61,7 +79,16 @@ function world(opts: { admit?: AdmitResult | Error; admitTakesMs?: number; rail?
 }
 
 function admission(w: ReturnType<typeof world>, guards: Guards = ALL, markPrecheck?: (a: string, t: bigint) => boolean) {
-  return createAdmission({ store: w.store, rail: w.rail, metrics: w.metrics, logger: pino({ level: "silent" }), guards, railDeadlineMs: 1000, now: w.now, markPrecheck });
+  return createAdmission({
+    store: w.store,
+    rail: w.rail,
+    metrics: w.metrics,
+    logger: pino({ level: "silent" }),
+    guards,
+    railDeadlineMs: 1000,
+    now: w.now,
+    markPrecheck,
+  });
 }
 
 describe("admission, with a fake ledger and a fake rail", () => {
@@ -72,14 +99,17 @@ describe("admission, with a fake ledger and a fake rail", () => {
     expect(out).toMatchObject({ kind: "ANSWERED", row: { state: "ACCEPTED" } });
   });
 
-  it.each<AdmitResult>([{ kind: "FENCED_OUT" }, { kind: "DUPLICATE" }, { kind: "PAYOUT_NOT_FOUND" }, { kind: "PAYOUT_ALREADY_SUBMITTED", live: "po-1:t3" }, { kind: "PAYOUT_MISMATCH", field: "amount_minor" }])(
-    "a refused admission (%o) never reaches the rail",
-    async (refusal) => {
-      const w = world({ admit: refusal });
-      expect(await admission(w)(intent)).toEqual({ kind: "REFUSED", refusal });
-      expect(w.calls).toEqual(["admit"]);
-    },
-  );
+  it.each<AdmitResult>([
+    { kind: "FENCED_OUT" },
+    { kind: "DUPLICATE" },
+    { kind: "PAYOUT_NOT_FOUND" },
+    { kind: "PAYOUT_ALREADY_SUBMITTED", live: "po-1:t3" },
+    { kind: "PAYOUT_MISMATCH", field: "amount_minor" },
+  ])("a refused admission (%o) never reaches the rail", async (refusal) => {
+    const w = world({ admit: refusal });
+    expect(await admission(w)(intent)).toEqual({ kind: "REFUSED", refusal });
+    expect(w.calls).toEqual(["admit"]);
+  });
 
   it("paydb down: nothing is forwarded", async () => {
     const w = world({ admit: Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }) });

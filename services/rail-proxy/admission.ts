@@ -70,7 +70,10 @@ export function createAdmission(deps: AdmissionDeps) {
       return await retryWhileUnavailable(fn);
     } catch (err) {
       // The row stays FORWARDING; the sweeper makes it ambiguous and the reconciler closes it.
-      logger.error({ event: "ledger_write_failed", what, payout_id: reference, error: err instanceof Error ? err.message : String(err) }, "could not write to the intent ledger");
+      logger.error(
+        { event: "ledger_write_failed", what, payout_id: reference, error: err instanceof Error ? err.message : String(err) },
+        "could not write to the intent ledger",
+      );
       return "FAILED";
     }
   }
@@ -83,7 +86,10 @@ export function createAdmission(deps: AdmissionDeps) {
       logger.warn({ event: "duplicate_submission", payout_id: intent.reference }, "payout submitted twice under one reference (caller must not retry)");
     } else {
       metrics.bindingRefused.inc({ reason: refusal.kind });
-      logger.warn({ event: "binding_refused", reason: refusal.kind, payout_id: intent.reference, bound_payout_id: intent.payoutId }, "submission does not match a payable payout");
+      logger.warn(
+        { event: "binding_refused", reason: refusal.kind, payout_id: intent.reference, bound_payout_id: intent.payoutId },
+        "submission does not match a payable payout",
+      );
     }
     return { kind: "REFUSED", refusal };
   }
@@ -94,7 +100,14 @@ export function createAdmission(deps: AdmissionDeps) {
     if (row && row !== "FAILED") {
       metrics.lateAnswer.inc({ previous_state: row.state });
       logger.error(
-        { event: "rail_late_answer", payout_id: intent.reference, bound_payout_id: intent.payoutId, previous_state: row.state, answer: state, rail_reference: railReference },
+        {
+          event: "rail_late_answer",
+          payout_id: intent.reference,
+          bound_payout_id: intent.payoutId,
+          previous_state: row.state,
+          answer: state,
+          rail_reference: railReference,
+        },
         "the rail answered a submission that was already resolved; the payout is flagged for a human",
       );
       return { kind: "ANSWERED", row };
@@ -178,18 +191,26 @@ export function createAdmission(deps: AdmissionDeps) {
     const state = answer.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : "REJECTED";
     observe(state);
     const reason = state === "ACCEPTED" ? null : answer.reason;
-    const row = await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, state, answer.railReference, reason, null, forwardDelayMs));
+    const row = await write("outcome", intent.reference, () =>
+      store.recordOutcome(intent.reference, state, answer.railReference, reason, null, forwardDelayMs),
+    );
     if (row === "FAILED") {
       // Money may have moved and the ledger could not say so: the row stays FORWARDING, the
       // sweeper makes it ambiguous and the reconciler closes it from the statement.
-      logger.error({ event: "rail_answer_unrecorded", payout_id: intent.reference, answer: state, rail_reference: answer.railReference }, "the rail answered but the ledger could not take the answer");
+      logger.error(
+        { event: "rail_answer_unrecorded", payout_id: intent.reference, answer: state, rail_reference: answer.railReference },
+        "the rail answered but the ledger could not take the answer",
+      );
       return { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" };
     }
     if (!row) return lateAnswer(intent, state, answer.railReference, reason);
     if (row.ambiguity_cause === "STALE_FORWARDING") {
       // Swept as ambiguous while the call was in flight, not yet resolved: the answer closes it.
       metrics.lateAnswer.inc({ previous_state: "TIMEOUT" });
-      logger.warn({ event: "rail_late_answer", payout_id: intent.reference, previous_state: "TIMEOUT", answer: state }, "the rail answered a submission the sweeper had declared ambiguous");
+      logger.warn(
+        { event: "rail_late_answer", payout_id: intent.reference, previous_state: "TIMEOUT", answer: state },
+        "the rail answered a submission the sweeper had declared ambiguous",
+      );
     }
     return { kind: "ANSWERED", row };
   };

@@ -12,44 +12,49 @@ export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
 
 const schema = z
   .object({
-  ...serverEnvShape(7200, 9200),
-  PAYDB_URL: env.url(),
-  PAYDB_PASSWORD_FILE: env.optionalFile(),
-  PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
-  RAIL_URL: z.url(),
-  /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
-  RAIL_CREDENTIALS_FILE: z.string().min(1),
-  /** Deadline of the single rail call; past it the submission is TIMEOUT (ambiguous). */
-  RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
-  /** FORWARDING rows older than deadline + margin belong to a dead replica: ambiguous. */
-  AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
-  /** statement_timeout of the proxy's paydb statements, admission included. */
-  ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
-  /**
-   * Longest time from sending the admission statement to starting the rail call; past it the
-   * proxy does not forward (NOT_FORWARDED). Must be below AMBIGUITY_MARGIN_MS, so a call started
-   * in time has ended before the sweeper may declare the row ambiguous. Default: half the
-   * margin, at most 2 s.
-   */
-  RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
-  SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
-  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
-   * it (shared/harness-only.ts), as it refuses the two below. */
-  RAIL_PROXY_FENCING_ENABLED: env.bool(true),
-  /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
-   * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
-  RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
-  /** Harness only, negative controls: a comma list of guards to remove (REMOVABLE_GUARDS). The
-   * Helm chart cannot set it. */
-  RAIL_PROXY_DISABLED_GUARDS: z
-    .string()
-    .default("")
-    .transform((s) => s.split(",").map((g) => g.trim()).filter((g) => g.length > 0))
-    .pipe(z.array(z.enum(REMOVABLE_GUARDS))),
-  /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
-  RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
-  REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
-})
+    ...serverEnvShape(7200, 9200),
+    PAYDB_URL: env.url(),
+    PAYDB_PASSWORD_FILE: env.optionalFile(),
+    PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    RAIL_URL: z.url(),
+    /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
+    RAIL_CREDENTIALS_FILE: z.string().min(1),
+    /** Deadline of the single rail call; past it the submission is TIMEOUT (ambiguous). */
+    RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
+    /** FORWARDING rows older than deadline + margin belong to a dead replica: ambiguous. */
+    AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+    /** statement_timeout of the proxy's paydb statements, admission included. */
+    ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
+    /**
+     * Longest time from sending the admission statement to starting the rail call; past it the
+     * proxy does not forward (NOT_FORWARDED). Must be below AMBIGUITY_MARGIN_MS, so a call started
+     * in time has ended before the sweeper may declare the row ambiguous. Default: half the
+     * margin, at most 2 s.
+     */
+    RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
+    SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
+    /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
+     * it (shared/harness-only.ts), as it refuses the two below. */
+    RAIL_PROXY_FENCING_ENABLED: env.bool(true),
+    /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
+     * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
+    RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
+    /** Harness only, negative controls: a comma list of guards to remove (REMOVABLE_GUARDS). The
+     * Helm chart cannot set it. */
+    RAIL_PROXY_DISABLED_GUARDS: z
+      .string()
+      .default("")
+      .transform((s) =>
+        s
+          .split(",")
+          .map((g) => g.trim())
+          .filter((g) => g.length > 0),
+      )
+      .pipe(z.array(z.enum(REMOVABLE_GUARDS))),
+    /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
+    RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
+    REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
+  })
   .superRefine((c, ctx) => {
     const budget = c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS);
     if (budget >= c.AMBIGUITY_MARGIN_MS) {
@@ -95,7 +100,9 @@ export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "mar
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
   const c = loadConfig(schema, e);
   // Before any secret is read: a negative control outside a development checkout is refused (exit 78).
-  refuseHarnessOnly(harnessSettings({ fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED, markStore: c.RAIL_PROXY_MARK_STORE, disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS }));
+  refuseHarnessOnly(
+    harnessSettings({ fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED, markStore: c.RAIL_PROXY_MARK_STORE, disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS }),
+  );
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,

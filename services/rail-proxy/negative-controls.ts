@@ -44,7 +44,9 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   metrics.guardEnabled.set({ guard: "forward_budget" }, guards.forwardBudgetMs === undefined ? 0 : 1);
   const warnings: string[] = [];
   if (config.markStore === "memory") {
-    warnings.push("RAIL_PROXY_MARK_STORE=memory: marks live in this process only (ADR-007's rejected design). Restarts and other replicas WILL admit stale tokens.");
+    warnings.push(
+      "RAIL_PROXY_MARK_STORE=memory: marks live in this process only (ADR-007's rejected design). Restarts and other replicas WILL admit stale tokens.",
+    );
   } else if (!config.fencingEnabled) {
     warnings.push("RAIL_PROXY_FENCING_ENABLED=false: high-water fencing is OFF. Stale executors WILL be admitted out of order.");
   }
@@ -54,7 +56,10 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   if (warnings.length === 0) return () => {};
   const warn = () => {
     for (const message of warnings) {
-      logger.warn({ event: "fencing_disabled", mark_store: config.markStore, fencing_enabled: config.fencingEnabled, disabled_guards: config.disabledGuards }, `${message} Harness negative controls only.`);
+      logger.warn(
+        { event: "fencing_disabled", mark_store: config.markStore, fencing_enabled: config.fencingEnabled, disabled_guards: config.disabledGuards },
+        `${message} Harness negative controls only.`,
+      );
     }
   };
   warn();

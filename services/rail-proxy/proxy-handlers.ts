@@ -9,13 +9,7 @@ import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/er
 import { dbCall, dbUnavailable } from "../shared/pg.js";
 import type { Logger } from "../shared/logger.js";
 import { parseSubmissionRef } from "../shared/submission-ref.js";
-import {
-  RailProxyService,
-  ResolutionOutcome,
-  SubmissionSchema,
-  SubmissionState,
-  type Submission,
-} from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { RailProxyService, ResolutionOutcome, SubmissionSchema, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
 import { annotate } from "../shared/tracing.js";
 import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
@@ -89,13 +83,21 @@ export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission
     case "REFUSED":
       throw refusalError(outcome.refusal, intent);
     case "NOT_FORWARDED":
-      throw new DomainError(REASONS.NOT_FORWARDED, "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference", {
-        payout_id: intent.reference,
-      });
+      throw new DomainError(
+        REASONS.NOT_FORWARDED,
+        "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference",
+        {
+          payout_id: intent.reference,
+        },
+      );
     case "AMBIGUOUS":
-      throw new DomainError(REASONS.RAIL_AMBIGUOUS, "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
-        payout_id: intent.reference,
-      });
+      throw new DomainError(
+        REASONS.RAIL_AMBIGUOUS,
+        "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled",
+        {
+          payout_id: intent.reference,
+        },
+      );
     case "PAYDB_UNAVAILABLE":
       // The money path refuses: retry later, nothing was forwarded.
       return dbUnavailable("PAYDB", outcome.error, "nothing was forwarded");
@@ -106,14 +108,20 @@ function refusalError(r: Refusal, intent: Intent): DomainError {
   const payout = { payout_id: intent.reference, bound_payout_id: intent.payoutId };
   switch (r.kind) {
     case "FENCED_OUT":
-      return new DomainError(REASONS.FENCED_OUT, "fencing token is not above the account's high-water mark; the rail was not called", { account_id: intent.accountId });
+      return new DomainError(REASONS.FENCED_OUT, "fencing token is not above the account's high-water mark; the rail was not called", {
+        account_id: intent.accountId,
+      });
     case "DUPLICATE":
       return new DomainError(REASONS.DUPLICATE_SUBMISSION, "this reference was already submitted; call GetSubmission", { payout_id: intent.reference });
     case "PAYOUT_ALREADY_SUBMITTED":
-      return new DomainError(REASONS.PAYOUT_ALREADY_SUBMITTED, "the payout already has a live submission; settle that one (GetSubmission), never submit it again", {
-        ...payout,
-        live_submission: r.live ?? "",
-      });
+      return new DomainError(
+        REASONS.PAYOUT_ALREADY_SUBMITTED,
+        "the payout already has a live submission; settle that one (GetSubmission), never submit it again",
+        {
+          ...payout,
+          live_submission: r.live ?? "",
+        },
+      );
     case "PAYOUT_NOT_FOUND":
       // Wire reason PAYOUT_NOT_FOUND, code failed_precondition (GetPayout's is not_found).
       return new DomainError(REASONS.BOUND_PAYOUT_NOT_FOUND, "no payout with this id exists in paydb; the rail was not called", payout);
@@ -124,7 +132,9 @@ function refusalError(r: Refusal, intent: Intent): DomainError {
     case "PAYOUT_FENCE_MISMATCH":
       return new DomainError(
         REASONS.PAYOUT_FENCE_MISMATCH,
-        r.holder === "NEWER" ? "a newer token fenced this payout; the rail was not called" : "the payout was not fenced with this token; the rail was not called",
+        r.holder === "NEWER"
+          ? "a newer token fenced this payout; the rail was not called"
+          : "the payout was not fenced with this token; the rail was not called",
         { ...payout, holder: r.holder },
       );
   }
@@ -167,7 +177,16 @@ export function proxyRoutes(deps: {
           });
         }
         annotate({ "railfence.account_id": accountId, "railfence.payout_id": payoutId, "railfence.fencing_token": token.toString() });
-        const intent: Intent = { reference, payoutId, accountId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId };
+        const intent: Intent = {
+          reference,
+          payoutId,
+          accountId,
+          token,
+          amountMinor: amount.amountMinor,
+          currency: amount.currency,
+          beneficiary,
+          replicaId: deps.replicaId,
+        };
         return { submission: submitAnswer(await submit(intent), intent) };
       },
 

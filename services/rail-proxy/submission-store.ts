@@ -120,7 +120,19 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
         const { rows } = await pool.query<{ outcome: string; detail: string | null }>({
           name: "rf_admit",
           text: ADMIT,
-          values: [i.reference, i.payoutId, i.accountId, i.token.toString(), i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId, guards.mark, guards.binding, guards.oneLive],
+          values: [
+            i.reference,
+            i.payoutId,
+            i.accountId,
+            i.token.toString(),
+            i.amountMinor.toString(),
+            i.currency,
+            i.beneficiary,
+            i.replicaId,
+            guards.mark,
+            guards.binding,
+            guards.oneLive,
+          ],
         });
         const { outcome, detail } = rows[0]!;
         switch (outcome) {
@@ -148,8 +160,19 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
     },
 
     /** Records the rail's answer (or its absence). undefined: the row is no longer waiting for one. */
-    recordOutcome(reference: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT", railReference: string | null, railReason: string | null, ambiguityCause: string | null, forwardDelayMs: number) {
-      return one(`${RECORD_OUTCOME} RETURNING ${columns}`, [reference, state, railReference, railReason, ambiguityCause, Math.round(forwardDelayMs)], "rf_record_outcome");
+    recordOutcome(
+      reference: string,
+      state: "ACCEPTED" | "REJECTED" | "TIMEOUT",
+      railReference: string | null,
+      railReason: string | null,
+      ambiguityCause: string | null,
+      forwardDelayMs: number,
+    ) {
+      return one(
+        `${RECORD_OUTCOME} RETURNING ${columns}`,
+        [reference, state, railReference, railReason, ambiguityCause, Math.round(forwardDelayMs)],
+        "rf_record_outcome",
+      );
     },
 
     /**
@@ -191,7 +214,10 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
 
     /** Every submission bound to a payout, oldest first. */
     async listForPayout(payoutId: string, limit: number): Promise<SubmissionRow[]> {
-      const { rows } = await pool.query<SubmissionRow>(`SELECT ${columns} FROM rail_submissions WHERE bound_payout_id = $1 ORDER BY created_at, payout_id LIMIT $2`, [payoutId, limit]);
+      const { rows } = await pool.query<SubmissionRow>(
+        `SELECT ${columns} FROM rail_submissions WHERE bound_payout_id = $1 ORDER BY created_at, payout_id LIMIT $2`,
+        [payoutId, limit],
+      );
       return rows;
     },
 

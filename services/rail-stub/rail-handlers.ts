@@ -48,7 +48,11 @@ export interface RailMetrics {
 }
 
 export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: RailMetrics) {
-  const book = async (req: { clientReference: string; accountId: string; beneficiary: string; amountMinor: bigint; currency: string }, status: "ACCEPTED" | "REJECTED", reason: string) => {
+  const book = async (
+    req: { clientReference: string; accountId: string; beneficiary: string; amountMinor: bigint; currency: string },
+    status: "ACCEPTED" | "REJECTED",
+    reason: string,
+  ) => {
     const p = await ledger.book({ ...req, railReference: `rr_${randomBytes(10).toString("hex")}`, status, reason });
     metrics.payments.inc({ status });
     return p;
@@ -69,7 +73,13 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
         if (!req.amount || req.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(req.amount.currency)) {
           throw invalidArgument("amount", REASONS.AMOUNT_INVALID, "amount must be > 0 with an ISO-4217 currency");
         }
-        const payment = { clientReference: req.clientReference, accountId: req.accountId, beneficiary: req.beneficiary, amountMinor: req.amount.amountMinor, currency: req.amount.currency };
+        const payment = {
+          clientReference: req.clientReference,
+          accountId: req.accountId,
+          beneficiary: req.beneficiary,
+          amountMinor: req.amount.amountMinor,
+          currency: req.amount.currency,
+        };
         const fault = faults.take(req.clientReference);
         switch (fault?.kind) {
           case FaultKind.LATENCY:
@@ -93,7 +103,10 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
       async listPayments(req) {
         const limit = checkPageSize("page_size", req.pageSize, 500, 1000);
         // google.protobuf.Timestamp's valid range; outside it the date is not one PostgreSQL (or JS) can hold.
-        if (req.since && (req.since.seconds < -62_135_596_800n || req.since.seconds > 253_402_300_799n || req.since.nanos < 0 || req.since.nanos > 999_999_999)) {
+        if (
+          req.since &&
+          (req.since.seconds < -62_135_596_800n || req.since.seconds > 253_402_300_799n || req.since.nanos < 0 || req.since.nanos > 999_999_999)
+        ) {
           throw invalidArgument("since", REASONS.TIMESTAMP_INVALID, "since must be a valid timestamp between 0001-01-01 and 9999-12-31");
         }
         const page = await ledger.list(BigInt(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);

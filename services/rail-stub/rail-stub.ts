@@ -27,7 +27,12 @@ export async function startRailStub(config: RailStubConfig, deps: { logger: Logg
   const pool = createPool({ url: config.raildbUrl, max: 20, applicationName: "rail-stub" });
   const registry = createRegistry("rail-stub");
   const metrics = {
-    payments: new Counter({ name: "rail_stub_payments_total", help: "Payments booked by the stub rail", labelNames: ["status"] as const, registers: [registry] }),
+    payments: new Counter({
+      name: "rail_stub_payments_total",
+      help: "Payments booked by the stub rail",
+      labelNames: ["status"] as const,
+      registers: [registry],
+    }),
   };
   const faults = new FaultPlan();
   if (config.faultsJson) faults.replace(parseFaults(config.faultsJson));

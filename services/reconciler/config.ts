@@ -5,25 +5,30 @@ import { processConfig, processEnvShape, type ProcessConfig } from "../shared/pr
 
 const schema = z
   .object({
-  ...processEnvShape(9600),
-  PAYDB_URL: env.url(),
-  PAYDB_PASSWORD_FILE: env.optionalFile(),
-  RAIL_PROXY_URLS: env.urlList("rail-proxy"),
-  /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
-  SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
-  /** The proxies' settings (same names and defaults as rail-proxy's): the window must outlast them. */
-  RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
-  AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
-  ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
-  /** How long every NOT_PAID resolution keeps being checked against the rail's statement. */
-  CONTRADICTION_WATCH_MS: env.ms(7 * 86_400_000, 0, 90 * 86_400_000),
-  /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */
-  RECONCILE_INTERVAL_MS: env.ms(0, 0, 86_400_000),
-  RECONCILER_DRY_RUN: env.bool(false),
-  RECONCILER_ACTOR: z.string().min(1).max(128).regex(/^[\x20-\x7e]+$/, "printable ASCII").default("reconciler"),
-  /** Bound of every call to a rail-proxy. */
-  CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
-})
+    ...processEnvShape(9600),
+    PAYDB_URL: env.url(),
+    PAYDB_PASSWORD_FILE: env.optionalFile(),
+    RAIL_PROXY_URLS: env.urlList("rail-proxy"),
+    /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
+    SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
+    /** The proxies' settings (same names and defaults as rail-proxy's): the window must outlast them. */
+    RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
+    AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+    ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
+    /** How long every NOT_PAID resolution keeps being checked against the rail's statement. */
+    CONTRADICTION_WATCH_MS: env.ms(7 * 86_400_000, 0, 90 * 86_400_000),
+    /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */
+    RECONCILE_INTERVAL_MS: env.ms(0, 0, 86_400_000),
+    RECONCILER_DRY_RUN: env.bool(false),
+    RECONCILER_ACTOR: z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[\x20-\x7e]+$/, "printable ASCII")
+      .default("reconciler"),
+    /** Bound of every call to a rail-proxy. */
+    CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
+  })
   .superRefine((c, ctx) => {
     // A submission's rail call starts at most (admission timeout) after its intent's created_at
     // and lasts at most the deadline; the margin covers the rest. Absent from the statement means

@@ -42,7 +42,10 @@ describe("reconciler decision table", () => {
   });
 
   it("a rejected booking only means NOT_PAID with the rail's reason", () => {
-    expect(decide(sub, [entry({ status: "REJECTED", reason: "INJECTED_REJECT" })], early)).toMatchObject({ decision: "NOT_PAID", failureReason: "INJECTED_REJECT" });
+    expect(decide(sub, [entry({ status: "REJECTED", reason: "INJECTED_REJECT" })], early)).toMatchObject({
+      decision: "NOT_PAID",
+      failureReason: "INJECTED_REJECT",
+    });
   });
 
   it("an accepted payment wins over an earlier rejected one", () => {

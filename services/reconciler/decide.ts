@@ -62,7 +62,12 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
     return { decision: "HUMAN", note: `the rail also paid this payout under another reference: ${refs}; never resolve it by guessing` };
   }
   const mismatched = mine.filter(
-    (e) => e.accountId !== s.accountId || e.amountMinor !== s.amountMinor || e.currency !== s.currency || e.beneficiary !== s.beneficiary || e.status === "UNSPECIFIED",
+    (e) =>
+      e.accountId !== s.accountId ||
+      e.amountMinor !== s.amountMinor ||
+      e.currency !== s.currency ||
+      e.beneficiary !== s.beneficiary ||
+      e.status === "UNSPECIFIED",
   );
   if (mismatched.length > 0) {
     const refs = mismatched.map((e) => e.railReference).join(",");
@@ -70,7 +75,10 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
   }
   const accepted = mine.filter((e) => e.status === "ACCEPTED");
   if (accepted.length > 1) {
-    return { decision: "HUMAN", note: `the rail booked ${accepted.length} accepted payments for this payout (double payment): ${accepted.map((e) => e.railReference).join(",")}` };
+    return {
+      decision: "HUMAN",
+      note: `the rail booked ${accepted.length} accepted payments for this payout (double payment): ${accepted.map((e) => e.railReference).join(",")}`,
+    };
   }
   if (accepted.length === 1) {
     const ref = accepted[0]!.railReference;
@@ -79,11 +87,19 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
   const rejected = mine.filter((e) => e.status === "REJECTED");
   if (rejected.length > 0) {
     const r = rejected[0]!;
-    return { decision: "NOT_PAID", failureReason: r.reason || "RAIL_REJECTED", note: `the rail booked it as REJECTED (${r.railReference}: ${r.reason || "no reason"})` };
+    return {
+      decision: "NOT_PAID",
+      failureReason: r.reason || "RAIL_REJECTED",
+      note: `the rail booked it as REJECTED (${r.railReference}: ${r.reason || "no reason"})`,
+    };
   }
   const windowEnd = s.createdAt.getTime() + ctx.settlementWindowMs;
   if (ctx.now.getTime() >= windowEnd && ctx.coveredUntil.getTime() >= windowEnd) {
-    return { decision: "NOT_PAID", failureReason: "NOT_ON_RAIL_STATEMENT", note: `absent from the rail statement ${ctx.settlementWindowMs} ms after submission (statement covers ${ctx.coveredUntil.toISOString()})` };
+    return {
+      decision: "NOT_PAID",
+      failureReason: "NOT_ON_RAIL_STATEMENT",
+      note: `absent from the rail statement ${ctx.settlementWindowMs} ms after submission (statement covers ${ctx.coveredUntil.toISOString()})`,
+    };
   }
   return { decision: "WAIT", note: "not on the statement yet, and the settlement window is still open or not yet covered" };
 }

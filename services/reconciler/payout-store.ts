@@ -40,7 +40,10 @@ export function createReconcilerStore(pool: Pool) {
 
     /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
     async listUnknown(limit: number): Promise<string[]> {
-      const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1", [limit]);
+      const { rows } = await pool.query<{ payout_id: string }>(
+        "SELECT payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1",
+        [limit],
+      );
       return rows.map((r) => r.payout_id);
     },
   };

@@ -132,7 +132,11 @@ export function createReconciler(deps: ReconcileDeps) {
     // with the same content is another payout's payment, not this one's).
     const named = [...new Set([...byContent.values()].flat().map((e) => referencedPayout(e.clientReference)))];
     const existing = named.length ? await store.existingPayouts(named) : new Set<string>();
-    for (const [k, list] of byContent) byContent.set(k, list.filter((e) => !existing.has(referencedPayout(e.clientReference))));
+    for (const [k, list] of byContent)
+      byContent.set(
+        k,
+        list.filter((e) => !existing.has(referencedPayout(e.clientReference))),
+      );
     /** Other payments of a submission's payout: same payout by reference, or same content under an unknown reference. */
     const othersOf = (s: Submission) => [...(byPayout.get(s.boundPayoutId) ?? []), ...(byContent.get(contentKey(toAmbiguous(s))) ?? [])];
     return { byRef, othersOf, coveredUntil: coveredUntil ?? new Date(0), read };
@@ -201,10 +205,12 @@ export function createReconciler(deps: ReconcileDeps) {
           continue;
         }
         try {
-          await deps.proxy().resolveSubmission(
-            { payoutId: sub.payoutId, outcome: d.decision === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
-            opts(),
-          );
+          await deps
+            .proxy()
+            .resolveSubmission(
+              { payoutId: sub.payoutId, outcome: d.decision === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
+              opts(),
+            );
           if (d.decision === "PAID") await store.markPaid(raw.boundPayoutId, d.railReference);
           else await store.markFailed(raw.boundPayoutId, raw.fencingToken, d.failureReason);
           count(d.decision);
@@ -221,7 +227,10 @@ export function createReconciler(deps: ReconcileDeps) {
             count("RACED");
             continue;
           }
-          logger.error({ event: "resolve_failed", payout_id: sub.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) }, "could not apply decision");
+          logger.error(
+            { event: "resolve_failed", payout_id: sub.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+            "could not apply decision",
+          );
           count("ERROR");
           left.push(sub);
         }
@@ -237,7 +246,10 @@ export function createReconciler(deps: ReconcileDeps) {
           const got = await deps.proxy().listPayoutSubmissions({ payoutId }, opts());
           const s = deciding(got.submissions);
           if (s && !s.ambiguous && (await syncPayout(s))) {
-            logger.info({ event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[s.state] }, "payout synced from its closed submission");
+            logger.info(
+              { event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[s.state] },
+              "payout synced from its closed submission",
+            );
             count("SYNCED");
           }
         } catch {
@@ -258,7 +270,10 @@ export function createReconciler(deps: ReconcileDeps) {
           );
           count("CONTRADICTED");
         } catch (err) {
-          logger.error({ event: "contradiction_not_recorded", payout_id: s.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) }, "could not record a contradicted resolution");
+          logger.error(
+            { event: "contradiction_not_recorded", payout_id: s.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+            "could not record a contradicted resolution",
+          );
           count("ERROR");
         }
       }

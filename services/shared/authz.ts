@@ -32,7 +32,12 @@ function deniedCounter(registry: Registry): Counter<"grpc_service" | "method"> {
   // A process may run several servers on one registry (rail-stub + its control API).
   const existing = registry.getSingleMetric(name);
   if (existing) return existing as Counter<"grpc_service" | "method">;
-  return new Counter({ name, help: "Calls refused by the authorization policy (or without a verified client certificate)", labelNames: ["grpc_service", "method"] as const, registers: [registry] });
+  return new Counter({
+    name,
+    help: "Calls refused by the authorization policy (or without a verified client certificate)",
+    labelNames: ["grpc_service", "method"] as const,
+    registers: [registry],
+  });
 }
 
 /** The interceptor enforcing policy. */

@@ -37,7 +37,12 @@ export const env = {
     z
       .string()
       .min(1)
-      .transform((s) => s.split(",").map((u) => u.trim()).filter((u) => u.length > 0))
+      .transform((s) =>
+        s
+          .split(",")
+          .map((u) => u.trim())
+          .filter((u) => u.length > 0),
+      )
       .pipe(z.array(z.url({ protocol: /^https?$/ })).min(1, `name at least one ${what} URL`)),
   optionalFile: () => z.string().min(1).optional(),
 };

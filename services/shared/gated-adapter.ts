@@ -33,7 +33,13 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
     writeRefusal(req.stream, refusal.error, refusal.protocol, refusal.httpStatus);
     // Logged once here, as the boundary interceptor logs handler refusals (no request data).
     opts.logger.info(
-      { event: "rpc_refused", procedure, code: Code[refusal.error.code], reason: errorReason(refusal.error), problem: errorInfo(refusal.error)?.metadata.problem },
+      {
+        event: "rpc_refused",
+        procedure,
+        code: Code[refusal.error.code],
+        reason: errorReason(refusal.error),
+        problem: errorInfo(refusal.error)?.metadata.problem,
+      },
       "call refused before its handler",
     );
   };
@@ -49,11 +55,13 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
       const uReq = universalRequestFromNodeRequest(req, res, undefined, opts.contextValues?.(req));
       void handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
-        .catch((err: unknown) => opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered"));
+        .catch((err: unknown) =>
+          opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered"),
+        );
       return;
     }
-    void admitRequest(req, req.headers, method, opts.limits).then(
-      (outcome) => {
+    void admitRequest(req, req.headers, method, opts.limits)
+      .then((outcome) => {
         if ("gone" in outcome) return;
         if ("refused" in outcome) return refuse(req, outcome.refused, path);
         const { protocol, body, remainingMs } = outcome.admitted;
@@ -63,11 +71,11 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
         // The deadline runs from the request's arrival, not from the moment its body was complete.
         if (remainingMs !== undefined) uReq.header.set(protocol.timeoutHeader, formatClientTimeout(protocol.timeoutHeader, remainingMs));
         return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
-      },
-    ).catch((err: unknown) => {
-      // A write failure after the client left; nothing to answer any more.
-      opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered");
-    });
+      })
+      .catch((err: unknown) => {
+        // A write failure after the client left; nothing to answer any more.
+        opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered");
+      });
   };
 }
 

@@ -37,7 +37,10 @@ describe("harness-only settings", () => {
       caught = err;
     }
     expect(caught).toBeInstanceOf(ConfigError);
-    expect((caught as ConfigError).problems).toEqual([`RAIL_PROXY_FENCING_ENABLED=false: ${HARNESS_ONLY_REFUSAL}`, `RAIL_PROXY_MARK_STORE=memory: ${HARNESS_ONLY_REFUSAL}`]);
+    expect((caught as ConfigError).problems).toEqual([
+      `RAIL_PROXY_FENCING_ENABLED=false: ${HARNESS_ONLY_REFUSAL}`,
+      `RAIL_PROXY_MARK_STORE=memory: ${HARNESS_ONLY_REFUSAL}`,
+    ]);
   });
 
   it("with nothing on, passes anywhere (the production values are not settings that are on)", () => {

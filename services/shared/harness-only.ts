@@ -35,7 +35,10 @@ export function inDevelopmentCheckout(moduleUrl: string = import.meta.url): bool
  * off). Outside a development checkout any of them is a ConfigError listing every one; inside,
  * they are returned so the caller can announce them.
  */
-export function refuseHarnessOnly(settings: ReadonlyArray<string | false | undefined>, developmentCheckout: () => boolean = inDevelopmentCheckout): readonly string[] {
+export function refuseHarnessOnly(
+  settings: ReadonlyArray<string | false | undefined>,
+  developmentCheckout: () => boolean = inDevelopmentCheckout,
+): readonly string[] {
   const on = settings.filter((s): s is string => typeof s === "string" && s.length > 0);
   if (on.length > 0 && !developmentCheckout()) throw new ConfigError(on.map((s) => `${s}: ${HARNESS_ONLY_REFUSAL}`));
   return Object.freeze(on);

@@ -91,6 +91,8 @@ export async function requireMigrated(db: { query: pg.Pool["query"] }, kind: Dat
     if ((err as { code?: string }).code !== "42P01") throw err;
   }
   if (applied === null || applied < needed) {
-    throw new Error(`${kind} is at migration ${applied ?? "none"}; this build needs ${needed}: run the migration job (node dist/services/migrate/main.js ${kind})`);
+    throw new Error(
+      `${kind} is at migration ${applied ?? "none"}; this build needs ${needed}: run the migration job (node dist/services/migrate/main.js ${kind})`,
+    );
   }
 }

@@ -45,6 +45,7 @@ describe("page tokens (one codec for every list)", () => {
 
   it("timestamps: PostgreSQL's text and ISO 8601 pass; Date.parse's leniencies do not", () => {
     for (const ok of [at, "2026-01-02T03:04:05.123456Z", "2026-01-02 03:04:05+05:30"]) expect(isTimestampText(ok), ok).toBe(true);
-    for (const bad of ["0", "June 1", "2024-02-30 10:00:00+00", "2024-01-01 24:00:00+00", "0000-12-31T23:59:59Z"]) expect(isTimestampText(bad), bad).toBe(false);
+    for (const bad of ["0", "June 1", "2024-02-30 10:00:00+00", "2024-01-01 24:00:00+00", "0000-12-31T23:59:59Z"])
+      expect(isTimestampText(bad), bad).toBe(false);
   });
 });

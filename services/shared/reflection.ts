@@ -54,7 +54,8 @@ function fileContainingSymbol(files: Map<string, DescFile>, symbol: string): Des
       if (s.typeName === name || s.methods.some((m) => `${s.typeName}.${m.name}` === name)) return file;
     }
     for (const m of allMessages(file)) {
-      if (m.typeName === name || m.fields.some((f) => `${m.typeName}.${f.name}` === name) || m.oneofs.some((o) => `${m.typeName}.${o.name}` === name)) return file;
+      if (m.typeName === name || m.fields.some((f) => `${m.typeName}.${f.name}` === name) || m.oneofs.some((o) => `${m.typeName}.${o.name}` === name))
+        return file;
     }
     for (const e of allEnums(file)) {
       if (e.typeName === name || e.values.some((v) => `${e.typeName.slice(0, e.typeName.lastIndexOf(".") + 1)}${v.name}` === name)) return file;
@@ -104,7 +105,9 @@ function answerFor(req: ServerReflectionRequest, services: () => DescService[]) 
     }
     case "fileContainingSymbol": {
       const file = fileContainingSymbol(files, r.value);
-      return respond(file ? { case: "fileDescriptorResponse", value: { fileDescriptorProto: withDependencies(file) } } : notFound(`symbol ${r.value} not found`));
+      return respond(
+        file ? { case: "fileDescriptorResponse", value: { fileDescriptorProto: withDependencies(file) } } : notFound(`symbol ${r.value} not found`),
+      );
     }
     case "fileContainingExtension": {
       const { containingType, extensionNumber } = r.value;
@@ -119,7 +122,11 @@ function answerFor(req: ServerReflectionRequest, services: () => DescService[]) 
       const type = r.value.replace(/^\./, "");
       const known = [...files.values()].some((f) => allMessages(f).some((m) => m.typeName === type));
       if (!known) return respond(notFound(`type ${type} not found`));
-      const numbers = [...files.values()].flatMap((f) => allExtensions(f).filter((x) => x.extendee.typeName === type).map((x) => x.number));
+      const numbers = [...files.values()].flatMap((f) =>
+        allExtensions(f)
+          .filter((x) => x.extendee.typeName === type)
+          .map((x) => x.number),
+      );
       return respond({ case: "allExtensionNumbersResponse", value: { baseTypeName: type, extensionNumber: numbers } });
     }
     default:

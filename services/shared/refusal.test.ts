@@ -7,7 +7,12 @@ import { encodeRefusal } from "./refusal.js";
 import { requestProtocol } from "./wire-protocol.js";
 
 const error = railError(REASONS.REQUEST_TOO_LARGE, "request message larger than 16 bytes", { limit_bytes: "16" });
-const headersOf = (h: Record<string, unknown>) => new Headers(Object.entries(h).filter(([k]) => !k.startsWith(":")).map(([k, v]) => [k, String(v)]));
+const headersOf = (h: Record<string, unknown>) =>
+  new Headers(
+    Object.entries(h)
+      .filter(([k]) => !k.startsWith(":"))
+      .map(([k, v]) => [k, String(v)]),
+  );
 
 describe("encodeRefusal", () => {
   it("gRPC and gRPC-Web: trailers-only, status and ErrorInfo readable by a client", () => {

@@ -14,7 +14,11 @@ import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { RequestProtocol } from "./wire-protocol.js";
 
 /** Response headers and body of a refusal, for any HTTP/2 server to send. */
-export function encodeRefusal(error: ConnectError, protocol: RequestProtocol | undefined, httpStatus?: number): { headers: http2.OutgoingHttpHeaders; body?: Uint8Array } {
+export function encodeRefusal(
+  error: ConnectError,
+  protocol: RequestProtocol | undefined,
+  httpStatus?: number,
+): { headers: http2.OutgoingHttpHeaders; body?: Uint8Array } {
   const headers: http2.OutgoingHttpHeaders = {};
   if (protocol?.name === "grpc" || protocol?.name === "grpc-web") {
     // Trailers-only: status and details travel in the one HEADERS frame.

@@ -28,11 +28,17 @@ function collect(c: BodyCollector, bytes: Uint8Array, cuts: number[]) {
 describe("BodyCollector", () => {
   it("an envelope is judged the same however the body is chunked", () => {
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 80 }), fc.integer({ min: -3, max: 3 }), fc.constantFrom(0, 1, 2, 0x80), fc.array(fc.nat({ max: 20 }), { maxLength: 10 }), (payload, delta, flags, cuts) => {
-        const bytes = frame(flags, Math.max(0, payload.length + delta), payload);
-        const plain = (r: ReturnType<typeof collect>) => ("payload" in r ? { ...r, payload: [...r.payload], body: [...r.body] } : r);
-        expect(plain(collect(new BodyCollector(true, 64), bytes, cuts))).toEqual(plain(collect(new BodyCollector(true, 64), bytes, [])));
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 80 }),
+        fc.integer({ min: -3, max: 3 }),
+        fc.constantFrom(0, 1, 2, 0x80),
+        fc.array(fc.nat({ max: 20 }), { maxLength: 10 }),
+        (payload, delta, flags, cuts) => {
+          const bytes = frame(flags, Math.max(0, payload.length + delta), payload);
+          const plain = (r: ReturnType<typeof collect>) => ("payload" in r ? { ...r, payload: [...r.payload], body: [...r.body] } : r);
+          expect(plain(collect(new BodyCollector(true, 64), bytes, cuts))).toEqual(plain(collect(new BodyCollector(true, 64), bytes, [])));
+        },
+      ),
       { numRuns: 2000 },
     );
   });
@@ -54,7 +60,11 @@ describe("BodyCollector", () => {
     expect(judge(frame(0, 1, Uint8Array.from([1, 2])))).toEqual({ kind: "malformed", problem: "extra_data" });
     expect(judge(frame(2, 1, Uint8Array.from([1])))).toEqual({ kind: "malformed", problem: "bad_flags" });
     expect(judge(frame(1, 1, Uint8Array.from([7])))).toMatchObject({ payload: Uint8Array.from([7]), compressed: true });
-    expect(judge(encodeEnvelope(Uint8Array.from([9, 8])))).toMatchObject({ payload: Uint8Array.from([9, 8]), compressed: false, body: encodeEnvelope(Uint8Array.from([9, 8])) });
+    expect(judge(encodeEnvelope(Uint8Array.from([9, 8])))).toMatchObject({
+      payload: Uint8Array.from([9, 8]),
+      compressed: false,
+      body: encodeEnvelope(Uint8Array.from([9, 8])),
+    });
   });
 });
 

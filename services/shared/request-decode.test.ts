@@ -21,14 +21,29 @@ const utf8 = (s: string) => new TextEncoder().encode(s);
 describe("decodeJsonRequest", () => {
   it("refuses bodies that are not UTF-8 instead of reading U+FFFD into them", () => {
     const body = Uint8Array.from([...utf8('{"key":"a'), 0xff, ...utf8('"}')]);
-    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, body))).toMatchObject({ code: Code.InvalidArgument, reason: "MALFORMED_REQUEST", problem: "invalid_utf8" });
+    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, body))).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "MALFORMED_REQUEST",
+      problem: "invalid_utf8",
+    });
   });
 
   it("refuses lone surrogate escapes, broken JSON and wrong types, naming the field when one is at fault", () => {
-    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8('{"key":"a\\ud800"}')))).toMatchObject({ reason: "MALFORMED_REQUEST", problem: "invalid_utf8" });
+    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8('{"key":"a\\ud800"}')))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      problem: "invalid_utf8",
+    });
     expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8('{"key":')))).toMatchObject({ reason: "MALFORMED_REQUEST", problem: "invalid_json" });
-    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8('{"ttlMs":"soon"}')))).toMatchObject({ reason: "MALFORMED_REQUEST", problem: "invalid_value", field: "ttl_ms" });
-    expect(refusal(() => decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"amount":{"amountMinor":"1e99"}}')))).toMatchObject({ reason: "MALFORMED_REQUEST", problem: "invalid_value", field: "amount.amount_minor" });
+    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8('{"ttlMs":"soon"}')))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      problem: "invalid_value",
+      field: "ttl_ms",
+    });
+    expect(refusal(() => decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"amount":{"amountMinor":"1e99"}}')))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      problem: "invalid_value",
+      field: "amount.amount_minor",
+    });
   });
 
   it("accepts well-formed surrogate pairs and ignores unknown fields (as connect-node does)", () => {

@@ -76,7 +76,9 @@ function jsonErrorField(desc: DescMessage, err: unknown): string | undefined {
   if (!m) return undefined;
   const [, typeName, name] = m;
   if (typeName === desc.typeName) return desc.fields.find((f) => f.name === name)?.name;
-  const parent = desc.fields.find((f) => (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) && f.message.typeName === typeName);
+  const parent = desc.fields.find(
+    (f) => (f.fieldKind === "message" || (f.fieldKind === "list" && f.listKind === "message")) && f.message.typeName === typeName,
+  );
   return parent?.message?.fields.some((f) => f.name === name) ? `${parent.name}.${name}` : undefined;
 }
 

@@ -67,11 +67,23 @@ describe("admitRequest (on a plain stream, as any server stack would call it)", 
       body.end(bytes);
       return refused(await outcome);
     };
-    expect(await run(GRPC, encodeEnvelope(Uint8Array.from([0x19, 1, 2, 3, 4, 5, 6, 7, 8])))).toMatchObject({ reason: "MALFORMED_REQUEST", metadata: { field: "ttl_ms", problem: "wrong_wire_type" } });
-    expect(await run({ ...GRPC, "grpc-timeout": "1 second" }, encodeEnvelope(message))).toMatchObject({ reason: "MALFORMED_REQUEST", metadata: { field: "grpc-timeout" } });
-    expect(await run({ ...GRPC, "grpc-encoding": "snappy" }, encodeEnvelope(message))).toMatchObject({ code: "Unimplemented", reason: "COMPRESSION_UNSUPPORTED" });
+    expect(await run(GRPC, encodeEnvelope(Uint8Array.from([0x19, 1, 2, 3, 4, 5, 6, 7, 8])))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      metadata: { field: "ttl_ms", problem: "wrong_wire_type" },
+    });
+    expect(await run({ ...GRPC, "grpc-timeout": "1 second" }, encodeEnvelope(message))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      metadata: { field: "grpc-timeout" },
+    });
+    expect(await run({ ...GRPC, "grpc-encoding": "snappy" }, encodeEnvelope(message))).toMatchObject({
+      code: "Unimplemented",
+      reason: "COMPRESSION_UNSUPPORTED",
+    });
     expect(await run({ ":method": "POST", "content-type": "text/xml" }, message)).toMatchObject({ code: "Unimplemented", reason: "UNSUPPORTED_CONTENT_TYPE" });
-    expect(await run({ ":method": "POST", "content-type": "application/json" }, new TextEncoder().encode('{"key":1}'))).toMatchObject({ reason: "MALFORMED_REQUEST", metadata: { field: "key" } });
+    expect(await run({ ":method": "POST", "content-type": "application/json" }, new TextEncoder().encode('{"key":1}'))).toMatchObject({
+      reason: "MALFORMED_REQUEST",
+      metadata: { field: "key" },
+    });
   });
 
   it("says the client is gone when its stream closes before the body is complete", async () => {

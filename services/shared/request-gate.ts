@@ -70,7 +70,9 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   const protocol = requestProtocol(httpMethod, one(headers["content-type"]), method.methodKind === "server_streaming");
   if (!protocol) {
     if (httpMethod !== "POST") return { refused: { error: railError(REASONS.METHOD_NOT_ALLOWED, "only POST is served", {}), httpStatus: 405 } };
-    const error = railError(REASONS.UNSUPPORTED_CONTENT_TYPE, "unsupported content type (gRPC, gRPC-Web or Connect, protobuf or JSON)", { field: "content-type" });
+    const error = railError(REASONS.UNSUPPORTED_CONTENT_TYPE, "unsupported content type (gRPC, gRPC-Web or Connect, protobuf or JSON)", {
+      field: "content-type",
+    });
     return { refused: { error, httpStatus: 415 } };
   }
   const refuse = (error: ConnectError): GateOutcome => ({ refused: { error, protocol } });
@@ -78,12 +80,19 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   const timeout = parseClientTimeout(protocol.timeoutHeader, one(headers[protocol.timeoutHeader]), limits.maxTimeoutMs);
   if (timeout.kind === "malformed") return refuse(toConnectError(malformedRequest("invalid_timeout", protocol.timeoutHeader)));
   if (timeout.kind === "too_long") {
-    return refuse(railError(REASONS.TIMEOUT_TOO_LONG, `${protocol.timeoutHeader} must be at most ${limits.maxTimeoutMs} ms`, { field: protocol.timeoutHeader }));
+    return refuse(
+      railError(REASONS.TIMEOUT_TOO_LONG, `${protocol.timeoutHeader} must be at most ${limits.maxTimeoutMs} ms`, { field: protocol.timeoutHeader }),
+    );
   }
   const encoding = one(headers[protocol.encodingHeader]);
   if (!encodingSupported(encoding)) {
-    const error = railError(REASONS.COMPRESSION_UNSUPPORTED, `request encoding not supported (${ACCEPTED_ENCODINGS.join(", ")})`, { field: protocol.encodingHeader });
-    error.metadata.set(protocol.name === "connect" ? "accept-encoding" : protocol.name === "connect-stream" ? "connect-accept-encoding" : "grpc-accept-encoding", ACCEPTED_ENCODINGS.join(","));
+    const error = railError(REASONS.COMPRESSION_UNSUPPORTED, `request encoding not supported (${ACCEPTED_ENCODINGS.join(", ")})`, {
+      field: protocol.encodingHeader,
+    });
+    error.metadata.set(
+      protocol.name === "connect" ? "accept-encoding" : protocol.name === "connect-stream" ? "connect-accept-encoding" : "grpc-accept-encoding",
+      ACCEPTED_ENCODINGS.join(","),
+    );
     return refuse(error);
   }
 
@@ -114,7 +123,9 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   }
   const remainingMs = clientMs === undefined ? undefined : clientMs - (performance.now() - started);
   if (remainingMs !== undefined && remainingMs <= 0) {
-    return refuse(railError(REASONS.REQUEST_READ_TIMEOUT, "the deadline passed while the request body arrived", { bound: "client_deadline", timeout_ms: String(clientMs) }));
+    return refuse(
+      railError(REASONS.REQUEST_READ_TIMEOUT, "the deadline passed while the request body arrived", { bound: "client_deadline", timeout_ms: String(clientMs) }),
+    );
   }
   // An uncompressed body goes on as received; a compressed one as its decompressed message.
   const onward = !complete.compressed ? complete.body : protocol.enveloped ? encodeEnvelope(message) : message;

@@ -17,14 +17,24 @@ describe("retryWhileUnavailable", () => {
 
   it("gives up after the last try with the unavailability", async () => {
     let calls = 0;
-    await expect(retryWhileUnavailable(async () => { calls++; throw refused; }, 3)).rejects.toBe(refused);
+    await expect(
+      retryWhileUnavailable(async () => {
+        calls++;
+        throw refused;
+      }, 3),
+    ).rejects.toBe(refused);
     expect(calls).toBe(3);
   });
 
   it("throws any other error at once, without retrying", async () => {
     let calls = 0;
     const constraint = Object.assign(new Error("duplicate key"), { code: "23505" });
-    await expect(retryWhileUnavailable(async () => { calls++; throw constraint; })).rejects.toBe(constraint);
+    await expect(
+      retryWhileUnavailable(async () => {
+        calls++;
+        throw constraint;
+      }),
+    ).rejects.toBe(constraint);
     expect(calls).toBe(1);
   });
 });

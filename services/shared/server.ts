@@ -131,7 +131,8 @@ function createHttp2Server(opts: ServiceServerOptions, handler: (req: http2.Http
       server.setSecureContext(serverSecureOptions(m));
       opts.logger.info({ event: "tls_reloaded", cert_file: tls.certFile }, "TLS certificate reloaded");
     },
-    (err) => opts.logger.warn({ event: "tls_reload_failed", error: err.message }, "TLS files changed but could not be loaded; keeping the previous certificate"),
+    (err) =>
+      opts.logger.warn({ event: "tls_reload_failed", error: err.message }, "TLS files changed but could not be loaded; keeping the previous certificate"),
   );
   // A failed handshake (no certificate, wrong CA) is the expected refusal; keep it out of the error log.
   server.on("tlsClientError", (err) => opts.logger.debug({ event: "tls_handshake_failed", error: err.message }, "TLS handshake refused"));
@@ -162,7 +163,11 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
     // The gate (request-gate.ts) enforces these before connect-node sees a request; connect-node
     // keeps them as a second line. It decompresses nothing itself any more (the gate hands it
     // uncompressed messages) but still negotiates response compression with these.
-    limits: { maxMessageBytes: opts.readMaxBytes, readTimeoutMs: Math.min(opts.readTimeoutMs ?? LIMITS.readTimeoutMs, LIMITS.readTimeoutMs), maxTimeoutMs: LIMITS.maxTimeoutMs },
+    limits: {
+      maxMessageBytes: opts.readMaxBytes,
+      readTimeoutMs: Math.min(opts.readTimeoutMs ?? LIMITS.readTimeoutMs, LIMITS.readTimeoutMs),
+      maxTimeoutMs: LIMITS.maxTimeoutMs,
+    },
     logger: opts.logger,
     acceptCompression: [compressionGzip, compressionBrotli],
     readMaxBytes: opts.readMaxBytes,
@@ -191,9 +196,15 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
   health.setAll(ServingStatus.SERVING);
   const port = (server.address() as AddressInfo).port;
   if (opts.tls?.tls && !mutual) {
-    opts.logger.warn({ event: "tls_without_client_auth", server: opts.name }, "TLS without TLS_CA_FILE: callers are not identified, so no per-method authorization");
+    opts.logger.warn(
+      { event: "tls_without_client_auth", server: opts.name },
+      "TLS without TLS_CA_FILE: callers are not identified, so no per-method authorization",
+    );
   }
-  opts.logger.info({ event: "transport", server: opts.name, mode: opts.tls?.tls ? (mutual ? "mtls" : "tls") : "h2c", authorization: mutual }, "transport configured");
+  opts.logger.info(
+    { event: "transport", server: opts.name, mode: opts.tls?.tls ? (mutual ? "mtls" : "tls") : "h2c", authorization: mutual },
+    "transport configured",
+  );
 
   let closing: Promise<void> | undefined;
   const close = (drainMs: number): Promise<void> => {

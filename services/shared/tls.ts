@@ -68,7 +68,8 @@ export interface TlsConfig {
 export function tlsFromEnv(c: TlsEnv): TlsConfig {
   const problems: string[] = [];
   if (!!c.TLS_CERT_FILE !== !!c.TLS_KEY_FILE) problems.push("TLS_CERT_FILE and TLS_KEY_FILE must be set together");
-  if (c.TLS_CA_FILE && !c.TLS_CERT_FILE) problems.push("TLS_CA_FILE needs TLS_CERT_FILE and TLS_KEY_FILE (mutual TLS: this process presents a certificate too)");
+  if (c.TLS_CA_FILE && !c.TLS_CERT_FILE)
+    problems.push("TLS_CA_FILE needs TLS_CERT_FILE and TLS_KEY_FILE (mutual TLS: this process presents a certificate too)");
   if (problems.length > 0) throw new ConfigError(problems);
   if (!c.TLS_CERT_FILE || !c.TLS_KEY_FILE) return { tls: undefined, allowInsecure: c.ALLOW_INSECURE };
   const tls: TlsSettings = {
@@ -99,7 +100,11 @@ export function readTlsMaterial(s: Pick<TlsSettings, "certFile" | "keyFile" | "c
       throw new ConfigError([`${what}: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? "error"})`]);
     }
   };
-  const m: TlsMaterial = { cert: read(s.certFile, "TLS_CERT_FILE"), key: read(s.keyFile, "TLS_KEY_FILE"), ca: s.caFile ? read(s.caFile, "TLS_CA_FILE") : undefined };
+  const m: TlsMaterial = {
+    cert: read(s.certFile, "TLS_CERT_FILE"),
+    key: read(s.keyFile, "TLS_KEY_FILE"),
+    ca: s.caFile ? read(s.caFile, "TLS_CA_FILE") : undefined,
+  };
   try {
     createSecureContext({ cert: m.cert, key: m.key, ...(m.ca ? { ca: m.ca } : {}) });
   } catch (err) {

@@ -52,16 +52,34 @@ describe("validation", () => {
   describe("free text (checkText)", () => {
     it("refuses every character the API docs name, naming the field and the code point", () => {
       const named = [
-        ...range(0x00, 0x1f), "\u007f", // C0, DEL
+        ...range(0x00, 0x1f),
+        "\u007f", // C0, DEL
         ...range(0x80, 0x9f), // C1
-        "\u2028", "\u2029",
-        ...range(0x202a, 0x202e), ...range(0x2066, 0x2069), "\u061c", "\u200e", "\u200f", // bidi
-        ...range(0x200b, 0x200d), "\u2060", "\ufeff", "\u00ad", "\u3164", "\ufe0f", "\u{e0041}", // invisible
-        "\ud800", "\udfff", "\ufffe", "\ufdd0",
+        "\u2028",
+        "\u2029",
+        ...range(0x202a, 0x202e),
+        ...range(0x2066, 0x2069),
+        "\u061c",
+        "\u200e",
+        "\u200f", // bidi
+        ...range(0x200b, 0x200d),
+        "\u2060",
+        "\ufeff",
+        "\u00ad",
+        "\u3164",
+        "\ufe0f",
+        "\u{e0041}", // invisible
+        "\ud800",
+        "\udfff",
+        "\ufffe",
+        "\ufdd0",
       ];
       for (const c of named) {
         const text = `inv${c}1`;
-        expect(reasonOf(() => checkText("client_reference", text, 0, 128)), JSON.stringify(text)).toBe("FIELD_INVALID");
+        expect(
+          reasonOf(() => checkText("client_reference", text, 0, 128)),
+          JSON.stringify(text),
+        ).toBe("FIELD_INVALID");
         const cp = c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0");
         expect(metadataOf(() => checkText("client_reference", text, 0, 128))).toEqual({ field: "client_reference", code_point: `U+${cp}` });
       }
@@ -69,7 +87,10 @@ describe("validation", () => {
 
     it("accepts visible text in any script, accents, combining marks and emoji without joiners", () => {
       for (const text of ["invoice 42", "Zahlung für Müller", "支払い", "دفعة", "भुगतान", "e\u0301", "\u{1f600}", "a\u00a0b", "-- ok / fine: 100%"]) {
-        expect(reasonOf(() => checkText("note", text, 0, 1000)), JSON.stringify(text)).toBe("OK");
+        expect(
+          reasonOf(() => checkText("note", text, 0, 1000)),
+          JSON.stringify(text),
+        ).toBe("OK");
       }
     });
 

@@ -84,7 +84,10 @@ export function checkText(field: string, value: string, min: number, max: number
   if (value.length > max) throw invalidArgument(field, REASONS.FIELD_TOO_LONG, `${field} must be at most ${max} characters`);
   const bad = forbiddenCharacter(value);
   if (bad) {
-    throw new DomainError(REASONS.FIELD_INVALID, `${field} must not contain control, format, bidi or invisible characters (found ${bad})`, { field, code_point: bad });
+    throw new DomainError(REASONS.FIELD_INVALID, `${field} must not contain control, format, bidi or invisible characters (found ${bad})`, {
+      field,
+      code_point: bad,
+    });
   }
   return value;
 }

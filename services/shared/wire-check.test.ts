@@ -73,7 +73,15 @@ describe("checkWire", () => {
           amount: fc.option(fc.record({ amountMinor: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), currency: fc.string() }), { nil: undefined }),
           fencingTokenSignature: fc.uint8Array({ maxLength: 40 }),
         }),
-        fc.array(fc.record({ kind: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), latencyMs: fc.nat({ max: 2 ** 32 - 1 }), count: fc.nat({ max: 2 ** 32 - 1 }), clientReferencePrefix: fc.string() }), { maxLength: 4 }),
+        fc.array(
+          fc.record({
+            kind: fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+            latencyMs: fc.nat({ max: 2 ** 32 - 1 }),
+            count: fc.nat({ max: 2 ** 32 - 1 }),
+            clientReferencePrefix: fc.string(),
+          }),
+          { maxLength: 4 },
+        ),
         (acquire, submit, rules) => {
           for (const [desc, init] of [
             [AcquireRequestSchema, acquire],

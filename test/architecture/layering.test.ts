@@ -22,7 +22,13 @@ function sources(dir: string): string[] {
 function imports(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^"';]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1] ?? m[2]!);
-  return specs.filter((s) => s.startsWith(".")).map((s) => relative(root, resolve(dirname(file), s)).split(sep).join("/"));
+  return specs
+    .filter((s) => s.startsWith("."))
+    .map((s) =>
+      relative(root, resolve(dirname(file), s))
+        .split(sep)
+        .join("/"),
+    );
 }
 
 /** Layering problems among files (project-relative path -> its resolved imports). */
@@ -35,7 +41,8 @@ export function layeringProblems(graph: Map<string, string[]>): string[] {
         // The client library is product too (the CLI is built on it).
         if (t.startsWith("clients/typescript/src/")) continue;
         if (!t.startsWith("services/")) problems.push(`${file} imports ${t}: product code imports only product code`);
-        else if (service !== "shared" && !t.startsWith(`services/${service}/`) && !t.startsWith("services/shared/")) problems.push(`${file} imports ${t}: a service imports only its own folder and services/shared`);
+        else if (service !== "shared" && !t.startsWith(`services/${service}/`) && !t.startsWith("services/shared/"))
+          problems.push(`${file} imports ${t}: a service imports only its own folder and services/shared`);
         else if (service === "shared" && !t.startsWith("services/shared/")) problems.push(`${file} imports ${t}: shared imports no service`);
       }
       if (top === "clients" && !t.startsWith("clients/")) problems.push(`${file} imports ${t}: the client library stands alone`);
@@ -71,6 +78,9 @@ describe("layers", () => {
     const makers = [...graph.keys()].filter((f) => /createClient\(\s*RailService\b/.test(readFileSync(join(root, f), "utf8")));
     expect(makers).toEqual(["services/rail-proxy/rail-client.ts"]);
     const holders = [...graph.keys()].filter((f) => /RAIL_CREDENTIALS_FILE/.test(readFileSync(join(root, f), "utf8")));
-    expect(holders.every((f) => f.startsWith("services/rail-proxy/") || f.startsWith("services/rail-stub/")), holders.join(", ")).toBe(true);
+    expect(
+      holders.every((f) => f.startsWith("services/rail-proxy/") || f.startsWith("services/rail-stub/")),
+      holders.join(", "),
+    ).toBe(true);
   });
 });

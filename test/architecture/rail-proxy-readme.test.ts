@@ -35,7 +35,11 @@ export function rowProblem(row: Row, read: (file: string) => string | undefined)
   if (text === undefined) return `${row.rule}: ${row.file} does not exist`;
   if (row.line === undefined || row.quote === undefined) return undefined;
   const actual = text.split("\n")[row.line - 1] ?? "";
-  if (!actual.includes(row.quote)) return `${row.rule}: line ${row.line} of ${row.file} no longer says \`${row.quote}\` (it says \`${actual.trim()}\`)`;
+  if (!actual.includes(row.quote)) {
+    const now = text.split("\n").flatMap((l, i) => (l.includes(row.quote!) ? [i + 1] : []));
+    const where = now.length === 1 ? `; the quote is now at line ${now[0]}: move the row there` : now.length === 0 ? "; the quote is nowhere in the file" : "";
+    return `${row.rule}: line ${row.line} of ${row.file} no longer says \`${row.quote}\` (it says \`${actual.trim()}\`)${where}`;
+  }
   return undefined;
 }
 
@@ -45,7 +49,11 @@ describe("services/rail-proxy/README.md: each ADR-007 rule at the line it names"
   const rows = ruleRows(readFileSync(readmePath, "utf8"), dirname(readmePath));
 
   it("has a row for each rule D1-D7 that the proxy enforces, and most rows quote a line", () => {
-    for (const d of ["D1", "D2", "D3", "D4", "D6", "D7"]) expect(rows.some((r) => r.rule.includes(d)), d).toBe(true);
+    for (const d of ["D1", "D2", "D3", "D4", "D6", "D7"])
+      expect(
+        rows.some((r) => r.rule.includes(d)),
+        d,
+      ).toBe(true);
     expect(rows.filter((r) => r.quote !== undefined).length).toBeGreaterThanOrEqual(18);
   });
 

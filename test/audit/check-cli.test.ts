@@ -32,7 +32,11 @@ beforeAll(async () => {
   const auditor = mesh.identityFiles("auditor");
   writeFileSync(
     join(cwd, "endpoints.json"),
-    JSON.stringify({ paydbAudit: mesh.roleUrl("paydb", "auditor"), railProxy: mesh.proxies.map((p) => p.url), tls: { cert: auditor.cert, key: auditor.key, ca: auditor.ca } }),
+    JSON.stringify({
+      paydbAudit: mesh.roleUrl("paydb", "auditor"),
+      railProxy: mesh.proxies.map((p) => p.url),
+      tls: { cert: auditor.cert, key: auditor.key, ca: auditor.ca },
+    }),
   );
 });
 
@@ -48,9 +52,13 @@ const check = (...args: string[]) => railfence(["check", "--endpoints-file", joi
 describe("railfence check", () => {
   it("prints a clean verdict and exits 0 on an honest history", async () => {
     // One honest payment: payout fenced, admitted by the real statement, paid, recorded.
-    await paydb.query("INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence) VALUES ('po-cli-1', 'c', 'acc-cli', 500, 'EUR', 'ben-cli', 'PROCESSING', 2)");
+    await paydb.query(
+      "INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence) VALUES ('po-cli-1', 'c', 'acc-cli', 500, 'EUR', 'ben-cli', 'PROCESSING', 2)",
+    );
     await paydb.query("SELECT rail_admit('po-cli-1', 'po-cli-1', 'acc-cli', 2, 500, 'EUR', 'ben-cli', 'r', true, true, true)");
-    await raildb.query("INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ('rr_cli_1', 'po-cli-1', 'acc-cli', 'ben-cli', 500, 'EUR', 'ACCEPTED')");
+    await raildb.query(
+      "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ('rr_cli_1', 'po-cli-1', 'acc-cli', 'ben-cli', 500, 'EUR', 'ACCEPTED')",
+    );
     await paydb.query("UPDATE rail_submissions SET state = 'ACCEPTED', rail_reference = 'rr_cli_1' WHERE payout_id = 'po-cli-1'");
     await paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = 'rr_cli_1' WHERE payout_id = 'po-cli-1'");
     const r = await check("--quiescent");
@@ -61,7 +69,9 @@ describe("railfence check", () => {
   });
 
   it("names a planted double payment and exits 5; --json carries the rows", async () => {
-    await raildb.query("INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ('rr_cli_2', 'po-cli-1.retry', 'acc-cli', 'ben-cli', 500, 'EUR', 'ACCEPTED')");
+    await raildb.query(
+      "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ('rr_cli_2', 'po-cli-1.retry', 'acc-cli', 'ben-cli', 500, 'EUR', 'ACCEPTED')",
+    );
     const r = await check();
     expect(r.code).toBe(5);
     expect(r.stdout).toContain("| INV-02 | FAIL |");
@@ -77,11 +87,21 @@ describe("railfence check", () => {
     const proxy = clientAs(RailProxyService, mesh.proxies[0]!.url, mesh.identityFiles("auditor"));
     expect((await proxy.getRailStatement({ pageSize: 10 })).payments).toBeDefined();
     const before = (await paydb.query("SELECT payout_id, state FROM rail_submissions ORDER BY payout_id")).rows;
-    await expectRejected(proxy.resolveSubmission({ payoutId: "po-cli-1", outcome: ResolutionOutcome.NOT_PAID, actor: "auditor", note: "must be refused" }), Code.PermissionDenied, "PERMISSION_DENIED");
+    await expectRejected(
+      proxy.resolveSubmission({ payoutId: "po-cli-1", outcome: ResolutionOutcome.NOT_PAID, actor: "auditor", note: "must be refused" }),
+      Code.PermissionDenied,
+      "PERMISSION_DENIED",
+    );
     await expectRejected(proxy.listUnresolved({}), Code.PermissionDenied, "PERMISSION_DENIED");
     await expectRejected(proxy.getSubmission({ payoutId: "po-cli-1" }), Code.PermissionDenied, "PERMISSION_DENIED");
     await expectRejected(
-      proxy.submitPayout({ accountId: "acc-cli", payoutId: "po-cli-1", fencingToken: 99n, amount: { amountMinor: 500n, currency: "EUR" }, beneficiary: "ben-cli" }),
+      proxy.submitPayout({
+        accountId: "acc-cli",
+        payoutId: "po-cli-1",
+        fencingToken: 99n,
+        amount: { amountMinor: 500n, currency: "EUR" },
+        beneficiary: "ben-cli",
+      }),
       Code.PermissionDenied,
       "PERMISSION_DENIED",
     );

@@ -43,7 +43,14 @@ const rr = () => `rr_${randomBytes(8).toString("hex")}`;
 const AMOUNT = 1200n;
 const BEN = "ben-planted";
 
-async function payout(payoutId: string, accountId: string, state = "PENDING", fence = 0n, railReference: string | null = null, content: { amount?: bigint; beneficiary?: string } = {}) {
+async function payout(
+  payoutId: string,
+  accountId: string,
+  state = "PENDING",
+  fence = 0n,
+  railReference: string | null = null,
+  content: { amount?: bigint; beneficiary?: string } = {},
+) {
   await paydb.query(
     `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, rail_reference)
      VALUES ($1, 'planted', $2, $3, 'EUR', $4, $5, $6, $7)`,
@@ -122,7 +129,19 @@ describe("the audit on a live system", () => {
     const statement: StatementSource = async function* pages() {
       await payout(id, accountId, "PROCESSING", 5n);
       await admit(id, id, accountId, 5n);
-      yield [{ railReference: rr(), clientReference: id, accountId, beneficiary: BEN, amountMinor: AMOUNT, currency: "EUR", status: "ACCEPTED", bookedAt: new Date(), sequence: 1n }];
+      yield [
+        {
+          railReference: rr(),
+          clientReference: id,
+          accountId,
+          beneficiary: BEN,
+          amountMinor: AMOUNT,
+          currency: "EUR",
+          status: "ACCEPTED",
+          bookedAt: new Date(),
+          sequence: 1n,
+        },
+      ];
     };
     try {
       const r = await runAudit(auditor, statement);
@@ -131,7 +150,19 @@ describe("the audit on a live system", () => {
       // The same payment with no intent behind it is still named (the check above can fail).
       const ghost = `po-live-ghost-${n}`;
       const orphan: StatementSource = async function* pages() {
-        yield [{ railReference: rr(), clientReference: ghost, accountId, beneficiary: BEN, amountMinor: 77n, currency: "EUR", status: "ACCEPTED", bookedAt: new Date(), sequence: 1n }];
+        yield [
+          {
+            railReference: rr(),
+            clientReference: ghost,
+            accountId,
+            beneficiary: BEN,
+            amountMinor: 77n,
+            currency: "EUR",
+            status: "ACCEPTED",
+            bookedAt: new Date(),
+            sequence: 1n,
+          },
+        ];
       };
       const named = (await runAudit(auditor, orphan)).violations.filter((v) => JSON.stringify(v.row).includes(ghost)).map((v) => v.invariant);
       expect(named).toEqual(expect.arrayContaining(["INTENT_FIRST"]));
@@ -214,7 +245,10 @@ describe("the audit names every planted corruption", () => {
     await settle(id, "TIMEOUT");
     await resolve(id, "PAID");
     const ref = await railPays(id, `acc-planted-${n}`);
-    await paydb.query("UPDATE rail_submissions SET late_answer_state = 'ACCEPTED', late_rail_reference = $2, late_answered_at = now() WHERE payout_id = $1", [id, ref]);
+    await paydb.query("UPDATE rail_submissions SET late_answer_state = 'ACCEPTED', late_rail_reference = $2, late_answered_at = now() WHERE payout_id = $1", [
+      id,
+      ref,
+    ]);
     await paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = $2 WHERE payout_id = $1", [id, ref]);
     expect(await namedFor([id])).toEqual(["UNFLAGGED"]);
   });

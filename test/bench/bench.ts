@@ -115,7 +115,9 @@ async function main(): Promise<void> {
            FROM rail_submissions s
           WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
       );
-      await db.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'");
+      await db.query(
+        "UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'",
+      );
     };
     /** Enough prepared payouts for a point, from a generous upper bound on its throughput. */
     const PREPARED = Number(process.env.BENCH_PREPARED_PER_POINT ?? Math.ceil(8000 * (SECONDS + WARMUP)));
@@ -124,17 +126,23 @@ async function main(): Promise<void> {
     for (const c of CONCURRENCY) {
       const next = await fencedPayouts(raw, `raw${c}`, makeAccounts(10_000, `raw${c}`), PREPARED);
       const cpu0 = process.cpuUsage();
-      const r = await closedLoop(c, SECONDS, WARMUP, async () => {
-        const { payoutId, accountId, token } = next();
-        // Prepared, like the proxy's (same statements, same pool size).
-        const res = await raw.query({
-          name: "b0_admit",
-          text: ADMISSION_SQL.admit,
-          values: [payoutId, payoutId, accountId, token.toString(), "1050", "EUR", "ben-1", "raw", true, true, true],
-        });
-        if (res.rows[0]?.outcome !== "ADMITTED") throw new ConnectError(res.rows[0]?.outcome ?? "refused", Code.Aborted);
-        await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [payoutId, "ACCEPTED", `rr_${payoutId.slice(-8)}`, null, null, 1] });
-      }, reason);
+      const r = await closedLoop(
+        c,
+        SECONDS,
+        WARMUP,
+        async () => {
+          const { payoutId, accountId, token } = next();
+          // Prepared, like the proxy's (same statements, same pool size).
+          const res = await raw.query({
+            name: "b0_admit",
+            text: ADMISSION_SQL.admit,
+            values: [payoutId, payoutId, accountId, token.toString(), "1050", "EUR", "ben-1", "raw", true, true, true],
+          });
+          if (res.rows[0]?.outcome !== "ADMITTED") throw new ConnectError(res.rows[0]?.outcome ?? "refused", Code.Aborted);
+          await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [payoutId, "ACCEPTED", `rr_${payoutId.slice(-8)}`, null, null, 1] });
+        },
+        reason,
+      );
       // The same CPU accounting as the proxy's: this process's user+sys per statement pair.
       const used = process.cpuUsage(cpu0);
       const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
@@ -152,9 +160,18 @@ async function main(): Promise<void> {
     const rail = connectClient(RailService, directStub.url);
     const auth = { authorization: `Bearer ${mesh.credential}` };
     for (const c of CONCURRENCY) {
-      const r = await closedLoop(c, SECONDS, WARMUP, async () => {
-        await rail.submitPayment({ clientReference: `direct-${randomUUID()}`, accountId: "acc-direct", beneficiary: "ben-1", amount: { amountMinor: 1050n, currency: "EUR" } }, { headers: auth });
-      }, reason);
+      const r = await closedLoop(
+        c,
+        SECONDS,
+        WARMUP,
+        async () => {
+          await rail.submitPayment(
+            { clientReference: `direct-${randomUUID()}`, accountId: "acc-direct", beneficiary: "ben-1", amount: { amountMinor: 1050n, currency: "EUR" } },
+            { headers: auth },
+          );
+        },
+        reason,
+      );
       record("B0 direct rail", c, r);
     }
     await directStub.stop();
@@ -168,10 +185,22 @@ async function main(): Promise<void> {
         const next = await fencedPayouts(paydbOwner, prefix, makeAccounts(accountCount, prefix), PREPARED);
         let i = 0;
         const cpuBefore = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0);
-        const r = await closedLoop(c, SECONDS, WARMUP, async () => {
-          const { payoutId, accountId, token } = next();
-          await proxyClients[i++ % replicas]!.submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" });
-        }, reason);
+        const r = await closedLoop(
+          c,
+          SECONDS,
+          WARMUP,
+          async () => {
+            const { payoutId, accountId, token } = next();
+            await proxyClients[i++ % replicas]!.submitPayout({
+              accountId,
+              payoutId,
+              fencingToken: token,
+              amount: { amountMinor: 1050n, currency: "EUR" },
+              beneficiary: "ben-1",
+            });
+          },
+          reason,
+        );
         const cpu = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0) - cpuBefore;
         // CPU covers warm-up too: divide by every op the proxies served in the window.
         const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
@@ -206,21 +235,30 @@ async function main(): Promise<void> {
     for (let i = 0; i < b3Count; i += 50) {
       await Promise.all(
         Array.from({ length: Math.min(50, b3Count - i) }, () =>
-          payouts.createPayout({ accountId: b3Accounts[Math.floor(rand() * b3Accounts.length)]!, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } }),
+          payouts.createPayout(
+            { accountId: b3Accounts[Math.floor(rand() * b3Accounts.length)]!, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" },
+            { headers: { "idempotency-key": randomUUID() } },
+          ),
         ),
       );
     }
     for (;;) {
-      const { rows: open } = await pdb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING') AND client_id <> 'bench'");
+      const { rows: open } = await pdb.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING') AND client_id <> 'bench'",
+      );
       if (open[0]!.n === 0 || performance.now() - t0 > 300_000) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     const b3Seconds = (performance.now() - t0) / 1000;
-    const { rows: lat } = await pdb.query<{ ms: number; state: string }>("SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts WHERE client_id <> 'bench'");
+    const { rows: lat } = await pdb.query<{ ms: number; state: string }>(
+      "SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts WHERE client_id <> 'bench'",
+    );
     const sorted = lat.map((l) => Number(l.ms)).sort((a, b) => a - b);
     const b3: PointResult = {
       ops: lat.filter((l) => l.state === "PAID").length,
-      errors: Object.fromEntries(Object.entries(lat.reduce<Record<string, number>>((m, l) => ((m[l.state] = (m[l.state] ?? 0) + 1), m), {})).filter(([s]) => s !== "PAID")),
+      errors: Object.fromEntries(
+        Object.entries(lat.reduce<Record<string, number>>((m, l) => ((m[l.state] = (m[l.state] ?? 0) + 1), m), {})).filter(([s]) => s !== "PAID"),
+      ),
       seconds: b3Seconds,
       throughput: lat.length / b3Seconds,
       p50: sorted[Math.floor(sorted.length * 0.5)] ?? 0,
@@ -272,13 +310,24 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
     "",
     "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | CPU µs/op (proxy; B0: the pg client; B5: the server) | errors |",
     "|---|---|---|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.workload} | ${r.concurrency} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.proxyCpuUsPerOp?.toFixed(0) ?? ""} | ${Object.entries(r.errors).map(([k, v]) => `${k} ${v}`).join(", ")} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.workload} | ${r.concurrency} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p95.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.proxyCpuUsPerOp?.toFixed(0) ?? ""} | ${Object.entries(
+          r.errors,
+        )
+          .map(([k, v]) => `${k} ${v}`)
+          .join(", ")} |`,
+    ),
     "",
     "| concurrency | B1/B0 throughput | B1 (2 replicas)/B0 | B1 − B0 median (ms) | B1 / direct rail |",
     "|---|---|---|---|---|",
-    ...ratios.map((r) => `| ${r.concurrency} | ${r.b1OverB0.toFixed(2)} | ${r.b1x2OverB0.toFixed(2)} | ${r.addedMedianMs.toFixed(2)} | ${r.b1OverDirectRail.toFixed(2)} |`),
+    ...ratios.map(
+      (r) => `| ${r.concurrency} | ${r.b1OverB0.toFixed(2)} | ${r.b1x2OverB0.toFixed(2)} | ${r.addedMedianMs.toFixed(2)} | ${r.b1OverDirectRail.toFixed(2)} |`,
+    ),
     "",
-    `Peak RSS (MB): ${Object.entries(rss).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(", ")}`,
+    `Peak RSS (MB): ${Object.entries(rss)
+      .map(([k, v]) => `${k} ${v.toFixed(0)}`)
+      .join(", ")}`,
     `B3: ${b3Count} payouts, ${b3.throughput.toFixed(0)} payouts/s (target >= ${b3Target.toFixed(0)} = 0.5 × B0@16 / 2.5), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms`,
     `B5: server CPU per unary call at c=${floorC}: ${["node-http2", "grpc-js", "connect-node", "rail-proxy"].map((k) => `${k} ${at(`B5 RPC floor: ${k}`, floorC)?.proxyCpuUsPerOp?.toFixed(0)} µs`).join(", ")}`,
     `Invariant violations after the run: ${violations}`,
@@ -290,9 +339,9 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
     points: CONCURRENCY.map((c) => ({ x: c, throughput: at(w, c)!.throughput, p99: at(w, c)!.p99 })),
   }));
   writeFileSync(join(dir, "bench.json"), JSON.stringify({ machine, seconds: SECONDS, seed: SEED, rows, ratios, rss, violations, b3Target }, null, 2));
-  writeFileSync(join(dir, "bench.md"), lines.join("\n") + "\n");
+  writeFileSync(join(dir, "bench.md"), `${lines.join("\n")}\n`);
   writeFileSync(join(dir, "bench.svg"), svgChart(series));
-  log("\n" + lines.join("\n"));
+  log(`\n${lines.join("\n")}`);
   log(`\nwritten: ${dir}/bench.{json,md,svg}`);
   if (violations > 0) process.exitCode = 1;
 }

@@ -14,7 +14,9 @@ function panel(series: Series[], metric: "throughput" | "p99", ox: number, title
   const px = (x: number) => ox + 50 + (xs.indexOf(x) / Math.max(1, xs.length - 1)) * (w - 70);
   const py = (v: number) => 30 + (h - 60) * (1 - v / max);
   const out = [`<text x="${ox + w / 2}" y="18" text-anchor="middle" font-size="13">${title}</text>`];
-  out.push(`<line x1="${ox + 50}" y1="${h - 30}" x2="${ox + w - 20}" y2="${h - 30}" stroke="#333"/><line x1="${ox + 50}" y1="30" x2="${ox + 50}" y2="${h - 30}" stroke="#333"/>`);
+  out.push(
+    `<line x1="${ox + 50}" y1="${h - 30}" x2="${ox + w - 20}" y2="${h - 30}" stroke="#333"/><line x1="${ox + 50}" y1="30" x2="${ox + 50}" y2="${h - 30}" stroke="#333"/>`,
+  );
   for (const x of xs) out.push(`<text x="${px(x)}" y="${h - 14}" text-anchor="middle" font-size="10">${x}</text>`);
   for (let i = 0; i <= 4; i++) {
     const v = (max * i) / 4;
@@ -31,7 +33,10 @@ function panel(series: Series[], metric: "throughput" | "p99", ox: number, title
 
 export function svgChart(series: Series[]): string {
   const legend = series
-    .map((s, i) => `<rect x="${20 + i * 170}" y="272" width="12" height="12" fill="${COLORS[i % COLORS.length]}"/><text x="${36 + i * 170}" y="282" font-size="11">${s.name}</text>`)
+    .map(
+      (s, i) =>
+        `<rect x="${20 + i * 170}" y="272" width="12" height="12" fill="${COLORS[i % COLORS.length]}"/><text x="${36 + i * 170}" y="282" font-size="11">${s.name}</text>`,
+    )
     .join("\n");
   return `<svg xmlns="http://www.w3.org/2000/svg" width="860" height="295" font-family="sans-serif">
 <rect width="100%" height="100%" fill="white"/>

@@ -45,7 +45,11 @@ async function main(): Promise<void> {
         limits === "on"
           ? { LIMIT_CLIENT_REQUESTS: "1000000000", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=1000000000000000" }
           : { LIMIT_CLIENT_REQUESTS: "0", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=off" };
-      const svc = new ServiceProcess({ service: "payouts", name: `payouts-limits-${limits}`, env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: paydb, OTEL_SDK_DISABLED: "true", ...env } });
+      const svc = new ServiceProcess({
+        service: "payouts",
+        name: `payouts-limits-${limits}`,
+        env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: paydb, OTEL_SDK_DISABLED: "true", ...env },
+      });
       await svc.start();
       const sessions = new ClientPool();
       services[limits] = { svc, sessions, client: sessions.client(PayoutService, svc.url) };
@@ -64,15 +68,24 @@ async function main(): Promise<void> {
               async () => {
                 n++;
                 await client.createPayout(
-                  { accountId: shape === "hot" ? "acct-hot" : `acct-${round}-${c}-${n}`, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" },
+                  {
+                    accountId: shape === "hot" ? "acct-hot" : `acct-${round}-${c}-${n}`,
+                    amount: { amountMinor: 1050n, currency: "EUR" },
+                    beneficiary: "ben-1",
+                  },
                   { headers: { "idempotency-key": randomUUID() } },
                 );
               },
               (err) => errorReason(err) || "error",
             );
             const cpuMsPerOp = ((cpuSeconds(svc.pid!) - cpu0) * 1000) / Math.max(1, n);
-            const errors = Object.entries(r.errors).map(([k, v]) => `${k}:${v}`).join(" ") || "0";
-            rows.push(`| ${round} | ${shape} | ${c} | ${limits} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${cpuMsPerOp.toFixed(2)} | ${errors} |`);
+            const errors =
+              Object.entries(r.errors)
+                .map(([k, v]) => `${k}:${v}`)
+                .join(" ") || "0";
+            rows.push(
+              `| ${round} | ${shape} | ${c} | ${limits} | ${r.throughput.toFixed(0)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${cpuMsPerOp.toFixed(2)} | ${errors} |`,
+            );
             console.error(rows[rows.length - 1]);
           }
         }
@@ -87,7 +100,9 @@ async function main(): Promise<void> {
     }
     await pg.destroy();
   }
-  console.log(`CreatePayout, ${SECONDS} s per point after ${WARMUP} s warm-up, durable PostgreSQL, load avg ${(await import("node:os")).loadavg()[0]!.toFixed(1)}\n`);
+  console.log(
+    `CreatePayout, ${SECONDS} s per point after ${WARMUP} s warm-up, durable PostgreSQL, load avg ${(await import("node:os")).loadavg()[0]!.toFixed(1)}\n`,
+  );
   console.log("| round | shape | c | limits | creates/s | p50 ms | p99 ms | payouts CPU ms/op | errors |");
   console.log("|---|---|---|---|---|---|---|---|---|");
   for (const r of rows) console.log(r);

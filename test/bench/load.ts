@@ -20,7 +20,13 @@ export function percentile(sorted: number[], p: number): number {
  * Runs `concurrency` workers, each calling op() in a loop, for `seconds` after a warm-up; every
  * call's latency (ms) is recorded. An op that throws is counted under its reason.
  */
-export async function closedLoop(concurrency: number, seconds: number, warmupSeconds: number, op: (worker: number) => Promise<void>, reasonOf: (err: unknown) => string): Promise<PointResult> {
+export async function closedLoop(
+  concurrency: number,
+  seconds: number,
+  warmupSeconds: number,
+  op: (worker: number) => Promise<void>,
+  reasonOf: (err: unknown) => string,
+): Promise<PointResult> {
   const latencies: number[] = [];
   const errors: Record<string, number> = {};
   let measuring = false;

@@ -55,7 +55,12 @@ async function measure(workers: number, op: (worker: number) => Promise<void>): 
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
   const round = (x: number) => Math.round(x * 100) / 100;
-  return { ops: latencies.length, opsPerSecond: round(latencies.length / elapsed), p50Ms: round(percentile(latencies, 50)), p99Ms: round(percentile(latencies, 99)) };
+  return {
+    ops: latencies.length,
+    opsPerSecond: round(latencies.length / elapsed),
+    p50Ms: round(percentile(latencies, 50)),
+    p99Ms: round(percentile(latencies, 99)),
+  };
 }
 
 async function serviceFigures(env: Record<string, string>) {
@@ -115,7 +120,8 @@ const ratio = (service: Figures, raw: Figures) => ({
 async function main(): Promise<void> {
   const results: Record<string, unknown> = {};
   const table: Record<string, string | number>[] = [];
-  const row = (backend: string, what: string, f: Figures) => table.push({ backend, what, "ops/s": f.opsPerSecond, "p50 ms": f.p50Ms, "p99 ms": f.p99Ms, ops: f.ops });
+  const row = (backend: string, what: string, f: Figures) =>
+    table.push({ backend, what, "ops/s": f.opsPerSecond, "p50 ms": f.p50Ms, "p99 ms": f.p99Ms, ops: f.ops });
 
   const postgres = await PostgresServer.start({ durable: true });
   try {
@@ -159,7 +165,7 @@ async function main(): Promise<void> {
   };
   const dir = join(projectRoot(), "reports", "bench");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "lock.json"), JSON.stringify(report, null, 2) + "\n");
+  writeFileSync(join(dir, "lock.json"), `${JSON.stringify(report, null, 2)}\n`);
   console.log(`wrote ${join(dir, "lock.json")}`);
 }
 

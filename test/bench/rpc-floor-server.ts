@@ -47,11 +47,16 @@ function grpcJs(): Promise<number> {
     responseSerialize: (m) => Buffer.from(toBinary(HealthCheckResponseSchema, m)),
     responseDeserialize: (b) => fromBinary(HealthCheckResponseSchema, b),
   };
-  server.addService({ check }, {
-    check: (_call: unknown, done: grpc.sendUnaryData<HealthCheckResponse>) =>
-      done(null, { $typeName: "grpc.health.v1.HealthCheckResponse", status: HealthCheckResponse_ServingStatus.SERVING }),
-  });
-  return new Promise((resolve, reject) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))));
+  server.addService(
+    { check },
+    {
+      check: (_call: unknown, done: grpc.sendUnaryData<HealthCheckResponse>) =>
+        done(null, { $typeName: "grpc.health.v1.HealthCheckResponse", status: HealthCheckResponse_ServingStatus.SERVING }),
+    },
+  );
+  return new Promise((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(err) : resolve(port))),
+  );
 }
 
 function connectNode(): Promise<number> {

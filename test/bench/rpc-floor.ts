@@ -35,9 +35,19 @@ export async function measureServer(baseUrl: string, pid: number, concurrency: n
   const client = rawHealthClient(baseUrl);
   try {
     // Warm-up outside the measured window: JIT, connection and stream windows.
-    await Promise.all(Array.from({ length: concurrency }, async () => { for (let i = 0; i < 300; i++) await client.call(); }));
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (let i = 0; i < 300; i++) await client.call();
+      }),
+    );
     const before = cpuSeconds(pid);
-    const r = await closedLoop(concurrency, seconds, 0, () => client.call(), (e) => String(e));
+    const r = await closedLoop(
+      concurrency,
+      seconds,
+      0,
+      () => client.call(),
+      (e) => String(e),
+    );
     const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
     return { ...r, serverCpuUsPerCall: ((cpuSeconds(pid) - before) * 1e6) / served };
   } finally {
@@ -47,7 +57,10 @@ export async function measureServer(baseUrl: string, pid: number, concurrency: n
 
 /** Forks a bare server of the given kind (rpc-floor-server.ts) and measures it at each concurrency. */
 export async function rpcFloor(kind: (typeof RPC_SERVER_KINDS)[number], concurrencies: number[], seconds: number) {
-  const child = fork(join(import.meta.dirname, "rpc-floor-server.ts"), [kind], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(join(import.meta.dirname, "rpc-floor-server.ts"), [kind], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   try {
     const port = await new Promise<number>((resolve, reject) => {
       child.once("message", (m) => resolve(m as number));

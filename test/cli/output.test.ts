@@ -37,12 +37,23 @@ describe("money", () => {
 
 describe("tables and fields", () => {
   it("aligns columns to the widest cell and fills empty cells with -", () => {
-    const text = formatTable(["A", "LONGER"], [["x", ""], ["wide-cell", "y"]]);
+    const text = formatTable(
+      ["A", "LONGER"],
+      [
+        ["x", ""],
+        ["wide-cell", "y"],
+      ],
+    );
     expect(text.split("\n")).toEqual(["A          LONGER", "x          -", "wide-cell  y"]);
   });
 
   it("aligns label/value pairs", () => {
-    expect(formatFields([["a", "1"], ["long", ""]])).toBe("a     1\nlong  -");
+    expect(
+      formatFields([
+        ["a", "1"],
+        ["long", ""],
+      ]),
+    ).toBe("a     1\nlong  -");
   });
 
   it("a submission view says it is ambiguous and keeps a >2^53 token exact", () => {

@@ -56,7 +56,18 @@ afterAll(async () => {
   if (cwd) rmSync(cwd, { recursive: true, force: true });
 });
 
-const createArgs = (account: string, amount = "1050") => ["payouts", "create", "--account", account, "--amount", amount, "--currency", "EUR", "--beneficiary", "ben-001"];
+const createArgs = (account: string, amount = "1050") => [
+  "payouts",
+  "create",
+  "--account",
+  account,
+  "--amount",
+  amount,
+  "--currency",
+  "EUR",
+  "--beneficiary",
+  "ben-001",
+];
 
 describe("payouts", () => {
   it("create mints and prints an Idempotency-Key; retrying with it replays the same payout", async () => {
@@ -119,7 +130,9 @@ describe("payouts", () => {
     const r = await railfence([...createArgs(`acc-down-${suffix}`), "--payouts", "http://127.0.0.1:1"], { cwd });
     expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/to retry safely, repeat the command with --idempotency-key [0-9a-f-]{36}/);
-    const j = await railfence([...createArgs(`acc-down-${suffix}`), "--payouts", "http://127.0.0.1:1", "--json", "--idempotency-key", `key-${suffix}-down`], { cwd });
+    const j = await railfence([...createArgs(`acc-down-${suffix}`), "--payouts", "http://127.0.0.1:1", "--json", "--idempotency-key", `key-${suffix}-down`], {
+      cwd,
+    });
     expect(j.code).toBe(3);
     expect(JSON.parse(j.stderr).error).toMatchObject({ code: "unavailable", idempotencyKey: `key-${suffix}-down` });
   });
@@ -154,7 +167,15 @@ describe("reconcile", () => {
     // Act as the executor would: fence the payout, submit it; the rail books it and the answer is lost.
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 1, clientReferencePrefix: payoutId }] });
     await expectRejected(
-      proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, { accountId: `acc-rec-${suffix}`, payoutId, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" })),
+      proxyClient(mesh.proxies[0]!.url).submitPayout(
+        await fencedFor(paydb, {
+          accountId: `acc-rec-${suffix}`,
+          payoutId,
+          fencingToken: 1n,
+          amount: { amountMinor: 1050n, currency: "EUR" },
+          beneficiary: "ben-001",
+        }),
+      ),
       Code.Aborted,
       "RAIL_AMBIGUOUS",
     );
@@ -174,7 +195,10 @@ describe("reconcile", () => {
   });
 
   it("a reconciler that cannot start passes its exit code through (78: bad config)", async () => {
-    const r = await railfence(["reconcile", "--paydb", mesh.roleUrl("paydb", "reconciler"), "--rail-proxy", mesh.proxies[0]!.url], { cwd, env: { RECONCILER_ACTOR: "" } });
+    const r = await railfence(["reconcile", "--paydb", mesh.roleUrl("paydb", "reconciler"), "--rail-proxy", mesh.proxies[0]!.url], {
+      cwd,
+      env: { RECONCILER_ACTOR: "" },
+    });
     expect(r.code).toBe(78);
   });
 });

@@ -54,12 +54,26 @@ beforeAll(async () => {
 
   // Submitted as the payouts' holder submits them: each payout fenced for its request.
   const proxy = proxyClient(mesh.proxies[0]!.url);
-  const accepted = await proxy.submitPayout(await fencedFor(paydb, { accountId: `acc-ok-${suffix}`, payoutId: OK, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" }));
+  const accepted = await proxy.submitPayout(
+    await fencedFor(paydb, {
+      accountId: `acc-ok-${suffix}`,
+      payoutId: OK,
+      fencingToken: 1n,
+      amount: { amountMinor: 1050n, currency: "EUR" },
+      beneficiary: "ben-001",
+    }),
+  );
   expect(accepted.submission?.railReference).not.toBe("");
 
   // The rail books each payment, then its answer is lost: the proxy records TIMEOUT (ambiguous).
   await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 3, clientReferencePrefix: `p-amb-${suffix}` }] });
-  const ambiguous = [AMB_LISTED, AMB_REFUSED, AMB_RESOLVED].map((payoutId, i) => ({ accountId: `acc-amb-${suffix}-${i}`, payoutId, fencingToken: 1n, amount: { amountMinor: 700n, currency: "USD" }, beneficiary: "ben-002" }));
+  const ambiguous = [AMB_LISTED, AMB_REFUSED, AMB_RESOLVED].map((payoutId, i) => ({
+    accountId: `acc-amb-${suffix}-${i}`,
+    payoutId,
+    fencingToken: 1n,
+    amount: { amountMinor: 700n, currency: "USD" },
+    beneficiary: "ben-002",
+  }));
   for (const req of ambiguous) await fencedFor(paydb, req);
   await Promise.all(ambiguous.map((req) => expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(req), Code.Aborted, "RAIL_AMBIGUOUS")));
   await railControl(mesh).setFaults({ rules: [] });
@@ -156,7 +170,10 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
   });
 
   it("refusals change nothing: a declined confirmation (exit 2), a missing --actor (exit 2)", async () => {
-    const declined = await cli(["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "statement line 1", "--rail-proxy", proxies], "n\n");
+    const declined = await cli(
+      ["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "statement line 1", "--rail-proxy", proxies],
+      "n\n",
+    );
     expect(declined.code).toBe(2);
     expect(declined.stderr).toContain(`About to resolve payout ${AMB_REFUSED} as PAID`);
     expect(declined.stderr).toContain("nothing was changed");
@@ -171,7 +188,10 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
   it("a confirmed resolve records the verdict; a second resolve is refused with NOT_AMBIGUOUS", async () => {
     // The lost answer really moved money: the rail's own ledger is the evidence for PAID.
     expect(await railBookings(raildb, AMB_RESOLVED)).toBe(1);
-    const r = await cli(["submissions", "resolve", AMB_RESOLVED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "on statement", "--rail-proxy", proxies], "yes\n");
+    const r = await cli(
+      ["submissions", "resolve", AMB_RESOLVED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "on statement", "--rail-proxy", proxies],
+      "yes\n",
+    );
     expect(r.stderr).toContain("Continue? [y/N]");
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`resolved ${AMB_RESOLVED} as PAID`);
@@ -180,7 +200,21 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
     const after = await cli(["submissions", "unresolved", "--json", "--rail-proxy", proxies]);
     expect((JSON.parse(after.stdout).submissions as Array<{ payoutId: string }>).map((s) => s.payoutId)).not.toContain(AMB_RESOLVED);
 
-    const again = await cli(["submissions", "resolve", AMB_RESOLVED, "--outcome", "NOT_PAID", "--actor", "ops:bob", "--note", "x", "--yes", "--json", "--rail-proxy", proxies]);
+    const again = await cli([
+      "submissions",
+      "resolve",
+      AMB_RESOLVED,
+      "--outcome",
+      "NOT_PAID",
+      "--actor",
+      "ops:bob",
+      "--note",
+      "x",
+      "--yes",
+      "--json",
+      "--rail-proxy",
+      proxies,
+    ]);
     expect(again.code).toBe(1);
     expect(JSON.parse(again.stderr).error).toMatchObject({ code: "failed_precondition", reason: "NOT_AMBIGUOUS" });
     expect((await submissionRow(AMB_RESOLVED))?.state).toBe("RESOLVED_PAID");
@@ -196,7 +230,20 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
   });
 
   it("resolving an unknown payout with --yes exits 4", async () => {
-    const r = await cli(["submissions", "resolve", `p-never-${suffix}`, "--outcome", "NOT_PAID", "--actor", "ops", "--note", "x", "--yes", "--rail-proxy", proxies]);
+    const r = await cli([
+      "submissions",
+      "resolve",
+      `p-never-${suffix}`,
+      "--outcome",
+      "NOT_PAID",
+      "--actor",
+      "ops",
+      "--note",
+      "x",
+      "--yes",
+      "--rail-proxy",
+      proxies,
+    ]);
     expect(r.code).toBe(4);
     expect(r.stderr).toContain("SUBMISSION_NOT_FOUND");
   });

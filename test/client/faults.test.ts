@@ -24,7 +24,12 @@ afterEach(async () => {
   f = undefined;
 });
 
-const request = (accountId: string) => ({ accountId, amount: { amountMinor: 1234n, currency: "EUR" }, beneficiary: "ben-faults", clientReference: `ref-${accountId}` });
+const request = (accountId: string) => ({
+  accountId,
+  amount: { amountMinor: 1234n, currency: "EUR" },
+  beneficiary: "ben-faults",
+  clientReference: `ref-${accountId}`,
+});
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("exactly one payout per intent under faults", () => {
@@ -46,7 +51,9 @@ describe("exactly one payout per intent under faults", () => {
     expect(r.attempts).toBeGreaterThan(1);
     expect(refusals(f.svc, "IDEMPOTENCY_UNAVAILABLE").length).toBeGreaterThanOrEqual(1);
     expect(await countPayouts(f.paydb, "account_id = 'acct-paydb-down'")).toBe(1);
-    expect(await sql(f.paydb, "SELECT state, payout_id FROM idempotency_keys WHERE idempotency_key = $1", [intent.key])).toEqual([{ state: "DONE", payout_id: r.payout.payoutId }]);
+    expect(await sql(f.paydb, "SELECT state, payout_id FROM idempotency_keys WHERE idempotency_key = $1", [intent.key])).toEqual([
+      { state: "DONE", payout_id: r.payout.payoutId },
+    ]);
     // The payouts process lived through it (a transaction cut by the outage once crashed it).
     expect(f.svc.running).toBe(true);
   });

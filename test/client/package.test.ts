@@ -26,7 +26,11 @@ function walk(dir: string): string[] {
 
 describe("@railfence/client package", () => {
   it("packs compiled JS, declarations and its README from its own folder", () => {
-    const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts=false"], { cwd: pkgDir, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    const out = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts=false"], {
+      cwd: pkgDir,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const [packed] = JSON.parse(out.slice(out.indexOf("["))) as Array<{ name: string; files: Array<{ path: string }> }>;
     const files = packed!.files.map((f) => f.path);
     expect(packed!.name).toBe("@railfence/client");
@@ -54,7 +58,24 @@ describe("@railfence/client package", () => {
 
   it("the packed entry point loads and exports the API", () => {
     const entry = join(pkgDir, pkg.exports["."]!.import);
-    const names = execFileSync(process.execPath, ["--input-type=module", "-e", `const m = await import(${JSON.stringify(entry)}); console.log(Object.keys(m).sort().join(","))`], { encoding: "utf8" }).trim().split(",");
-    for (const n of ["createRailfenceClient", "FileKeyStore", "MemoryKeyStore", "RailfenceError", "OutcomeUnknownError", "PayoutService", "RailProxyService", "PayoutState", "tlsFromFiles"]) expect(names).toContain(n);
+    const names = execFileSync(
+      process.execPath,
+      ["--input-type=module", "-e", `const m = await import(${JSON.stringify(entry)}); console.log(Object.keys(m).sort().join(","))`],
+      { encoding: "utf8" },
+    )
+      .trim()
+      .split(",");
+    for (const n of [
+      "createRailfenceClient",
+      "FileKeyStore",
+      "MemoryKeyStore",
+      "RailfenceError",
+      "OutcomeUnknownError",
+      "PayoutService",
+      "RailProxyService",
+      "PayoutState",
+      "tlsFromFiles",
+    ])
+      expect(names).toContain(n);
   });
 });

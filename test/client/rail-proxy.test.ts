@@ -23,7 +23,12 @@ beforeAll(async () => {
   await mesh.startPayouts();
   raildb = await db(mesh.dbUrl("raildb"));
   paydb = await db(mesh.dbUrl("paydb"));
-  rf = createRailfenceClient({ payoutsUrl: mesh.payouts!.url, railProxyUrls: mesh.proxies.map((p) => p.url), deadlineMs: 15_000, retry: { baseDelayMs: 50, maxDelayMs: 300, budget: false } });
+  rf = createRailfenceClient({
+    payoutsUrl: mesh.payouts!.url,
+    railProxyUrls: mesh.proxies.map((p) => p.url),
+    deadlineMs: 15_000,
+    retry: { baseDelayMs: 50, maxDelayMs: 300, budget: false },
+  });
 });
 
 afterAll(async () => {

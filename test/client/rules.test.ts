@@ -41,8 +41,17 @@ function client(o: Parameters<typeof library>[1] = {}) {
 }
 
 let seq = 0;
-const req = (accountId: string, amountMinor = 100n + BigInt(++seq)): PayoutRequest => ({ accountId, amount: { amountMinor, currency: "EUR" }, beneficiary: "ben-rules", clientReference: `inv-${seq}` });
-const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as RailfenceError);
+const req = (accountId: string, amountMinor = 100n + BigInt(++seq)): PayoutRequest => ({
+  accountId,
+  amount: { amountMinor, currency: "EUR" },
+  beneficiary: "ben-rules",
+  clientReference: `inv-${seq}`,
+});
+const failure = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e as RailfenceError,
+  );
 
 /** Runs fn with paydb stopped, starting it again after restartAfterMs (while fn may still run). */
 async function withPaydbDown<T>(restartAfterMs: number | undefined, fn: () => Promise<T>): Promise<T> {
@@ -118,7 +127,14 @@ describe("rule: a new key only when the request changes (a changed body is a new
     const other = await rf.payouts.intent(req("acct-reused"), { key: first.key });
     const err = await failure(other.submit());
     expect(err).toBeInstanceOf(RailfenceError);
-    expect(err).toMatchObject({ code: Code.InvalidArgument, reason: "IDEMPOTENCY_KEY_REUSED", domain: "railfence.dev", attempts: 1, transient: false, idempotencyKey: first.key });
+    expect(err).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "IDEMPOTENCY_KEY_REUSED",
+      domain: "railfence.dev",
+      attempts: 1,
+      transient: false,
+      idempotencyKey: first.key,
+    });
     expect(err!.metadata).toMatchObject({ field: "idempotency-key", http_status_in_ietf_draft: "422" });
     expect(await countPayouts(f.paydb, "account_id = 'acct-reused'")).toBe(1);
   });
@@ -145,7 +161,10 @@ describe("rule: retry only transient failures; every other refusal is final", ()
     const got = await withPaydbDown(1500, () => rf.payouts.get(payout.payoutId));
     expect(got.payoutId).toBe(payout.payoutId);
     expect(got.accountId).toBe("acct-read");
-    await eventually(async () => f.svc.lines.some((l) => l.includes("GetPayout") && l.includes("PAYDB_UNAVAILABLE")), "a refused read attempt in the server's log");
+    await eventually(
+      async () => f.svc.lines.some((l) => l.includes("GetPayout") && l.includes("PAYDB_UNAVAILABLE")),
+      "a refused read attempt in the server's log",
+    );
   });
 
   it.each([
@@ -169,7 +188,8 @@ describe("rule: retry only transient failures; every other refusal is final", ()
 describe("bounds on retrying", () => {
   it("the retry budget: a dead dependency gets a few retries, then one attempt per call", async () => {
     const rf = client({ retry: { baseDelayMs: 1, maxDelayMs: 1, maxAttempts: 50, budget: { maxTokens: 4, tokenRatio: 0.1 } } });
-    const refusedReads = () => f.svc.lines.filter((l) => l.includes('"event":"rpc_error"') && l.includes("GetPayout") && l.includes("PAYDB_UNAVAILABLE")).length;
+    const refusedReads = () =>
+      f.svc.lines.filter((l) => l.includes('"event":"rpc_error"') && l.includes("GetPayout") && l.includes("PAYDB_UNAVAILABLE")).length;
     await withPaydbDown(undefined, async () => {
       const seen = refusedReads();
       // 4 tokens: retries only while more than 2 are left. Each refused attempt costs one.

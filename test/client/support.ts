@@ -36,7 +36,13 @@ export async function payoutsOnOwnPostgres(env: Record<string, string> = {}): Pr
 
 /** A library client on the fixture, with small waits so tests stay quick; close() it. */
 export function library(url: string, o: Partial<RailfenceClientOptions> = {}) {
-  return createRailfenceClient({ payoutsUrl: url, deadlineMs: 30_000, timeoutMs: 5000, retry: { baseDelayMs: 50, maxDelayMs: 500, maxAttempts: 50, budget: false }, ...o });
+  return createRailfenceClient({
+    payoutsUrl: url,
+    deadlineMs: 30_000,
+    timeoutMs: 5000,
+    retry: { baseDelayMs: 50, maxDelayMs: 500, maxAttempts: 50, budget: false },
+    ...o,
+  });
 }
 
 /** CreatePayout refusals the server logged (one line per refused attempt), by reason. */
@@ -69,5 +75,8 @@ export async function holdPayoutInserts(paydb: string): Promise<{ release(): Pro
 export async function claimed(paydb: string, key: string): Promise<void> {
   const { eventually } = await import("../support/clients.js");
   const { sql } = await import("../payouts/support.js");
-  await eventually(async () => (await sql(paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key = $1 AND state = 'IN_PROGRESS'", [key])).length === 1, `key ${key} claimed`);
+  await eventually(
+    async () => (await sql(paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key = $1 AND state = 'IN_PROGRESS'", [key])).length === 1,
+    `key ${key} claimed`,
+  );
 }

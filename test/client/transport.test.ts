@@ -55,7 +55,12 @@ describe("mutual TLS", () => {
   it("another identity is refused with a final PERMISSION_DENIED; no certificate at all never gets in", async () => {
     const rail = await pki.issue("rail");
     const wrong = createRailfenceClient({ payoutsUrl: tlsPayouts.url, tls: tlsFromFiles({ certFile: rail.cert, keyFile: rail.key, caFile: rail.ca }) });
-    const none = createRailfenceClient({ payoutsUrl: tlsPayouts.url, tls: tlsFromFiles({ caFile: pki.caCert }), deadlineMs: 2000, retry: { baseDelayMs: 10, maxDelayMs: 50 } });
+    const none = createRailfenceClient({
+      payoutsUrl: tlsPayouts.url,
+      tls: tlsFromFiles({ caFile: pki.caCert }),
+      deadlineMs: 2000,
+      retry: { baseDelayMs: 10, maxDelayMs: 50 },
+    });
     try {
       const denied = await wrong.payouts.create(body("acct-tls-denied")).catch((e: unknown) => e as RailfenceError);
       expect(denied).toMatchObject({ code: Code.PermissionDenied, reason: "PERMISSION_DENIED", attempts: 1, transient: false });

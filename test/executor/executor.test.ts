@@ -12,7 +12,18 @@ import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, lockClient, logEvents, PAYOUT_OF_REFERENCE, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock } from "./support.js";
+import {
+  insertPayouts,
+  lockClient,
+  logEvents,
+  PAYOUT_OF_REFERENCE,
+  payoutStates,
+  poolFor,
+  railPaymentCounts,
+  setFaults,
+  startExecutor,
+  startLock,
+} from "./support.js";
 import { eventually } from "../support/clients.js";
 
 const TERMINAL = new Set(["PAID", "FAILED", "UNKNOWN"]);
@@ -76,7 +87,10 @@ describe("executors (UC-05)", () => {
     const counts = await railPaymentCounts(raildb, ids, "ANY");
     expect([...counts.entries()].filter(([, n]) => n !== 1)).toEqual([]);
     // Every payout's rail reference is the one the rail booked for it.
-    const { rows } = await raildb.query<{ payout_id: string; rail_reference: string }>(`SELECT ${PAYOUT_OF_REFERENCE} AS payout_id, rail_reference FROM payments WHERE ${PAYOUT_OF_REFERENCE} = ANY($1)`, [ids]);
+    const { rows } = await raildb.query<{ payout_id: string; rail_reference: string }>(
+      `SELECT ${PAYOUT_OF_REFERENCE} AS payout_id, rail_reference FROM payments WHERE ${PAYOUT_OF_REFERENCE} = ANY($1)`,
+      [ids],
+    );
     for (const r of rows) expect(states.get(r.payout_id)?.rail_reference).toBe(r.rail_reference);
     // Both executors did work (claims are spread, not serialised behind one worker).
     const paidBy = (e: ServiceProcess) => logEvents(e).filter((l) => l.event === "payout_attempt" && l.outcome === "PAID").length;
@@ -95,16 +109,24 @@ describe("executors (UC-05)", () => {
     a.pause();
     try {
       const b = await executor("exec-stale-b");
-      const paid = await eventually(async () => {
-        const r = (await payoutStates(paydb, [payoutId])).get(payoutId);
-        return r?.state === "PAID" ? r : undefined;
-      }, "B to pay", 30_000);
+      const paid = await eventually(
+        async () => {
+          const r = (await payoutStates(paydb, [payoutId])).get(payoutId);
+          return r?.state === "PAID" ? r : undefined;
+        },
+        "B to pay",
+        30_000,
+      );
       expect(BigInt(paid.fence)).toBeGreaterThan(BigInt(fencedA.fencing_token as string));
       expect(logEvents(b).some((l) => l.event === "fenced" && l.payout_id === payoutId)).toBe(true);
     } finally {
       a.resume();
     }
-    const outcome = await eventually(async () => logEvents(a).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId), "A's attempt to end", 15_000);
+    const outcome = await eventually(
+      async () => logEvents(a).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId),
+      "A's attempt to end",
+      15_000,
+    );
     expect(outcome).toMatchObject({ outcome: "FENCED_OUT", where: "proxy", fencing_token: fencedA.fencing_token });
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     const after = (await payoutStates(paydb, [payoutId])).get(payoutId);
@@ -114,7 +136,10 @@ describe("executors (UC-05)", () => {
   it("a payout the rail rejects ends FAILED with the rail's reason", async () => {
     await setFaults(mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: "po-rej-" }]);
     const ids = ["po-rej-1", "po-rej-2"];
-    await insertPayouts(paydb, ids.map((payoutId, i) => ({ payoutId, accountId: `acc-rej-${i}` })));
+    await insertPayouts(
+      paydb,
+      ids.map((payoutId, i) => ({ payoutId, accountId: `acc-rej-${i}` })),
+    );
     await executor("exec-rej");
     const states = await waitTerminal(ids, 30_000);
     for (const id of ids) expect(states.get(id)).toMatchObject({ state: "FAILED", failure_reason: "INJECTED_REJECT" });

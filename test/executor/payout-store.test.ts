@@ -44,9 +44,15 @@ afterAll(async () => {
 
 describe("executor payout store", () => {
   it("concurrent claims never hand the same payout to two executors", async () => {
-    await insertPayouts(pool, Array.from({ length: 60 }, (_, i) => ({ payoutId: `po-claim-${i}`, accountId: `acc-claim-${i % 7}` })));
+    await insertPayouts(
+      pool,
+      Array.from({ length: 60 }, (_, i) => ({ payoutId: `po-claim-${i}`, accountId: `acc-claim-${i % 7}` })),
+    );
     const batches = await Promise.all(Array.from({ length: 6 }, (_, i) => store.claim(`exec-${i}`, 15, 10_000)));
-    const all = batches.flat().map((p) => p.payoutId).filter((id) => id.startsWith("po-claim-"));
+    const all = batches
+      .flat()
+      .map((p) => p.payoutId)
+      .filter((id) => id.startsWith("po-claim-"));
     expect(new Set(all).size).toBe(all.length);
     expect(all.length).toBe(60);
     // Claimed payouts are not claimable again until the claim lapses.

@@ -27,7 +27,14 @@ export async function insertPayouts(pool: pg.Pool, seeds: PayoutSeed[]): Promise
     const chunk = seeds.slice(i, i + 500);
     const values: unknown[] = [];
     const rows = chunk.map((s, j) => {
-      values.push(s.payoutId, s.accountId, (s.amountMinor ?? 1000n).toString(), s.currency ?? "EUR", s.beneficiary ?? `ben-${s.accountId}`, s.state ?? "PENDING");
+      values.push(
+        s.payoutId,
+        s.accountId,
+        (s.amountMinor ?? 1000n).toString(),
+        s.currency ?? "EUR",
+        s.beneficiary ?? `ben-${s.accountId}`,
+        s.state ?? "PENDING",
+      );
       const b = j * 6;
       return `($${b + 1}, 'test-client', $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6})`;
     });
@@ -59,7 +66,11 @@ export const PAYOUT_OF_REFERENCE = "regexp_replace(client_reference, ':t[0-9]{1,
  * executor submits under `<payout id>:t<token>` when an earlier attempt was not forwarded, and
  * a payout paid once under each reference is paid twice.
  */
-export async function railPaymentCounts(raildb: pg.Pool, payoutIds: string[], status: "ACCEPTED" | "REJECTED" | "ANY" = "ACCEPTED"): Promise<Map<string, number>> {
+export async function railPaymentCounts(
+  raildb: pg.Pool,
+  payoutIds: string[],
+  status: "ACCEPTED" | "REJECTED" | "ANY" = "ACCEPTED",
+): Promise<Map<string, number>> {
   const { rows } = await raildb.query<{ payout_id: string; n: string }>(
     `SELECT ${PAYOUT_OF_REFERENCE} AS payout_id, count(*) AS n FROM payments
       WHERE ${PAYOUT_OF_REFERENCE} = ANY($1) AND ($2 = 'ANY' OR status = $2) GROUP BY 1`,

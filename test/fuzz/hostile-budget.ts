@@ -68,7 +68,9 @@ interface Assertion {
 let assertions: Assertion[] = [];
 let brokenFiles: string[] = [];
 try {
-  const r = JSON.parse(readFileSync(vitestJson, "utf8")) as { testResults: Array<{ name: string; status: string; message?: string; assertionResults: Assertion[] }> };
+  const r = JSON.parse(readFileSync(vitestJson, "utf8")) as {
+    testResults: Array<{ name: string; status: string; message?: string; assertionResults: Assertion[] }>;
+  };
   assertions = r.testResults.flatMap((f) => f.assertionResults);
   brokenFiles = r.testResults.filter((f) => f.status === "failed" && f.assertionResults.length === 0).map((f) => `${f.name}: ${f.message ?? ""}`);
 } catch {
@@ -89,7 +91,9 @@ function kind(message: string): "crash" | "hang" | "state change" | "wrong answe
   if (/toEqual\(before\)|changed|violations|invariant/i.test(message)) return "state change";
   return "wrong answer";
 }
-const failed = assertions.filter((a) => a.status === "failed").map((a) => ({ name: a.fullName, kind: kind(a.failureMessages.join("\n")), message: a.failureMessages[0]?.split("\n").slice(0, 4).join(" ") ?? "" }));
+const failed = assertions
+  .filter((a) => a.status === "failed")
+  .map((a) => ({ name: a.fullName, kind: kind(a.failureMessages.join("\n")), message: a.failureMessages[0]?.split("\n").slice(0, 4).join(" ") ?? "" }));
 const byKind = { crash: 0, hang: 0, "state change": 0, "wrong answer": 0 } as Record<string, number>;
 for (const f of failed) byKind[f.kind]! += 1;
 const report = {

@@ -53,23 +53,49 @@ export const FORBIDDEN_IN_TEXT = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Igno
 
 /** Samples of each forbidden family the issue names, plus the invisible ones decision 009 adds. */
 export const FORBIDDEN_SAMPLES: readonly string[] = [
-  "\u0000", "\u001b", "\u007f", // C0, DEL
-  "\u0080", "\u0085", "\u009b", "\u009f", // C1
-  "\u2028", "\u2029", // separators
-  "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u061c", "\u200e", "\u200f", // bidi
-  "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u3164", "\ufe0f", "\u{e0001}", "\u{e007f}", // invisible
-  "\ufffe", "\uffff", "\ufdd0", // noncharacters
+  "\u0000",
+  "\u001b",
+  "\u007f", // C0, DEL
+  "\u0080",
+  "\u0085",
+  "\u009b",
+  "\u009f", // C1
+  "\u2028",
+  "\u2029", // separators
+  "\u202a",
+  "\u202b",
+  "\u202c",
+  "\u202d",
+  "\u202e",
+  "\u2066",
+  "\u2067",
+  "\u2068",
+  "\u2069",
+  "\u061c",
+  "\u200e",
+  "\u200f", // bidi
+  "\u200b",
+  "\u200c",
+  "\u200d",
+  "\u2060",
+  "\ufeff",
+  "\u00ad",
+  "\u3164",
+  "\ufe0f",
+  "\u{e0001}",
+  "\u{e007f}", // invisible
+  "\ufffe",
+  "\uffff",
+  "\ufdd0", // noncharacters
 ];
 
 /** Text with one forbidden character at a random place: the family that found C1 and bidi in client references. */
 export function textWithForbidden(maxLength = 60): fc.Arbitrary<string> {
-  return fc
-    .tuple(fc.stringMatching(/^[ -~]{0,60}$/), fc.constantFrom(...FORBIDDEN_SAMPLES), fc.nat())
-    .map(([text, bad, at]) => {
-      const base = text.slice(0, Math.max(0, maxLength - 2));
-      const i = at % (base.length + 1);
-      return base.slice(0, i) + bad + base.slice(i);
-    });
+  return fc.tuple(fc.stringMatching(/^[ -~]{0,60}$/), fc.constantFrom(...FORBIDDEN_SAMPLES), fc.nat()).map(([text, bad, at]) => {
+    const base = text.slice(0, Math.max(0, maxLength - 2));
+    const i = at % (base.length + 1);
+    return base.slice(0, i) + bad + base.slice(i);
+  });
 }
 
 /**
@@ -137,11 +163,17 @@ export interface MoneyInit {
   amountMinor: bigint;
   currency: string;
 }
-export const anyMoney: fc.Arbitrary<MoneyInit | undefined> = fc.option(fc.record({ amountMinor: anyAmountMinor, currency: anyCurrency }), { nil: undefined, freq: 6 });
+export const anyMoney: fc.Arbitrary<MoneyInit | undefined> = fc.option(fc.record({ amountMinor: anyAmountMinor, currency: anyCurrency }), {
+  nil: undefined,
+  freq: 6,
+});
 export const validMoney: fc.Arbitrary<MoneyInit> = fc.record({ amountMinor: fc.bigInt({ min: 1n, max: MAX_AMOUNT }), currency: fc.constantFrom(...ISO_4217) });
 
 /** uint32 values across the boundaries (page sizes, ttl, wait). */
-export const anyU32 = fc.oneof(fc.constantFrom(0, 1, 99, 100, 500, 501, 1000, 1001, 60_000, 60_001, 600_000, 600_001, 2 ** 31, 2 ** 32 - 1), fc.nat({ max: 2 ** 32 - 1 }));
+export const anyU32 = fc.oneof(
+  fc.constantFrom(0, 1, 99, 100, 500, 501, 1000, 1001, 60_000, 60_001, 600_000, 600_001, 2 ** 31, 2 ** 32 - 1),
+  fc.nat({ max: 2 ** 32 - 1 }),
+);
 
 /** Page tokens: random text, base64 of random JSON, and near-misses of real tokens. */
 export const anyPageToken = fc.oneof(
@@ -151,7 +183,19 @@ export const anyPageToken = fc.oneof(
   fc
     .tuple(
       fc.oneof(
-        fc.constantFrom("0", "1", "2020", "2020-02-30", "2020-13-01", "June 1", "+275760-09-13T00:00:00.000Z", "-000001-01-01T00:00:00Z", "2024-01-01T00:00:00.123456Z", "Infinity", "1e5"),
+        fc.constantFrom(
+          "0",
+          "1",
+          "2020",
+          "2020-02-30",
+          "2020-13-01",
+          "June 1",
+          "+275760-09-13T00:00:00.000Z",
+          "-000001-01-01T00:00:00Z",
+          "2024-01-01T00:00:00.123456Z",
+          "Infinity",
+          "1e5",
+        ),
         fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
         fc.string(),
       ),

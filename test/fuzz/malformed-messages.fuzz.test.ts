@@ -71,7 +71,11 @@ describe("wrong wire types", () => {
   it("regression: Acquire with ttl_ms sent as fixed64 (the 1821 ms lease) is refused naming ttl_ms, and no lease is granted", async () => {
     const lock = TARGETS.find((t) => t.name === "lock")!;
     // {key, owner, ttl_ms 0, wait_ms 0} followed by field 3 as fixed64: 19 9d0ead4500000000.
-    const body = concat(lenField(1, new TextEncoder().encode("fz-wire/regression")), lenField(2, new TextEncoder().encode("executor")), Uint8Array.from([0x19, 0x9d, 0x0e, 0xad, 0x45, 0, 0, 0, 0]));
+    const body = concat(
+      lenField(1, new TextEncoder().encode("fz-wire/regression")),
+      lenField(2, new TextEncoder().encode("executor")),
+      Uint8Array.from([0x19, 0x9d, 0x0e, 0xad, 0x45, 0, 0, 0, 0]),
+    );
     for (const proto of ["grpc", "connect-proto"]) {
       tally.record("wire-type/regression", expectMalformed(await send(lock, proto, body), `Acquire ${proto}`, { field: "ttl_ms", problem: "wrong_wire_type" }));
     }
@@ -89,7 +93,10 @@ describe("wrong wire types", () => {
     for (const t of TARGETS) {
       const [field, wrong] = cases[t.name];
       for (const proto of ["grpc", "connect-proto"]) {
-        tally.record("wire-type/per-server", expectMalformed(await send(t, proto, concat(t.valid(), wrong)), `${t.name} ${proto} ${field}`, { field, problem: "wrong_wire_type" }));
+        tally.record(
+          "wire-type/per-server",
+          expectMalformed(await send(t, proto, concat(t.valid(), wrong)), `${t.name} ${proto} ${field}`, { field, problem: "wrong_wire_type" }),
+        );
       }
     }
   });
@@ -104,7 +111,13 @@ describe("wrong wire types", () => {
         async ([t, fp], wireType, payload, proto) => {
           fc.pre(!allowedWireTypes(fp.field).includes(wireType));
           const body = concat(t.valid(), encodeAt(fp, wireType, payload));
-          tally.record("wire-type/any-field", expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path} as wire type ${wireType}`, { field: fp.path, problem: "wrong_wire_type" }));
+          tally.record(
+            "wire-type/any-field",
+            expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path} as wire type ${wireType}`, {
+              field: fp.path,
+              problem: "wrong_wire_type",
+            }),
+          );
         },
       ),
       { numRuns: runs(150) },
@@ -136,20 +149,38 @@ describe("wrong wire types", () => {
 });
 
 /** Byte sequences that are not UTF-8: stray continuation, overlong, surrogate, past U+10FFFF, truncated, 0xFF. */
-const notUtf8 = fc.constantFrom([0x80], [0xc3, 0x28], [0xc0, 0x80], [0xe0, 0x80, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80], [0xe2, 0x82], [0xff], [0xfe, 0xff]);
+const notUtf8 = fc.constantFrom(
+  [0x80],
+  [0xc3, 0x28],
+  [0xc0, 0x80],
+  [0xe0, 0x80, 0xaf],
+  [0xed, 0xa0, 0x80],
+  [0xf4, 0x90, 0x80, 0x80],
+  [0xe2, 0x82],
+  [0xff],
+  [0xfe, 0xff],
+);
 
 describe("text that is not UTF-8", () => {
   it("a protobuf string field carrying bytes that are not UTF-8 is MALFORMED_REQUEST naming the field", async () => {
     await fc.assert(
       fc.asyncProperty(
-        targetArb.chain((t) => fc.tuple(fc.constant(t), fc.constantFrom(...fieldPaths(t.method.input).filter((p) => p.field.fieldKind === "scalar" && p.field.scalar === 9)))),
+        targetArb.chain((t) =>
+          fc.tuple(fc.constant(t), fc.constantFrom(...fieldPaths(t.method.input).filter((p) => p.field.fieldKind === "scalar" && p.field.scalar === 9))),
+        ),
         fc.string({ unit: "binary-ascii", maxLength: 10 }),
         notUtf8,
         binaryProtoArb,
         async ([t, fp], prefix, bad, proto) => {
           const text = concat(new TextEncoder().encode(prefix), Uint8Array.from(bad));
           const body = concat(t.valid(), encodeAt(fp, WIRE.len, text));
-          tally.record("utf8/protobuf", expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path}=${Buffer.from(text).toString("hex")}`, { field: fp.path, problem: "invalid_utf8" }));
+          tally.record(
+            "utf8/protobuf",
+            expectMalformed(await send(t, proto, body), `${t.name} ${proto} ${fp.path}=${Buffer.from(text).toString("hex")}`, {
+              field: fp.path,
+              problem: "invalid_utf8",
+            }),
+          );
         },
       ),
       { numRuns: runs(80) },
@@ -163,7 +194,12 @@ describe("text that is not UTF-8", () => {
         // Inside the first string value: {"accountId":"acc<bad>...
         const at = json.indexOf('":"') + 3;
         const body = concat(new TextEncoder().encode(json.slice(0, at)), Uint8Array.from(bad), new TextEncoder().encode(json.slice(at)));
-        const a = await rawRequest(t.url(), { path: t.path, headers: { "content-type": "application/json", ...(t.headers() as Record<string, string>) }, body, boundMs: 8000 });
+        const a = await rawRequest(t.url(), {
+          path: t.path,
+          headers: { "content-type": "application/json", ...(t.headers() as Record<string, string>) },
+          body,
+          boundMs: 8000,
+        });
         tally.record("utf8/json", expectMalformed(a, `${t.name} json with ${Buffer.from(bad).toString("hex")}`, { problem: "invalid_utf8" }));
       }),
       { numRuns: runs(40) },
@@ -174,7 +210,12 @@ describe("text that is not UTF-8", () => {
     for (const t of TARGETS) {
       const json = t.validJson();
       const at = json.indexOf('":"') + 3;
-      const a = await rawRequest(t.url(), { path: t.path, headers: { "content-type": "application/json", ...(t.headers() as Record<string, string>) }, body: `${json.slice(0, at)}\\ud800${json.slice(at)}`, boundMs: 8000 });
+      const a = await rawRequest(t.url(), {
+        path: t.path,
+        headers: { "content-type": "application/json", ...(t.headers() as Record<string, string>) },
+        body: `${json.slice(0, at)}\\ud800${json.slice(at)}`,
+        boundMs: 8000,
+      });
       tally.record("utf8/lone-surrogate", expectMalformed(a, `${t.name} lone surrogate`, { problem: "invalid_utf8" }));
     }
   });
@@ -184,18 +225,23 @@ describe("random bytes", () => {
   it("any bytes as a protobuf message: decoded and judged by the handler, or MALFORMED_REQUEST; never internal, never decoder text", async () => {
     await fc.assert(
       // Not the control API: a random message that happens to be a valid fault plan would legitimately change it.
-      fc.asyncProperty(fc.constantFrom(...TARGETS.filter((t) => t.name !== "rail-stub-control")), fc.uint8Array({ maxLength: 200 }), binaryProtoArb, async (t, bytes, proto) => {
-        const a = await send(t, proto, bytes);
-        const what = `${t.name} ${proto} ${Buffer.from(bytes).toString("hex").slice(0, 80)}`;
-        expect(a.hung, what).not.toBe(true);
-        if (!a.refusal) return void tally.record("random/protobuf", "ok");
-        expect(Code[a.refusal.code], `${what}: ${a.refusal.rawMessage}`).not.toBe("Internal");
-        expect(a.reason, `${what}: no ErrorInfo`).toMatch(/^[A-Z][A-Z0-9_]*$/);
-        expect(errorInfo(a.refusal)?.domain).toBe("railfence.dev");
-        expect(a.refusal.rawMessage, what).not.toMatch(/premature EOF|illegal tag|invalid end group|cant skip|cannot decode|parse binary|encoded data/);
-        expectNoLeak(a.refusal.rawMessage, what);
-        tally.record("random/protobuf", a.reason!);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(...TARGETS.filter((t) => t.name !== "rail-stub-control")),
+        fc.uint8Array({ maxLength: 200 }),
+        binaryProtoArb,
+        async (t, bytes, proto) => {
+          const a = await send(t, proto, bytes);
+          const what = `${t.name} ${proto} ${Buffer.from(bytes).toString("hex").slice(0, 80)}`;
+          expect(a.hung, what).not.toBe(true);
+          if (!a.refusal) return void tally.record("random/protobuf", "ok");
+          expect(Code[a.refusal.code], `${what}: ${a.refusal.rawMessage}`).not.toBe("Internal");
+          expect(a.reason, `${what}: no ErrorInfo`).toMatch(/^[A-Z][A-Z0-9_]*$/);
+          expect(errorInfo(a.refusal)?.domain).toBe("railfence.dev");
+          expect(a.refusal.rawMessage, what).not.toMatch(/premature EOF|illegal tag|invalid end group|cant skip|cannot decode|parse binary|encoded data/);
+          expectNoLeak(a.refusal.rawMessage, what);
+          tally.record("random/protobuf", a.reason!);
+        },
+      ),
       { numRuns: runs(200) },
     );
   });
@@ -213,7 +259,13 @@ describe("a plain @grpc/grpc-js client", () => {
     try {
       const body = Buffer.from(concat(lock.valid(), Uint8Array.from([0x19, 0x9d, 0x0e, 0xad, 0x45, 0, 0, 0, 0])));
       const err = await new Promise<import("@grpc/grpc-js").ServiceError>((resolve, reject) => {
-        client.makeUnaryRequest(lock.path, (b: Buffer) => b, (b: Buffer) => b, body, (e) => (e ? resolve(e) : reject(new Error("a lease was granted"))));
+        client.makeUnaryRequest(
+          lock.path,
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          body,
+          (e) => (e ? resolve(e) : reject(new Error("a lease was granted"))),
+        );
       });
       expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
       const status = fromBinary(StatusSchema, err.metadata.get("grpc-status-details-bin")[0] as Buffer);

@@ -49,7 +49,10 @@ export function expectCleanError(err: unknown, opts: CleanErrorOptions, what: st
   const label = `${what}: ${Code[ce.code]} "${ce.rawMessage.slice(0, 200)}"`;
   expect(ce.code, label).not.toBe(Code.Internal);
   expect(ce.code, label).not.toBe(Code.Unknown);
-  expect(opts.codes.map((c) => Code[c]), label).toContain(Code[ce.code]);
+  expect(
+    opts.codes.map((c) => Code[c]),
+    label,
+  ).toContain(Code[ce.code]);
   expectNoLeak(ce.rawMessage, what);
   const info = errorInfo(ce);
   if (opts.requireInfo ?? true) {

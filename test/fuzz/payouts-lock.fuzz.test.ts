@@ -120,7 +120,11 @@ describe("PayoutService", () => {
           if (size > READ_MAX_BYTES.payouts - 512) {
             expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "CreatePayout big");
           } else {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument], field, reasons: reason ? [reason] : undefined }, `CreatePayout key=${key?.slice(0, 40)} ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
+            expectCleanError(
+              res.error,
+              { codes: [Code.InvalidArgument], field, reasons: reason ? [reason] : undefined },
+              `CreatePayout key=${key?.slice(0, 40)} ${JSON.stringify(req, bigintJson).slice(0, 200)}`,
+            );
           }
         },
       ),
@@ -133,7 +137,12 @@ describe("PayoutService", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(fc.uuid(), anyKey),
-        fc.record({ accountId: fc.oneof(validId, anyId), amount: fc.oneof(validMoney, anyMoney), beneficiary: fc.oneof(validBeneficiary, anyBeneficiary), clientReference: fc.oneof(fc.constant(""), hostileString(200)) }),
+        fc.record({
+          accountId: fc.oneof(validId, anyId),
+          amount: fc.oneof(validMoney, anyMoney),
+          beneficiary: fc.oneof(validBeneficiary, anyBeneficiary),
+          clientReference: fc.oneof(fc.constant(""), hostileString(200)),
+        }),
         protocolArb,
         async (key, req, protocol) => {
           const headers: Record<string, string> = key === undefined ? {} : { "idempotency-key": key };
@@ -155,14 +164,30 @@ describe("PayoutService", () => {
   it("CreatePayout: a client_reference with a control, bidi or invisible character is FIELD_INVALID naming it, and nothing is written", async () => {
     const before = await paydbState(mesh.dbUrl("paydb"));
     await fc.assert(
-      fc.asyncProperty(fc.uuid(), validId, validMoney, validBeneficiary, textWithForbidden(128), protocolArb, async (key, accountId, amount, beneficiary, clientReference, protocol) => {
-        const res = await bounded(settle(payouts[protocol].createPayout({ accountId, amount, beneficiary, clientReference }, { headers: { "idempotency-key": key } })), CALL_BOUND_MS, "CreatePayout");
-        tally.recordSettled("CreatePayout/forbidden-text", res);
-        expect(res.ok, `created with client_reference ${JSON.stringify(clientReference)}`).toBe(false);
-        if (res.ok) return;
-        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field: "client_reference" }, `client_reference ${JSON.stringify(clientReference)}`);
-        expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
-      }),
+      fc.asyncProperty(
+        fc.uuid(),
+        validId,
+        validMoney,
+        validBeneficiary,
+        textWithForbidden(128),
+        protocolArb,
+        async (key, accountId, amount, beneficiary, clientReference, protocol) => {
+          const res = await bounded(
+            settle(payouts[protocol].createPayout({ accountId, amount, beneficiary, clientReference }, { headers: { "idempotency-key": key } })),
+            CALL_BOUND_MS,
+            "CreatePayout",
+          );
+          tally.recordSettled("CreatePayout/forbidden-text", res);
+          expect(res.ok, `created with client_reference ${JSON.stringify(clientReference)}`).toBe(false);
+          if (res.ok) return;
+          const ce = expectCleanError(
+            res.error,
+            { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field: "client_reference" },
+            `client_reference ${JSON.stringify(clientReference)}`,
+          );
+          expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
+        },
+      ),
       { numRuns: runs(50) },
     );
     expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
@@ -183,19 +208,33 @@ describe("PayoutService", () => {
 
   it("ListPayouts with any filter, state, page size and token: a page or a clean invalid_argument", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.constant(""), anyId), fc.oneof(fc.constantFrom(0, 1, 2, 3, 4, 5, 6, -1), fc.integer()), anyU32, anyPageToken, protocolArb, async (accountId, state, pageSize, pageToken, protocol) => {
-        const res = await bounded(settle(payouts[protocol].listPayouts({ accountId, state, pageSize, pageToken })), CALL_BOUND_MS, "ListPayouts");
-        tally.recordSettled("ListPayouts", res);
-        if (res.ok) return;
-        expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], reasons: ["FIELD_INVALID", "FIELD_REQUIRED", "PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListPayouts ${state} ${pageSize}`);
-      }),
+      fc.asyncProperty(
+        fc.oneof(fc.constant(""), anyId),
+        fc.oneof(fc.constantFrom(0, 1, 2, 3, 4, 5, 6, -1), fc.integer()),
+        anyU32,
+        anyPageToken,
+        protocolArb,
+        async (accountId, state, pageSize, pageToken, protocol) => {
+          const res = await bounded(settle(payouts[protocol].listPayouts({ accountId, state, pageSize, pageToken })), CALL_BOUND_MS, "ListPayouts");
+          tally.recordSettled("ListPayouts", res);
+          if (res.ok) return;
+          expectCleanError(
+            res.error,
+            { codes: [Code.InvalidArgument, Code.ResourceExhausted], reasons: ["FIELD_INVALID", "FIELD_REQUIRED", "PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] },
+            `ListPayouts ${state} ${pageSize}`,
+          );
+        },
+      ),
       { numRuns: runs(80) },
     );
   });
 });
 
 const KEY_RE = /^[A-Za-z0-9._:/-]{1,200}$/;
-const anyLockKey = fc.oneof(fc.stringMatching(KEY_RE).map((k) => `fz/${k}`.slice(0, 200)), hostileString(400));
+const anyLockKey = fc.oneof(
+  fc.stringMatching(KEY_RE).map((k) => `fz/${k}`.slice(0, 200)),
+  hostileString(400),
+);
 const anyOwner = fc.oneof(fc.stringMatching(/^[ -~]{1,200}$/), hostileString(400));
 const anyLeaseId = fc.oneof(fc.stringMatching(/^[A-Za-z0-9_-]{32}$/), hostileString(100));
 
@@ -220,7 +259,8 @@ describe("LockService", () => {
           tally.recordSettled("Acquire/invalid", res);
           expect(res.ok).toBe(false);
           if (res.ok) return;
-          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "Acquire big");
+          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256)
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "Acquire big");
           else expectCleanError(res.error, { codes: [Code.InvalidArgument], field: acquireViolation(req) }, `Acquire ${JSON.stringify(req).slice(0, 200)}`);
         },
       ),
@@ -232,15 +272,21 @@ describe("LockService", () => {
   it("Acquire: a valid request gets a lease or LOCK_HELD; tokens never repeat", async () => {
     const tokens = new Map<string, bigint>();
     await fc.assert(
-      fc.asyncProperty(fc.stringMatching(/^[a-z0-9]{1,8}$/).map((k) => `fz-valid/${k}`), fc.stringMatching(/^[ -~]{1,200}$/), fc.integer({ min: 100, max: 600_000 }), protocolArb, async (key, owner, ttlMs, protocol) => {
-        const res = await bounded(settle(lock[protocol].acquire({ key, owner, ttlMs, waitMs: 0 })), CALL_BOUND_MS, "Acquire");
-        tally.recordSettled("Acquire/valid", res);
-        if (!res.ok) return void expectCleanError(res.error, { codes: [Code.Aborted], reasons: ["LOCK_HELD"] }, "Acquire valid");
-        const token = res.value.lease!.fencingToken;
-        const last = tokens.get(key);
-        if (last !== undefined) expect(token > last, `token for ${key} went ${last} -> ${token}`).toBe(true);
-        tokens.set(key, token);
-      }),
+      fc.asyncProperty(
+        fc.stringMatching(/^[a-z0-9]{1,8}$/).map((k) => `fz-valid/${k}`),
+        fc.stringMatching(/^[ -~]{1,200}$/),
+        fc.integer({ min: 100, max: 600_000 }),
+        protocolArb,
+        async (key, owner, ttlMs, protocol) => {
+          const res = await bounded(settle(lock[protocol].acquire({ key, owner, ttlMs, waitMs: 0 })), CALL_BOUND_MS, "Acquire");
+          tally.recordSettled("Acquire/valid", res);
+          if (!res.ok) return void expectCleanError(res.error, { codes: [Code.Aborted], reasons: ["LOCK_HELD"] }, "Acquire valid");
+          const token = res.value.lease!.fencingToken;
+          const last = tokens.get(key);
+          if (last !== undefined) expect(token > last, `token for ${key} went ${last} -> ${token}`).toBe(true);
+          tokens.set(key, token);
+        },
+      ),
       { numRuns: runs(40) },
     );
   });
@@ -256,7 +302,12 @@ describe("LockService", () => {
         fc.constantFrom("renew", "release", "inspect"),
         protocolArb,
         async (key, leaseId, ttlMs, op, protocol) => {
-          const call: Promise<unknown> = op === "renew" ? lock[protocol].renew({ key, leaseId, ttlMs }) : op === "release" ? lock[protocol].release({ key, leaseId }) : lock[protocol].inspect({ key });
+          const call: Promise<unknown> =
+            op === "renew"
+              ? lock[protocol].renew({ key, leaseId, ttlMs })
+              : op === "release"
+                ? lock[protocol].release({ key, leaseId })
+                : lock[protocol].inspect({ key });
           const res = await bounded(settle(call), CALL_BOUND_MS, op);
           tally.recordSettled(`${op[0]!.toUpperCase()}${op.slice(1)}`, res);
           if (res.ok) {
@@ -266,7 +317,11 @@ describe("LockService", () => {
           }
           expectCleanError(
             res.error,
-            { codes: [Code.InvalidArgument, Code.FailedPrecondition, Code.ResourceExhausted], reasons: ["FIELD_REQUIRED", "KEY_INVALID", "LEASE_ID_INVALID", "TTL_INVALID", "LEASE_LOST", "LEASE_NOT_HELD"], ...(KEY_RE.test(key) ? {} : { field: "key" }) },
+            {
+              codes: [Code.InvalidArgument, Code.FailedPrecondition, Code.ResourceExhausted],
+              reasons: ["FIELD_REQUIRED", "KEY_INVALID", "LEASE_ID_INVALID", "TTL_INVALID", "LEASE_LOST", "LEASE_NOT_HELD"],
+              ...(KEY_RE.test(key) ? {} : { field: "key" }),
+            },
             `${op} ${key.slice(0, 60)}`,
           );
         },

@@ -15,11 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import { encodePageToken } from "../../services/shared/page-token.js";
-import {
-  RailProxyService,
-  SubmitPayoutRequestSchema,
-  type SubmitPayoutRequest,
-} from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { RailProxyService, SubmitPayoutRequestSchema, type SubmitPayoutRequest } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";
 import { errorInfo } from "../../services/shared/errors.js";
@@ -140,7 +136,11 @@ describe("SubmitPayout", () => {
           if (wireSize(req, protocol) > READ_MAX_BYTES) {
             expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "SubmitPayout oversized");
           } else {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument], field: firstViolation(req) }, `SubmitPayout ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
+            expectCleanError(
+              res.error,
+              { codes: [Code.InvalidArgument], field: firstViolation(req) },
+              `SubmitPayout ${JSON.stringify(req, bigintJson).slice(0, 200)}`,
+            );
           }
         },
       ),
@@ -155,7 +155,10 @@ describe("SubmitPayout", () => {
     await fc.assert(
       fc.asyncProperty(
         fc.record({
-          accountId: fc.oneof(validId.map((s) => `fz-${s}`.slice(0, 64)), anyId),
+          accountId: fc.oneof(
+            validId.map((s) => `fz-${s}`.slice(0, 64)),
+            anyId,
+          ),
           payoutId: fc.oneof(validId, anyId),
           fencingToken: fc.oneof(fc.bigInt({ min: 1n, max: MAX_TOKEN }), anyToken),
           amount: fc.oneof(validMoney, anyMoney),
@@ -179,7 +182,11 @@ describe("SubmitPayout", () => {
             expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "SubmitPayout");
           } else if (held) {
             // A valid request can still meet a higher mark or a reused payout id: fenced, never paid twice.
-            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION", "PAYOUT_ALREADY_SUBMITTED"] }, "SubmitPayout valid");
+            expectCleanError(
+              res.error,
+              { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION", "PAYOUT_ALREADY_SUBMITTED"] },
+              "SubmitPayout valid",
+            );
           } else {
             // The payout id was taken by an earlier case for another payment, or a newer token holds it.
             expectCleanError(
@@ -199,13 +206,25 @@ describe("SubmitPayout", () => {
   it("a message larger than readMaxBytes is resource_exhausted over both protocols and changes nothing", async () => {
     const before = await state();
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: READ_MAX_BYTES + 1, max: 200_000 }), fc.constantFrom("accountId", "payoutId", "beneficiary") , protocolArb, async (size, field, protocol) => {
-        const req = { accountId: "acc-big", payoutId: "p-big", fencingToken: 5n, amount: { amountMinor: 5n, currency: "EUR" }, beneficiary: "ben", [field]: "x".repeat(size) };
-        const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
-        tally.recordSettled("SubmitPayout/oversized", res);
-        expect(res.ok).toBe(false);
-        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: READ_MAX_BYTES + 1, max: 200_000 }),
+        fc.constantFrom("accountId", "payoutId", "beneficiary"),
+        protocolArb,
+        async (size, field, protocol) => {
+          const req = {
+            accountId: "acc-big",
+            payoutId: "p-big",
+            fencingToken: 5n,
+            amount: { amountMinor: 5n, currency: "EUR" },
+            beneficiary: "ben",
+            [field]: "x".repeat(size),
+          };
+          const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
+          tally.recordSettled("SubmitPayout/oversized", res);
+          expect(res.ok).toBe(false);
+          expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
+        },
+      ),
       { numRuns: runs(8) },
     );
     expect(await state()).toEqual(before);
@@ -244,7 +263,11 @@ describe("reads and resolution", () => {
           expect(pageSize).toBeLessThanOrEqual(500);
           return;
         }
-        expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListUnresolved ${pageSize} ${pageToken.slice(0, 80)}`);
+        expectCleanError(
+          res.error,
+          { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] },
+          `ListUnresolved ${pageSize} ${pageToken.slice(0, 80)}`,
+        );
       }),
       { numRuns: runs(80) },
     );
@@ -252,7 +275,13 @@ describe("reads and resolution", () => {
 
   it("ResolveSubmission with hostile input: a clean refusal, and nothing is resolved", async () => {
     // One real, non-ambiguous submission for the valid-id cases to find.
-    const existing = { accountId: "acc-resolve-fz", payoutId: "p-resolve-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
+    const existing = {
+      accountId: "acc-resolve-fz",
+      payoutId: "p-resolve-fz",
+      fencingToken: 1n,
+      amount: { amountMinor: 10n, currency: "EUR" },
+      beneficiary: "ben",
+    };
     // Not caught: without this submission the NOT_AMBIGUOUS path below would never run.
     const setUp = await proxy.grpc.submitPayout(await fencedFor(paydb, existing));
     expect(setUp.submission?.ambiguous).toBe(false);
@@ -273,7 +302,11 @@ describe("reads and resolution", () => {
           const invalid = !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000);
           if (invalid) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "ResolveSubmission invalid");
           else {
-            expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+            expectCleanError(
+              res.error,
+              { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] },
+              "ResolveSubmission",
+            );
             if (errorInfo(res.error)?.reason === "NOT_AMBIGUOUS") notAmbiguous++;
           }
         },
@@ -293,7 +326,11 @@ describe("reads and resolution", () => {
         tally.recordSettled("ResolveSubmission/forbidden-text", res);
         expect(res.ok, `accepted ${field}=${JSON.stringify(text)}`).toBe(false);
         if (res.ok) return;
-        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `ResolveSubmission ${field}=${JSON.stringify(text)}`);
+        const ce = expectCleanError(
+          res.error,
+          { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field },
+          `ResolveSubmission ${field}=${JSON.stringify(text)}`,
+        );
         expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
       }),
       { numRuns: runs(40) },
@@ -316,12 +353,17 @@ describe("reads and resolution", () => {
         protocolArb,
         async (since, afterSequence, pageSize, protocol) => {
           // JSON cannot even express a timestamp outside 0001..9999: the client refuses to encode it.
-          const unencodable = since !== undefined && (since.seconds < -62_135_596_800n || since.seconds > 253_402_300_799n || since.nanos < 0 || since.nanos > 999_999_999);
+          const unencodable =
+            since !== undefined && (since.seconds < -62_135_596_800n || since.seconds > 253_402_300_799n || since.nanos < 0 || since.nanos > 999_999_999);
           if (protocol === "connect-json" && unencodable) protocol = "grpc";
           const res = await bounded(settle(proxy[protocol].getRailStatement({ since, afterSequence, pageSize })), CALL_BOUND_MS, "GetRailStatement");
           tally.recordSettled("GetRailStatement", res);
           if (res.ok) return;
-          expectCleanError(res.error, { codes: [Code.InvalidArgument] }, `GetRailStatement since=${JSON.stringify(since, bigintJson)} after=${afterSequence} size=${pageSize}`);
+          expectCleanError(
+            res.error,
+            { codes: [Code.InvalidArgument] },
+            `GetRailStatement since=${JSON.stringify(since, bigintJson)} after=${afterSequence} size=${pageSize}`,
+          );
         },
       ),
       { numRuns: runs(60) },
@@ -333,7 +375,7 @@ describe("regressions found by fuzzing", () => {
   // A token as ListUnresolved issues them (shared/page-token.ts), holding the given position.
   const token = ([at, id]: [string, string]) => encodePageToken({ at, id }, "ListUnresolved");
   it.each([
-    ["a cursor Date.parse accepts but PostgreSQL refuses (\"0\")", token(["0", "-"])],
+    ['a cursor Date.parse accepts but PostgreSQL refuses ("0")', token(["0", "-"])],
     ["year 0000", token(["0000-12-31T23:59:59.999Z", "p"])],
     ["February 30", token(["2024-02-30 10:00:00.000001+00", "p"])],
     ["hour 24", token(["2024-01-01 24:00:00+00", "p"])],

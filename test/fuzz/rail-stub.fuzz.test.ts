@@ -14,7 +14,19 @@ import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb
 import { RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
-import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, textViolation, textWithForbidden, validBeneficiary, validId, validMoney, type MoneyInit } from "./hostile.js";
+import {
+  anyMoney,
+  anyU32,
+  hostileString,
+  I64_MAX,
+  I64_MIN,
+  textViolation,
+  textWithForbidden,
+  validBeneficiary,
+  validId,
+  validMoney,
+  type MoneyInit,
+} from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
 import { raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
@@ -69,14 +81,33 @@ const anyPayment: fc.Arbitrary<PaymentInit> = fc.record({
 /** The stub's own contract: it is a lax third party, but it refuses what it cannot book. */
 function stubRefuses(p: PaymentInit): boolean {
   const badText = (v: string, max: number) => textViolation(v, 1, max);
-  return badText(p.clientReference, 128) || badText(p.accountId, 128) || badText(p.beneficiary, 256) || !p.amount || p.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(p.amount.currency);
+  return (
+    badText(p.clientReference, 128) ||
+    badText(p.accountId, 128) ||
+    badText(p.beneficiary, 256) ||
+    !p.amount ||
+    p.amount.amountMinor <= 0n ||
+    !/^[A-Z]{3}$/.test(p.amount.currency)
+  );
 }
 
 /** Authorization values that are not `Bearer <the credential>`. */
 const wrongAuthorization = (credential: string) =>
   fc.oneof(
     fc.constant(undefined),
-    fc.constantFrom("", "Bearer", "Bearer ", `bearer ${credential}`, `Basic ${credential}`, credential, `Bearer ${credential}x`, `Bearer ${credential.slice(0, -1)}`, `Bearer  ${credential}`, `Bearer ${credential.toUpperCase()}`, `Token ${credential}`),
+    fc.constantFrom(
+      "",
+      "Bearer",
+      "Bearer ",
+      `bearer ${credential}`,
+      `Basic ${credential}`,
+      credential,
+      `Bearer ${credential}x`,
+      `Bearer ${credential.slice(0, -1)}`,
+      `Bearer  ${credential}`,
+      `Bearer ${credential.toUpperCase()}`,
+      `Token ${credential}`,
+    ),
     fc.stringMatching(/^[!-~]{1,200}$/).map((s) => `Bearer ${s}`),
   );
 
@@ -131,7 +162,11 @@ describe("RailService with the credential", () => {
           expect(res.value.railReference).toMatch(/^rr_/);
           expect(BigInt(after.payments!) - BigInt(before.payments!)).toBe(1n);
         } else {
-          expectCleanError(res.error, { codes: [Code.InvalidArgument] }, `SubmitPayment ${JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)).slice(0, 200)}`);
+          expectCleanError(
+            res.error,
+            { codes: [Code.InvalidArgument] },
+            `SubmitPayment ${JSON.stringify(body, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v)).slice(0, 200)}`,
+          );
           expect(after).toEqual(before);
         }
       }),
@@ -142,7 +177,13 @@ describe("RailService with the credential", () => {
   it("ListPayments with any since / after_sequence / page size: a page or invalid_argument", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.option(fc.oneof(fc.integer({ min: -1e15, max: 1e15 }).map((ms) => timestampFromMs(ms)), fc.record({ seconds: fc.bigInt({ min: I64_MIN, max: I64_MAX }), nanos: fc.integer() })), { nil: undefined }),
+        fc.option(
+          fc.oneof(
+            fc.integer({ min: -1e15, max: 1e15 }).map((ms) => timestampFromMs(ms)),
+            fc.record({ seconds: fc.bigInt({ min: I64_MIN, max: I64_MAX }), nanos: fc.integer() }),
+          ),
+          { nil: undefined },
+        ),
         fc.bigInt({ min: I64_MIN, max: I64_MAX }),
         anyU32,
         async (since, afterSequence, pageSize) => {
@@ -165,7 +206,8 @@ describe("RailService with the credential", () => {
         const res = await bounded(settle(rail[protocol].submitPayment({ ...body, [key]: text }, auth())), CALL_BOUND_MS, "SubmitPayment");
         tally.recordSettled("SubmitPayment/forbidden-text", res);
         expect(res.ok, `booked ${field}=${JSON.stringify(text)}`).toBe(false);
-        if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `SubmitPayment ${field}=${JSON.stringify(text)}`);
+        if (!res.ok)
+          expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `SubmitPayment ${field}=${JSON.stringify(text)}`);
       }),
       { numRuns: runs(40) },
     );
@@ -199,7 +241,15 @@ describe("RailControlService", () => {
     try {
       await fc.assert(
         fc.asyncProperty(
-          fc.array(fc.record({ kind: fc.oneof(fc.constantFrom(0, 1, 2, 3, 4), fc.integer()), latencyMs: anyU32, count: anyU32, clientReferencePrefix: hostileString(300) }), { maxLength: 20 }),
+          fc.array(
+            fc.record({
+              kind: fc.oneof(fc.constantFrom(0, 1, 2, 3, 4), fc.integer()),
+              latencyMs: anyU32,
+              count: anyU32,
+              clientReferencePrefix: hostileString(300),
+            }),
+            { maxLength: 20 },
+          ),
           protocolArb,
           async (rules, protocol) => {
             const res = await bounded(settle(control[protocol].setFaults({ rules })), CALL_BOUND_MS, "SetFaults");
@@ -224,33 +274,44 @@ describe("grpc.health.v1.Health", () => {
   it("Check with any service name: a status or not_found; Watch sends a first status and ends when the caller leaves", async () => {
     const urls = () => [mesh.railStub.url, controlUrl()];
     await fc.assert(
-      fc.asyncProperty(fc.oneof(fc.constantFrom("", RailService.typeName, RailControlService.typeName), hostileString(3000)), protocolArb, fc.boolean(), fc.nat(1), async (service, protocol, watch, which) => {
-        const health = pool.client(Health, urls()[which]!, protocol);
-        if (!watch) {
-          const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
-          tally.recordSettled("Health.Check", res);
-          if (!res.ok) expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
-          return;
-        }
-        const abort = new AbortController();
-        const res = await bounded(
-          settle(
-            (async () => {
-              for await (const m of health.watch({ service }, { signal: abort.signal })) {
-                abort.abort();
-                return m.status;
-              }
-              return undefined;
-            })(),
-          ),
-          CALL_BOUND_MS,
-          "Health.Watch",
-        );
-        tally.recordSettled("Health.Watch", res);
-        if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
-        else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
-        else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
-      }),
+      fc.asyncProperty(
+        fc.oneof(fc.constantFrom("", RailService.typeName, RailControlService.typeName), hostileString(3000)),
+        protocolArb,
+        fc.boolean(),
+        fc.nat(1),
+        async (service, protocol, watch, which) => {
+          const health = pool.client(Health, urls()[which]!, protocol);
+          if (!watch) {
+            const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
+            tally.recordSettled("Health.Check", res);
+            if (!res.ok)
+              expectCleanError(
+                res.error,
+                { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] },
+                "Health.Check",
+              );
+            return;
+          }
+          const abort = new AbortController();
+          const res = await bounded(
+            settle(
+              (async () => {
+                for await (const m of health.watch({ service }, { signal: abort.signal })) {
+                  abort.abort();
+                  return m.status;
+                }
+                return undefined;
+              })(),
+            ),
+            CALL_BOUND_MS,
+            "Health.Watch",
+          );
+          tally.recordSettled("Health.Watch", res);
+          if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
+          else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
+          else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
+        },
+      ),
       { numRuns: runs(60) },
     );
   });

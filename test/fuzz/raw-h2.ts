@@ -163,10 +163,11 @@ function refusalOf(a: RawAnswer, ct: string): ConnectError | undefined {
     const trailers = webHeaders({ ...a.headers, ...a.trailers });
     for (const frame of envelopes(a.body)) {
       // gRPC-Web carries its trailers in a body frame flagged 0x80.
-      if (frame.flags & 0x80) for (const line of Buffer.from(frame.data).toString("latin1").split("\r\n")) {
-        const i = line.indexOf(":");
-        if (i > 0) trailers.set(line.slice(0, i).trim(), line.slice(i + 1).trim());
-      }
+      if (frame.flags & 0x80)
+        for (const line of Buffer.from(frame.data).toString("latin1").split("\r\n")) {
+          const i = line.indexOf(":");
+          if (i > 0) trailers.set(line.slice(0, i).trim(), line.slice(i + 1).trim());
+        }
     }
     return findTrailerError(trailers);
   }
@@ -199,7 +200,13 @@ function envelopes(body: Buffer): { flags: number; data: Uint8Array }[] {
  * then one byte every intervalMs, never finishing. stop() cancels it; `answered` resolves if the
  * server answers or resets it first (its read deadline).
  */
-export function slowStream(url: string, path: string, headers: http2.OutgoingHttpHeaders, intervalMs: number, declaredLength = 1000): { answered: Promise<RawAnswer>; stop(): void } {
+export function slowStream(
+  url: string,
+  path: string,
+  headers: http2.OutgoingHttpHeaders,
+  intervalMs: number,
+  declaredLength = 1000,
+): { answered: Promise<RawAnswer>; stop(): void } {
   const session = http2.connect(url);
   session.on("error", () => {});
   const stream = session.request({ ":method": "POST", ":path": path, ...headers });

@@ -39,7 +39,12 @@ type Proto = "grpc" | "grpc-web" | "connect-json" | "connect-proto";
 const protoArb = fc.constantFrom<Proto>("grpc", "grpc-web", "connect-json", "connect-proto");
 const enveloped = (p: Proto) => p === "grpc" || p === "grpc-web";
 
-const CONTENT_TYPE: Record<Proto, string> = { grpc: "application/grpc", "grpc-web": "application/grpc-web+proto", "connect-json": "application/json", "connect-proto": "application/proto" };
+const CONTENT_TYPE: Record<Proto, string> = {
+  grpc: "application/grpc",
+  "grpc-web": "application/grpc-web+proto",
+  "connect-json": "application/json",
+  "connect-proto": "application/proto",
+};
 
 function headersFor(t: WireTarget, p: Proto, deadlineMs?: number) {
   const h: Record<string, string> = { "content-type": CONTENT_TYPE[p], ...(t.headers() as Record<string, string>) };
@@ -99,7 +104,14 @@ describe("stalled bodies", () => {
             // A trickled envelope keeps its header, or the trickled bytes would become a length prefix.
             const keep = trickle && enveloped(proto) ? 5 : 0;
             body = body.subarray(0, keep + Math.floor((body.length - keep) * cut));
-            const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, proto, deadlineMs), body, keepOpen: true, trickle: trickle ? { byte: 0x20, tickMs: 100 } : undefined, boundMs: expected + SLACK_MS + 2000 });
+            const a = await rawRequest(t.url(), {
+              path: t.path,
+              headers: headersFor(t, proto, deadlineMs),
+              body,
+              keepOpen: true,
+              trickle: trickle ? { byte: 0x20, tickMs: 100 } : undefined,
+              boundMs: expected + SLACK_MS + 2000,
+            });
             const what = `${t.name} ${proto} cut=${cut.toFixed(2)} deadline=${deadlineMs} trickle=${trickle}`;
             tally.record("stalled/deadline", expectRefusal(a, Code.DeadlineExceeded, "REQUEST_READ_TIMEOUT", what));
             expect(a.answeredMs!, `${what}: answered before its deadline`).toBeGreaterThanOrEqual(expected - 50);
@@ -193,11 +205,17 @@ describe("truncated and extra envelopes", () => {
 
   it("a second envelope, or bytes after the first, is MALFORMED_REQUEST; so is an empty body on gRPC", async () => {
     await fc.assert(
-      fc.asyncProperty(targetArb, fc.constantFrom<Proto>("grpc", "grpc-web"), fc.uint8Array({ minLength: 1, maxLength: 40 }), fc.boolean(), async (t, proto, junk, envelope) => {
-        const tail = envelope ? grpcFrame(junk) : junk;
-        const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, proto), body: concat(grpcFrame(t.valid()), tail), boundMs: 8000 });
-        tally.record("extra/envelope", expectRefusal(a, Code.InvalidArgument, "MALFORMED_REQUEST", `${t.name} ${proto} +${tail.length} bytes`));
-      }),
+      fc.asyncProperty(
+        targetArb,
+        fc.constantFrom<Proto>("grpc", "grpc-web"),
+        fc.uint8Array({ minLength: 1, maxLength: 40 }),
+        fc.boolean(),
+        async (t, proto, junk, envelope) => {
+          const tail = envelope ? grpcFrame(junk) : junk;
+          const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, proto), body: concat(grpcFrame(t.valid()), tail), boundMs: 8000 });
+          tally.record("extra/envelope", expectRefusal(a, Code.InvalidArgument, "MALFORMED_REQUEST", `${t.name} ${proto} +${tail.length} bytes`));
+        },
+      ),
       { numRuns: runs(30) },
     );
     for (const t of TARGETS) {
@@ -222,16 +240,53 @@ describe("truncated and extra envelopes", () => {
 
 describe("refusals before any handler", () => {
   const cases: { what: string; path?: string; headers: Record<string, string>; code: Code; reason: string; method?: string }[] = [
-    { what: "unknown method (gRPC)", path: "/railfence.nope.v1.Nope/Drop", headers: { "content-type": "application/grpc", te: "trailers" }, code: Code.Unimplemented, reason: "METHOD_NOT_FOUND" },
-    { what: "unknown method (Connect)", path: "/railfence.nope.v1.Nope/Drop", headers: { "content-type": "application/json" }, code: Code.Unimplemented, reason: "METHOD_NOT_FOUND" },
+    {
+      what: "unknown method (gRPC)",
+      path: "/railfence.nope.v1.Nope/Drop",
+      headers: { "content-type": "application/grpc", te: "trailers" },
+      code: Code.Unimplemented,
+      reason: "METHOD_NOT_FOUND",
+    },
+    {
+      what: "unknown method (Connect)",
+      path: "/railfence.nope.v1.Nope/Drop",
+      headers: { "content-type": "application/json" },
+      code: Code.Unimplemented,
+      reason: "METHOD_NOT_FOUND",
+    },
     { what: "unsupported content type", headers: { "content-type": "text/plain" }, code: Code.Unimplemented, reason: "UNSUPPORTED_CONTENT_TYPE" },
     { what: "gRPC-Web text", headers: { "content-type": "application/grpc-web-text" }, code: Code.Unimplemented, reason: "UNSUPPORTED_CONTENT_TYPE" },
     { what: "GET", method: "GET", headers: { "content-type": "application/json" }, code: Code.Unimplemented, reason: "METHOD_NOT_ALLOWED" },
-    { what: "malformed grpc-timeout", headers: { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "soon" }, code: Code.InvalidArgument, reason: "MALFORMED_REQUEST" },
-    { what: "malformed connect-timeout-ms", headers: { "content-type": "application/json", "connect-timeout-ms": "-1" }, code: Code.InvalidArgument, reason: "MALFORMED_REQUEST" },
-    { what: "grpc-timeout past 120 s", headers: { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "3H" }, code: Code.InvalidArgument, reason: "TIMEOUT_TOO_LONG" },
-    { what: "unknown grpc-encoding", headers: { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "lz4" }, code: Code.Unimplemented, reason: "COMPRESSION_UNSUPPORTED" },
-    { what: "compressed frame without an encoding", headers: { "content-type": "application/grpc", te: "trailers" }, code: Code.InvalidArgument, reason: "MALFORMED_REQUEST" },
+    {
+      what: "malformed grpc-timeout",
+      headers: { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "soon" },
+      code: Code.InvalidArgument,
+      reason: "MALFORMED_REQUEST",
+    },
+    {
+      what: "malformed connect-timeout-ms",
+      headers: { "content-type": "application/json", "connect-timeout-ms": "-1" },
+      code: Code.InvalidArgument,
+      reason: "MALFORMED_REQUEST",
+    },
+    {
+      what: "grpc-timeout past 120 s",
+      headers: { "content-type": "application/grpc", te: "trailers", "grpc-timeout": "3H" },
+      code: Code.InvalidArgument,
+      reason: "TIMEOUT_TOO_LONG",
+    },
+    {
+      what: "unknown grpc-encoding",
+      headers: { "content-type": "application/grpc", te: "trailers", "grpc-encoding": "lz4" },
+      code: Code.Unimplemented,
+      reason: "COMPRESSION_UNSUPPORTED",
+    },
+    {
+      what: "compressed frame without an encoding",
+      headers: { "content-type": "application/grpc", te: "trailers" },
+      code: Code.InvalidArgument,
+      reason: "MALFORMED_REQUEST",
+    },
   ];
 
   it("each carries an ErrorInfo reason on every server, and the stream is closed although the client keeps it open", async () => {
@@ -267,7 +322,14 @@ describe("real clients see the same refusals", () => {
         const err = await new Promise<import("@grpc/grpc-js").ServiceError>((resolve, reject) => {
           const metadata = new grpc.Metadata();
           for (const [k, v] of Object.entries(t.headers())) metadata.set(k, String(v));
-          client.makeUnaryRequest(t.path, (b: Buffer) => b, (b: Buffer) => b, Buffer.alloc(t.maxBytes * 3, 0x41), metadata, (e) => (e ? resolve(e) : reject(new Error("accepted"))));
+          client.makeUnaryRequest(
+            t.path,
+            (b: Buffer) => b,
+            (b: Buffer) => b,
+            Buffer.alloc(t.maxBytes * 3, 0x41),
+            metadata,
+            (e) => (e ? resolve(e) : reject(new Error("accepted"))),
+          );
         });
         expect(err.code, `${t.name}: ${err.details}`).toBe(grpc.status.RESOURCE_EXHAUSTED);
         const status = fromBinary(StatusSchema, err.metadata.get("grpc-status-details-bin")[0] as Buffer);

@@ -51,7 +51,9 @@ async function observe(what: string, call: Promise<unknown>): Promise<ConnectErr
   const ce = ConnectError.from(res.error);
   const headers: string[] = [];
   ce.metadata.forEach((v, k) => headers.push(`${k}: ${v}`));
-  seenByClients.push(`${what} ${Code[ce.code]} ${ce.message} ${headers.join(" ")} ${JSON.stringify(ce.details, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v))}`);
+  seenByClients.push(
+    `${what} ${Code[ce.code]} ${ce.message} ${headers.join(" ")} ${JSON.stringify(ce.details, (_k, v: unknown) => (v instanceof Uint8Array ? Buffer.from(v).toString("latin1") : v))}`,
+  );
   return ce;
 }
 
@@ -62,17 +64,32 @@ async function observe(what: string, call: Promise<unknown>): Promise<ConnectErr
 const AMBIGUITY_MARGIN_MS = "2000";
 
 function proxyProcess(name: string, env: Record<string, string>): ServiceProcess {
-  const p = new ServiceProcess({ service: "rail-proxy", name, env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, DRAIN_MS: "1000", ...env } });
+  const p = new ServiceProcess({
+    service: "rail-proxy",
+    name,
+    env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, DRAIN_MS: "1000", ...env },
+  });
   extra.push(p);
   return p;
 }
 
-const request = (acc: string, payout: string, token: bigint) => ({ accountId: acc, payoutId: payout, fencingToken: token, amount: { amountMinor: 1234n, currency: "EUR" }, beneficiary: "ben-1" });
+const request = (acc: string, payout: string, token: bigint) => ({
+  accountId: acc,
+  payoutId: payout,
+  fencingToken: token,
+  amount: { amountMinor: 1234n, currency: "EUR" },
+  beneficiary: "ben-1",
+});
 
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), "railfence-secrets-"));
   const debug = { LOG_LEVEL: "debug" };
-  mesh = testMesh({ proxies: 2, proxyEnv: { ...debug, RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, SWEEP_INTERVAL_MS: "200" }, railStubEnv: debug, lockEnv: debug });
+  mesh = testMesh({
+    proxies: 2,
+    proxyEnv: { ...debug, RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, SWEEP_INTERVAL_MS: "200" },
+    railStubEnv: debug,
+    lockEnv: debug,
+  });
   await mesh.start();
   await mesh.startLock(debug);
   await mesh.startPayouts(debug);
@@ -89,7 +106,14 @@ beforeAll(async () => {
   const body = { clientReference: "sec-1", accountId: "a", beneficiary: "b", amount: { amountMinor: 1n, currency: "EUR" } };
 
   // Wrong and malformed credentials straight at the rail.
-  for (const authorization of [undefined, "Bearer wrong", `Bearer ${wrongCredential}`, `Basic ${mesh.credential}`, `bearer ${mesh.credential}`, `Bearer ${mesh.credential}x`]) {
+  for (const authorization of [
+    undefined,
+    "Bearer wrong",
+    `Bearer ${wrongCredential}`,
+    `Basic ${mesh.credential}`,
+    `bearer ${mesh.credential}`,
+    `Bearer ${mesh.credential}x`,
+  ]) {
     const headers = authorization ? { authorization } : undefined;
     await observe("rail submit", rail.submitPayment(body, { headers }));
     await observe("rail list", rail.listPayments({}, { headers }));
@@ -105,18 +129,32 @@ beforeAll(async () => {
   await observe("proxy ok", proxy.submitPayout(await held("acc-sec", "p-sec-ok", 1n)));
   await observe("proxy duplicate", proxy2.submitPayout(await held("acc-sec", "p-sec-ok", 2n)));
   await observe("proxy fenced", proxy2.submitPayout(await held("acc-sec", "p-sec-stale", 1n)));
-  await control.setFaults({ rules: [{ kind: FaultKind.REJECT, count: 1 }, { kind: FaultKind.LAND_THEN_LOSE_ANSWER, count: 1 }, { kind: FaultKind.NEVER_LAND_HANG, count: 1 }] });
+  await control.setFaults({
+    rules: [
+      { kind: FaultKind.REJECT, count: 1 },
+      { kind: FaultKind.LAND_THEN_LOSE_ANSWER, count: 1 },
+      { kind: FaultKind.NEVER_LAND_HANG, count: 1 },
+    ],
+  });
   await observe("rail reject", proxy.submitPayout(await held("acc-sec", "p-sec-rej", 3n)));
   await observe("rail lost answer", proxy.submitPayout(await held("acc-sec", "p-sec-lost", 4n)));
   await observe("rail hang", proxy2.submitPayout(await held("acc-sec", "p-sec-hang", 5n)));
   await control.setFaults({ rules: [] });
-  await observe("resolve", proxy.resolveSubmission({ payoutId: "p-sec-lost", outcome: ResolutionOutcome.PAID, actor: "operator:test", note: "matched on statement" }));
+  await observe(
+    "resolve",
+    proxy.resolveSubmission({ payoutId: "p-sec-lost", outcome: ResolutionOutcome.PAID, actor: "operator:test", note: "matched on statement" }),
+  );
   await observe("statement", proxy.getRailStatement({}));
 
   // A proxy holding the wrong credential: the rail refuses it.
   const wrongFile = join(tmp, "wrong-credential");
   writeFileSync(wrongFile, `${wrongCredential}\n`, { mode: 0o600 });
-  const wrongProxy = proxyProcess("rail-proxy-wrong-credential", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: wrongFile, REPLICA_ID: "wrong-cred" });
+  const wrongProxy = proxyProcess("rail-proxy-wrong-credential", {
+    PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"),
+    RAIL_URL: mesh.railStub.url,
+    RAIL_CREDENTIALS_FILE: wrongFile,
+    REPLICA_ID: "wrong-cred",
+  });
   await wrongProxy.start();
   await observe("wrong credential submit", client(RailProxyService, wrongProxy.url).submitPayout(await held("acc-sec-wrong", "p-sec-wrong", 1n)));
   await paydb.end();
@@ -132,7 +170,12 @@ beforeAll(async () => {
   const [down1, down2] = [request("acc-sec-down", "p-sec-down-1", 1n), request("acc-sec-down", "p-sec-down-2", 2n)];
   for (const r of [down1, down2]) await fencedFor(ownClient, r);
   await ownClient.end();
-  const orphan = proxyProcess("rail-proxy-paydb-down", { PAYDB_URL: serviceUrl(ownPaydb.url, "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, REPLICA_ID: "paydb-down" });
+  const orphan = proxyProcess("rail-proxy-paydb-down", {
+    PAYDB_URL: serviceUrl(ownPaydb.url, "rail-proxy"),
+    RAIL_URL: mesh.railStub.url,
+    RAIL_CREDENTIALS_FILE: mesh.credentialFile,
+    REPLICA_ID: "paydb-down",
+  });
   await orphan.start();
   const orphanClient = client(RailProxyService, orphan.url);
   await observe("before outage", orphanClient.submitPayout(down1));
@@ -146,10 +189,24 @@ beforeAll(async () => {
     ["bad rail url", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: "not a url", RAIL_CREDENTIALS_FILE: mesh.credentialFile }],
     ["credential file is a directory", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: tmp }],
     ["paydb unreachable", { PAYDB_URL: "postgres://nobody@127.0.0.1:1/paydb", RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile }],
-    ["bad numbers", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, RAIL_DEADLINE_MS: "-5", PAYDB_POOL_MAX: "lots" }],
+    [
+      "bad numbers",
+      {
+        PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"),
+        RAIL_URL: mesh.railStub.url,
+        RAIL_CREDENTIALS_FILE: mesh.credentialFile,
+        RAIL_DEADLINE_MS: "-5",
+        PAYDB_POOL_MAX: "lots",
+      },
+    ],
   ];
   for (const [name, env] of badConfigs) {
-    const p = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${name.replace(/ /g, "-")}`, env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", ...env }, waitReady: false });
+    const p = new ServiceProcess({
+      service: "rail-proxy",
+      name: `rail-proxy-${name.replace(/ /g, "-")}`,
+      env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", ...env },
+      waitReady: false,
+    });
     extra.push(p);
     await p.start();
     const code = await p.waitExit();

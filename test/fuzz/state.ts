@@ -35,5 +35,8 @@ export function raildbState(url: string): Promise<Record<string, string>> {
 
 /** lockdb: leases and tokens. */
 export function lockdbState(url: string): Promise<Record<string, string>> {
-  return one(url, "SELECT count(*)::text AS locks, coalesce(sum(token), 0)::text AS token_sum, coalesce(string_agg(md5(lease_hash::text), ',' ORDER BY key), '') AS leases FROM locks");
+  return one(
+    url,
+    "SELECT count(*)::text AS locks, coalesce(sum(token), 0)::text AS token_sum, coalesce(string_agg(md5(lease_hash::text), ',' ORDER BY key), '') AS leases FROM locks",
+  );
 }

@@ -24,7 +24,18 @@ import { runs } from "../support/fast-check-seed.js";
 
 /** gRPC status codes a hostile request may legitimately get. */
 const CLEAN_GRPC = new Set([1, 3, 4, 5, 6, 8, 9, 10, 12, 16]); // canceled, invalid_argument, deadline, not_found, already_exists, resource_exhausted, failed_precondition, aborted, unimplemented, unauthenticated
-const CLEAN_CONNECT = new Set(["canceled", "invalid_argument", "deadline_exceeded", "not_found", "already_exists", "resource_exhausted", "failed_precondition", "aborted", "unimplemented", "unauthenticated"]);
+const CLEAN_CONNECT = new Set([
+  "canceled",
+  "invalid_argument",
+  "deadline_exceeded",
+  "not_found",
+  "already_exists",
+  "resource_exhausted",
+  "failed_precondition",
+  "aborted",
+  "unimplemented",
+  "unauthenticated",
+]);
 
 let mesh: Mesh;
 const tally = new FuzzTally("wire");
@@ -43,7 +54,12 @@ const TARGETS: Target[] = [
   { name: "payouts", url: () => mesh.payouts!.url, path: "/railfence.payouts.v1.PayoutService/CreatePayout", readMaxBytes: LIMITS.payouts! },
   { name: "lock", url: () => mesh.lock!.url, path: "/railfence.lock.v1.LockService/Acquire", readMaxBytes: LIMITS.lock! },
   { name: "rail-stub", url: () => mesh.railStub.url, path: "/railfence.rail.v1.RailService/SubmitPayment", readMaxBytes: LIMITS["rail-stub"]! },
-  { name: "rail-control", url: () => `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`, path: "/railfence.railcontrol.v1.RailControlService/SetFaults", readMaxBytes: LIMITS["rail-stub-control"]! },
+  {
+    name: "rail-control",
+    url: () => `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`,
+    path: "/railfence.railcontrol.v1.RailControlService/SetFaults",
+    readMaxBytes: LIMITS["rail-stub-control"]!,
+  },
   { name: "health", url: () => mesh.proxies[0]!.url, path: "/grpc.health.v1.Health/Check", readMaxBytes: LIMITS["rail-proxy"]! },
 ];
 const targetArb = fc.constantFrom(...TARGETS);
@@ -96,18 +112,34 @@ function expectCleanRaw(a: RawAnswer, what: string, opts: { allowReset?: boolean
 describe("gRPC framing", () => {
   it("random bytes behind a truthful, short, long or absurd length prefix get a clean gRPC status", async () => {
     await fc.assert(
-      fc.asyncProperty(targetArb, fc.uint8Array({ maxLength: 300 }), fc.oneof(fc.constant(0), fc.integer({ min: -5, max: 5 }), fc.constant(2 ** 31), fc.constant(2 ** 32 - 1)), fc.constantFrom(0, 0, 0, 1, 2, 0x80), async (t, bytes, delta, flags) => {
-        const declared = Math.max(0, Math.min(2 ** 32 - 1, delta > 5 ? delta : bytes.length + delta));
-        const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(bytes, { flags, declaredLength: declared }), boundMs: 8000 });
-        tally.record("grpc/random-frame", expectCleanRaw(a, `${t.name} frame len=${bytes.length} declared=${declared} flags=${flags}`));
-      }),
+      fc.asyncProperty(
+        targetArb,
+        fc.uint8Array({ maxLength: 300 }),
+        fc.oneof(fc.constant(0), fc.integer({ min: -5, max: 5 }), fc.constant(2 ** 31), fc.constant(2 ** 32 - 1)),
+        fc.constantFrom(0, 0, 0, 1, 2, 0x80),
+        async (t, bytes, delta, flags) => {
+          const declared = Math.max(0, Math.min(2 ** 32 - 1, delta > 5 ? delta : bytes.length + delta));
+          const a = await rawRequest(t.url(), {
+            path: t.path,
+            headers: GRPC_HEADERS,
+            body: grpcFrame(bytes, { flags, declaredLength: declared }),
+            boundMs: 8000,
+          });
+          tally.record("grpc/random-frame", expectCleanRaw(a, `${t.name} frame len=${bytes.length} declared=${declared} flags=${flags}`));
+        },
+      ),
       { numRuns: runs(120) },
     );
   });
 
   it("a truncated frame (fewer bytes than the prefix promises, then end of stream) is refused, not hung", async () => {
     for (const t of TARGETS) {
-      const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(new Uint8Array([0x0a, 0x03, 0x61]), { declaredLength: 50 }), boundMs: 8000 });
+      const a = await rawRequest(t.url(), {
+        path: t.path,
+        headers: GRPC_HEADERS,
+        body: grpcFrame(new Uint8Array([0x0a, 0x03, 0x61]), { declaredLength: 50 }),
+        boundMs: 8000,
+      });
       expect(a.grpcStatus, `${t.name}: ${a.grpcMessage}`).toBe(3);
       tally.record("grpc/truncated", expectCleanRaw(a, `${t.name} truncated`));
     }
@@ -121,7 +153,12 @@ describe("gRPC framing", () => {
       expect(a.grpcStatus, `${t.name}: ${a.grpcMessage}`).toBe(8);
       tally.record("grpc/oversized", expectCleanRaw(a, `${t.name} oversized`));
       // A prefix that merely claims a huge message, with no body behind it.
-      const lie = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(new Uint8Array(0), { declaredLength: 2 ** 31 }), boundMs: 8000 });
+      const lie = await rawRequest(t.url(), {
+        path: t.path,
+        headers: GRPC_HEADERS,
+        body: grpcFrame(new Uint8Array(0), { declaredLength: 2 ** 31 }),
+        boundMs: 8000,
+      });
       tally.record("grpc/oversized-claim", expectCleanRaw(lie, `${t.name} claims 2^31 bytes`));
     }
   });
@@ -130,7 +167,10 @@ describe("gRPC framing", () => {
     const overflow = new Uint8Array([0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // field 3 (fencing_token)
     const negU32 = new Uint8Array([0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // field 3 (ttl_ms) = -1 as a 10-byte varint
     for (const t of TARGETS) {
-      for (const [name, body] of [["varint > 2^64", overflow], ["negative uint32", negU32]] as const) {
+      for (const [name, body] of [
+        ["varint > 2^64", overflow],
+        ["negative uint32", negU32],
+      ] as const) {
         const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(body), boundMs: 8000 });
         tally.record("grpc/varint", expectCleanRaw(a, `${t.name} ${name}`));
       }
@@ -141,15 +181,30 @@ describe("gRPC framing", () => {
 describe("Connect JSON", () => {
   const hostileJson = fc.oneof(
     fc.jsonValue().map((v) => JSON.stringify(v)),
-    fc.record({
-      accountId: fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 })),
-      payoutId: fc.oneof(fc.string(), fc.double()),
-      fencingToken: fc.oneof(fc.constantFrom("18446744073709551616", "99999999999999999999999", "-1", "1.5", "1e30", "0x10", "", "NaN", "Infinity"), fc.double(), fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String)),
-      amount: fc.oneof(fc.constant("EUR"), fc.record({ amountMinor: fc.oneof(fc.constantFrom("-1", "9223372036854775808", "1e3"), fc.double()), currency: fc.oneof(fc.string(), fc.integer()) })),
-      ttlMs: fc.oneof(fc.integer({ min: -(2 ** 40), max: 2 ** 40 }), fc.constantFrom("4294967296", "-1")),
-      unknownField: fc.anything(),
-      rules: fc.oneof(fc.constant("x"), fc.array(fc.record({ kind: fc.oneof(fc.string(), fc.integer()) }), { maxLength: 3 })),
-    }, { requiredKeys: [] }).map((o) => JSON.stringify(o, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))),
+    fc
+      .record(
+        {
+          accountId: fc.oneof(fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 })),
+          payoutId: fc.oneof(fc.string(), fc.double()),
+          fencingToken: fc.oneof(
+            fc.constantFrom("18446744073709551616", "99999999999999999999999", "-1", "1.5", "1e30", "0x10", "", "NaN", "Infinity"),
+            fc.double(),
+            fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String),
+          ),
+          amount: fc.oneof(
+            fc.constant("EUR"),
+            fc.record({
+              amountMinor: fc.oneof(fc.constantFrom("-1", "9223372036854775808", "1e3"), fc.double()),
+              currency: fc.oneof(fc.string(), fc.integer()),
+            }),
+          ),
+          ttlMs: fc.oneof(fc.integer({ min: -(2 ** 40), max: 2 ** 40 }), fc.constantFrom("4294967296", "-1")),
+          unknownField: fc.anything(),
+          rules: fc.oneof(fc.constant("x"), fc.array(fc.record({ kind: fc.oneof(fc.string(), fc.integer()) }), { maxLength: 3 })),
+        },
+        { requiredKeys: [] },
+      )
+      .map((o) => JSON.stringify(o, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))),
     fc.string({ unit: "binary", maxLength: 200 }),
     fc.constantFrom("", "{", "[]", "null", '{"accountId":"a"', '{"__proto__":{"x":1}}', '{"constructor":{"prototype":{}}}', "\u0000", "\ufeff{}"),
   );
@@ -166,7 +221,12 @@ describe("Connect JSON", () => {
 
   it("a JSON body past readMaxBytes is resource_exhausted on every service", async () => {
     for (const t of TARGETS) {
-      const a = await rawRequest(t.url(), { path: t.path, headers: CONNECT_JSON_HEADERS, body: JSON.stringify({ key: "x".repeat(t.readMaxBytes + 10) }), boundMs: 8000 });
+      const a = await rawRequest(t.url(), {
+        path: t.path,
+        headers: CONNECT_JSON_HEADERS,
+        body: JSON.stringify({ key: "x".repeat(t.readMaxBytes + 10) }),
+        boundMs: 8000,
+      });
       expect(a.connectCode, `${t.name}: ${a.status} ${a.body.toString().slice(0, 200)}`).toBe("resource_exhausted");
       tally.record("connect/oversized", expectCleanRaw(a, `${t.name} oversized json`));
     }
@@ -179,9 +239,38 @@ describe("headers and routing", () => {
       fc.asyncProperty(
         targetArb,
         fc.record({
-          contentType: fc.oneof(fc.constantFrom("text/plain", "application/xml", "application/grpc+json", "application/grpc-web", "application/proto", "application/connect+json", "multipart/form-data; boundary=x", "", "application/grpc; charset=\u00ff", "application/json; charset=utf-16"), fc.stringMatching(/^[!-~]{0,60}$/)),
-          timeout: fc.oneof(fc.constant(undefined), fc.constantFrom("abc", "-1S", "99999999999H", "1n", "0m", "100000000S", ""), fc.stringMatching(/^[0-9]{1,12}[HMSmun]$/)),
-          path: fc.oneof(fc.constant(undefined), fc.constantFrom("/", "/railfence.railproxy.v1.RailProxyService/Nope", "/nope.Service/Method", "/../../etc/passwd", "/grpc.health.v1.Health/Watch", "/%00"), fc.stringMatching(/^\/[!-~]{0,80}$/)),
+          contentType: fc.oneof(
+            fc.constantFrom(
+              "text/plain",
+              "application/xml",
+              "application/grpc+json",
+              "application/grpc-web",
+              "application/proto",
+              "application/connect+json",
+              "multipart/form-data; boundary=x",
+              "",
+              "application/grpc; charset=\u00ff",
+              "application/json; charset=utf-16",
+            ),
+            fc.stringMatching(/^[!-~]{0,60}$/),
+          ),
+          timeout: fc.oneof(
+            fc.constant(undefined),
+            fc.constantFrom("abc", "-1S", "99999999999H", "1n", "0m", "100000000S", ""),
+            fc.stringMatching(/^[0-9]{1,12}[HMSmun]$/),
+          ),
+          path: fc.oneof(
+            fc.constant(undefined),
+            fc.constantFrom(
+              "/",
+              "/railfence.railproxy.v1.RailProxyService/Nope",
+              "/nope.Service/Method",
+              "/../../etc/passwd",
+              "/grpc.health.v1.Health/Watch",
+              "/%00",
+            ),
+            fc.stringMatching(/^\/[!-~]{0,80}$/),
+          ),
         }),
         fc.uint8Array({ maxLength: 64 }),
         async (t, h, body) => {
@@ -213,7 +302,12 @@ describe("slow and greedy clients", () => {
     try {
       for (let round = 0; round < 3; round++) {
         for (const t of TARGETS) await expectServing(t.url());
-        const a = await rawRequest(TARGETS[0]!.url(), { path: TARGETS[0]!.path, headers: GRPC_HEADERS, body: grpcFrame(new Uint8Array([0x0a, 0x01, 0x20])), boundMs: 5000 });
+        const a = await rawRequest(TARGETS[0]!.url(), {
+          path: TARGETS[0]!.path,
+          headers: GRPC_HEADERS,
+          body: grpcFrame(new Uint8Array([0x0a, 0x01, 0x20])),
+          boundMs: 5000,
+        });
         expect(a.grpcStatus, "a normal call behind the slow ones").toBe(3);
         tally.record("slowloris/others-served", expectCleanRaw(a, "call during slowloris"));
       }

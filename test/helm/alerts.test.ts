@@ -22,8 +22,33 @@ const rules: Rule[] = (parse(text) as { groups: Array<{ name: string; rules: Rul
 const byName = new Map(rules.map((r) => [r.alert, r]));
 
 /** Metrics from outside railfence (Prometheus itself, kube-state-metrics). */
-const EXTERNAL_METRICS = new Set(["up", "kube_deployment_status_replicas_available", "kube_job_status_failed", "kube_cronjob_status_last_successful_time", "kube_cronjob_created"]);
-const PROMQL_WORDS = new Set(["sum", "min", "max", "count", "rate", "increase", "absent", "or", "and", "unless", "by", "without", "vector", "clamp_min", "on", "ignoring", "offset", "time"]);
+const EXTERNAL_METRICS = new Set([
+  "up",
+  "kube_deployment_status_replicas_available",
+  "kube_job_status_failed",
+  "kube_cronjob_status_last_successful_time",
+  "kube_cronjob_created",
+]);
+const PROMQL_WORDS = new Set([
+  "sum",
+  "min",
+  "max",
+  "count",
+  "rate",
+  "increase",
+  "absent",
+  "or",
+  "and",
+  "unless",
+  "by",
+  "without",
+  "vector",
+  "clamp_min",
+  "on",
+  "ignoring",
+  "offset",
+  "time",
+]);
 
 function serviceSources(dir = join(root, "services")): string {
   let out = "";
@@ -69,17 +94,37 @@ describe("alert rules", () => {
     ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\[10m\]\)/, "ticket"],
     // Issue 12: late answers, contradictions, binding refusals, guards, payouts held for a human.
     ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
-    ["RailResolutionContradicted", /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/, "page"],
-    ["RailProxyBindingRefusedCallerMisbehaviour", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/, "page"],
+    [
+      "RailResolutionContradicted",
+      /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/,
+      "page",
+    ],
+    [
+      "RailProxyBindingRefusedCallerMisbehaviour",
+      /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
+      "page",
+    ],
     ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
-    ["ExecutorPayoutNeedsAttentionMoneyAtRisk", /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "page"],
-    ["ExecutorPayoutNeedsAttention", /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "ticket"],
+    [
+      "ExecutorPayoutNeedsAttentionMoneyAtRisk",
+      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      "page",
+    ],
+    [
+      "ExecutorPayoutNeedsAttention",
+      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      "ticket",
+    ],
     ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],
     ["RailLateAnswerAfterSweep", /rail_late_answer_total\{previous_state="TIMEOUT"\}/, "ticket"],
     ["RailProxyStaleBindingRefusals", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/, "ticket"],
     // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
     ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{job_name=~"[^"]+"\}\) > 0$/, "page"],
-    ["RailfenceAuditNotSucceeding", /time\(\) - \(max by \(namespace, cronjob\) \(kube_cronjob_status_last_successful_time\{cronjob=~"[^"]+"\}\) or max by \(namespace, cronjob\) \(kube_cronjob_created\{cronjob=~"[^"]+"\}\)\)\) > 129600/, "ticket"],
+    [
+      "RailfenceAuditNotSucceeding",
+      /time\(\) - \(max by \(namespace, cronjob\) \(kube_cronjob_status_last_successful_time\{cronjob=~"[^"]+"\}\) or max by \(namespace, cronjob\) \(kube_cronjob_created\{cronjob=~"[^"]+"\}\)\)\) > 129600/,
+      "ticket",
+    ],
   ])("%s is defined with the expected expression", (name, pattern, severity) => {
     const rule = byName.get(name);
     expect(rule, `${name} missing`).toBeDefined();
@@ -103,7 +148,12 @@ describe("alert rules", () => {
   it("a labelled must-be-zero counter also fires on its first event: the series appearing counts", () => {
     // increase() needs two samples of a series; a labelled counter is born at its first event
     // with value 1, so each page rule over one also fires while the series is new.
-    for (const name of ["RailLateAnswerAfterResolution", "RailProxyBindingRefusedCallerMisbehaviour", "ExecutorPayoutNeedsAttentionMoneyAtRisk", "ExecutorPayoutNeedsAttention"]) {
+    for (const name of [
+      "RailLateAnswerAfterResolution",
+      "RailProxyBindingRefusedCallerMisbehaviour",
+      "ExecutorPayoutNeedsAttentionMoneyAtRisk",
+      "ExecutorPayoutNeedsAttention",
+    ]) {
       const expr = byName.get(name)!.expr;
       const selector = /increase\(([a-z_]+\{[^}]*\})\[15m\]\)/.exec(expr)![1]!;
       expect(expr, name).toContain(`(${selector} unless ${selector} offset 15m)`);

@@ -21,7 +21,11 @@ import { containerEnv } from "./pod-env.js";
 import { byKind, component, podSpecs, render, templateArgs, type K8sObject } from "./render.js";
 
 const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
-const OWN_SECRET = [...MINIMAL, "database.paydb.credentials.auditor.existingSecret=db-auditor", "database.paydb.credentials.reconciler.existingSecret=db-reconciler"];
+const OWN_SECRET = [
+  ...MINIMAL,
+  "database.paydb.credentials.auditor.existingSecret=db-auditor",
+  "database.paydb.credentials.reconciler.existingSecret=db-reconciler",
+];
 const dir = mkdtempSync(join(tmpdir(), "railfence-audit-chart-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -54,7 +58,10 @@ describe("audit CronJob: what it runs", () => {
     expect(Object.keys(line.values).filter((o) => !allowed.has(o))).toEqual([]);
     const now = new Date("2030-01-02T03:04:05Z");
     expect(parseInstant("since", String(line.values.since), now)).toEqual(new Date(now.getTime() - 25 * 3_600_000));
-    expect(render({ set: [...MINIMAL, "audit.window=49h", "audit.schedule=0 */12 * * *"] }).find((o) => o.kind === "CronJob" && component(o) === "audit")!.spec.jobTemplate.spec.template.spec.containers[0].command).toContain("49h");
+    expect(
+      render({ set: [...MINIMAL, "audit.window=49h", "audit.schedule=0 */12 * * *"] }).find((o) => o.kind === "CronJob" && component(o) === "audit")!.spec
+        .jobTemplate.spec.template.spec.containers[0].command,
+    ).toContain("49h");
   });
 
   it("reads paydb as the auditor's own login with its own password only, and the statement through the rail-proxy Service", () => {
@@ -81,7 +88,11 @@ describe("audit CronJob: what it runs", () => {
     const sa = byKind(objects, "ServiceAccount").find((s) => s.metadata.name === "rf-railfence-audit")!;
     expect(sa.automountServiceAccountToken).toBe(false);
     // The rail credential, the token-signing key, other components' passwords: none of them.
-    expect(podSpecs([cronJob(objects)!])[0]!.spec.volumes.map((v: any) => v.name).sort()).toEqual(["paydb-auditor-password", "tmp"]);
+    expect(
+      podSpecs([cronJob(objects)!])[0]!
+        .spec.volumes.map((v: any) => v.name)
+        .sort(),
+    ).toEqual(["paydb-auditor-password", "tmp"]);
   });
 
   it("reaches rail-proxy, DNS and PostgreSQL only, serves nothing, and rail-proxy admits it", () => {
@@ -104,13 +115,21 @@ describe("audit CronJob: what it runs", () => {
   });
 
   it("presents its own certificate (identity auditor) under mutual TLS", () => {
-    for (const [set, secret] of [[[], "rf-railfence-audit-tls"], [["tls.secrets.audit=auditor-cert"], "auditor-cert"]] as const) {
+    for (const [set, secret] of [
+      [[], "rf-railfence-audit-tls"],
+      [["tls.secrets.audit=auditor-cert"], "auditor-cert"],
+    ] as const) {
       const tls = render({ set: [...OWN_SECRET, "tls.enabled=true", ...set] });
       const p = podOf(tls);
       const c = p.containers[0];
       expect(p.volumes.find((v: any) => v.name === "tls").secret.secretName).toBe(secret);
       expect(c.volumeMounts.find((m: any) => m.name === "tls")).toMatchObject({ mountPath: "/var/run/secrets/railfence/tls", readOnly: true });
-      const env = containerEnv(p, c, { "db-auditor": { password: "pw" }, [secret]: { "tls.crt": "c", "tls.key": "k", "ca.crt": "a" } }, mkdtempSync(join(dir, "tls-")));
+      const env = containerEnv(
+        p,
+        c,
+        { "db-auditor": { password: "pw" }, [secret]: { "tls.crt": "c", "tls.key": "k", "ca.crt": "a" } },
+        mkdtempSync(join(dir, "tls-")),
+      );
       const endpoints = resolveEndpoints({ flags: {}, env, cwd: dir });
       expect(endpoints.tls?.source).toBe("env");
       expect(endpoints.tls!.value.cert).toMatch(/\/var\/run\/secrets\/railfence\/tls\/tls\.crt$/);

@@ -45,7 +45,8 @@ export function railSecretViolations(objects: K8sObject[]): string[] {
   for (const p of podSpecs(objects)) {
     const refs = secretRefs(p.spec).includes(secret);
     const envFile = containers(p.spec).some((c: any) => (c.env ?? []).some((e: any) => e.name === "RAIL_CREDENTIALS_FILE"));
-    if ((refs || envFile) && !RAIL_SECRET_READERS.has(p.component)) out.push(`${p.owner.kind}/${p.owner.metadata.name} (${p.component}) references the rail credential`);
+    if ((refs || envFile) && !RAIL_SECRET_READERS.has(p.component))
+      out.push(`${p.owner.kind}/${p.owner.metadata.name} (${p.component}) references the rail credential`);
     if (refs) {
       const vol = (p.spec.volumes ?? []).find((v: any) => v.secret?.secretName === secret);
       for (const c of containers(p.spec))
@@ -76,7 +77,8 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   }
   const env = Object.fromEntries((deploy.spec.template.spec.containers[0].env ?? []).map((e: any) => [e.name, e.value]));
   const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
-  if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS)) out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
+  if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS))
+    out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
   if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
   if (env.RAIL_PROXY_MARK_STORE !== "paydb") out.push(`rail-proxy RAIL_PROXY_MARK_STORE=${env.RAIL_PROXY_MARK_STORE}`);
   if (env.RAIL_PROXY_DISABLED_GUARDS !== "") out.push(`rail-proxy RAIL_PROXY_DISABLED_GUARDS=${env.RAIL_PROXY_DISABLED_GUARDS}`);
@@ -130,12 +132,14 @@ export function dbPasswordViolations(objects: K8sObject[]): string[] {
       for (const e of files.filter((x: any) => /PASSWORD_FILE$/.test(x.name) && !x.name.startsWith("LOGIN_"))) {
         const src = fileSource(p.spec, c, e.value);
         if (!src) out.push(`${p.component}/${c.name}: ${e.name} is not read from a Secret`);
-        else if (p.component !== "migrate" || e.name === "DATABASE_PASSWORD_FILE") readers.set(src, new Set([...(readers.get(src) ?? []), migrationReader(p.component, c)]));
+        else if (p.component !== "migrate" || e.name === "DATABASE_PASSWORD_FILE")
+          readers.set(src, new Set([...(readers.get(src) ?? []), migrationReader(p.component, c)]));
       }
       for (const m of c.volumeMounts ?? []) {
         const volume = (p.spec.volumes ?? []).find((v: any) => v.name === m.name);
         if (!volume?.secret) continue;
-        if (!files.some((e: any) => e.value.startsWith(`${m.mountPath}/`))) out.push(`${p.component}/${c.name}: mounts Secret ${volume.secret.secretName} that none of its *_FILE variables reads`);
+        if (!files.some((e: any) => e.value.startsWith(`${m.mountPath}/`)))
+          out.push(`${p.component}/${c.name}: mounts Secret ${volume.secret.secretName} that none of its *_FILE variables reads`);
       }
     }
   }
@@ -180,7 +184,8 @@ export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[
           const target = peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
           if (dir === "egress" && target === "rail-stub" && who !== "rail-proxy") out.push(`${who}: egress to the rail-stub`);
           if (dir === "egress" && target === "rail-proxy" && !PROXY_CALLERS.includes(who)) out.push(`${who}: egress to rail-proxy`);
-          if (dir === "egress" && NO_TELEMETRY_EXPORT.has(who) && (rule.ports ?? []).some((p: any) => p.port === otlpPort)) out.push(`${who}: egress to the OTLP collector`);
+          if (dir === "egress" && NO_TELEMETRY_EXPORT.has(who) && (rule.ports ?? []).some((p: any) => p.port === otlpPort))
+            out.push(`${who}: egress to the OTLP collector`);
           if (dir === "egress" && target === "lock" && who !== "executor") out.push(`${who}: egress to lock`);
           if (dir === "ingress" && who === "rail-proxy" && target && !PROXY_CALLERS.includes(target)) out.push(`rail-proxy: ingress from ${target}`);
           if (dir === "ingress" && who === "lock" && target && target !== "executor") out.push(`lock: ingress from ${target}`);
@@ -207,7 +212,8 @@ export function probeViolations(objects: K8sObject[]): string[] {
         if (!probe) continue;
         if (probe.exec || probe.tcpSocket) out.push(`${p.component}/${c.name}: ${kind} uses exec/tcpSocket`);
         if (grpcPort !== undefined && probe.grpc?.port !== grpcPort) out.push(`${p.component}/${c.name}: ${kind} is not gRPC on port ${grpcPort}`);
-        if (grpcPort === undefined && !(probe.httpGet?.path === "/healthz" && probe.httpGet?.port === "metrics")) out.push(`${p.component}/${c.name}: ${kind} is not /healthz`);
+        if (grpcPort === undefined && !(probe.httpGet?.path === "/healthz" && probe.httpGet?.port === "metrics"))
+          out.push(`${p.component}/${c.name}: ${kind} is not /healthz`);
       }
       if (grpcPort !== undefined && (!c.readinessProbe || !c.livenessProbe)) out.push(`${p.component}/${c.name}: missing readiness/liveness probe`);
     }
@@ -270,7 +276,8 @@ export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean):
       if ((c.envFrom ?? []).length > 0) out.push(`${where}: envFrom can override NODE_OPTIONS or OTEL_* unseen`);
       if (p.component === "migrate") continue;
       if (NO_TELEMETRY_EXPORT.has(p.component)) {
-        if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)`);
+        if (env.get("OTEL_SDK_DISABLED") !== "true")
+          out.push(`${where}: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)`);
       } else if (otelEnabled) {
         if (!env.get("OTEL_EXPORTER_OTLP_ENDPOINT")) out.push(`${where}: no OTEL_EXPORTER_OTLP_ENDPOINT`);
         if (env.get("OTEL_SDK_DISABLED") === "true") out.push(`${where}: OTEL_SDK_DISABLED=true with otel.enabled`);

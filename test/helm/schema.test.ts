@@ -63,7 +63,13 @@ describe("values.schema.json", () => {
   });
 
   it("accepts the same keys with allowed values (negative control)", () => {
-    const r = template("railProxy.replicas=3", "railProxy.hpa.minReplicas=2", "lock.backend=pg", "railProxy.resources.requests.cpu=500m", "payouts.limits.accountDailyAmount=EUR=500\\,*=off");
+    const r = template(
+      "railProxy.replicas=3",
+      "railProxy.hpa.minReplicas=2",
+      "lock.backend=pg",
+      "railProxy.resources.requests.cpu=500m",
+      "payouts.limits.accountDailyAmount=EUR=500\\,*=off",
+    );
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(r.stdout).toContain("replicas: 3");

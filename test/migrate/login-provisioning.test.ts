@@ -64,15 +64,20 @@ let rendered: ReturnType<typeof render> | undefined;
 function chart(): ReturnType<typeof render> {
   if (rendered) return rendered;
   const set = [`database.paydb.url=postgresql://127.0.0.1:${server.port}/paydb`, `database.lockdb.url=postgresql://127.0.0.1:${server.port}/lockdb`];
-  for (const db of ["paydb", "lockdb"]) set.push(`database.${db}.credentials.migrations.user=${OWNER}`, `database.${db}.credentials.migrations.existingSecret=pg-owner`);
-  for (const c of CREDS) set.push(`database.${c.db}.credentials.${c.key}.user=${loginOf(c.component)}`, `database.${c.db}.credentials.${c.key}.existingSecret=${c.secret}`);
+  for (const db of ["paydb", "lockdb"])
+    set.push(`database.${db}.credentials.migrations.user=${OWNER}`, `database.${db}.credentials.migrations.existingSecret=pg-owner`);
+  for (const c of CREDS)
+    set.push(`database.${c.db}.credentials.${c.key}.user=${loginOf(c.component)}`, `database.${c.db}.credentials.${c.key}.existingSecret=${c.secret}`);
   rendered = render({ set });
   return rendered;
 }
 
 function secretsNow(): Secrets {
   // rail-proxy's pod also mounts the rail credential.
-  return { ...Object.fromEntries(Object.entries(PASSWORDS).map(([name, pw]) => [name, { password: pw }])), "rf-railfence-rail-credential": { credential: "unused" } };
+  return {
+    ...Object.fromEntries(Object.entries(PASSWORDS).map(([name, pw]) => [name, { password: pw }])),
+    "rf-railfence-rail-credential": { credential: "unused" },
+  };
 }
 
 /** Runs `node dist/services/migrate/main.js ...args` with env; resolves with its exit code and log lines. */
@@ -179,7 +184,10 @@ beforeAll(async () => {
   server = await PostgresServer.start();
   // The superuser stays trusted (this harness administers the server as it); every other role
   // must present its password.
-  writeFileSync(join(server.dataDir, "pg_hba.conf"), ["local all all trust", "host all postgres 127.0.0.1/32 trust", "host all all 127.0.0.1/32 scram-sha-256", ""].join("\n"));
+  writeFileSync(
+    join(server.dataDir, "pg_hba.conf"),
+    ["local all all trust", "host all postgres 127.0.0.1/32 trust", "host all all 127.0.0.1/32 scram-sha-256", ""].join("\n"),
+  );
   await asSuper("postgres", async (c) => {
     await c.query("SELECT pg_reload_conf()");
     // The owner as managed PostgreSQL (Cloud SQL, RDS) hands it out: no superuser, CREATEROLE.
@@ -188,7 +196,10 @@ beforeAll(async () => {
     await c.query(`CREATE DATABASE lockdb OWNER ${OWNER}`);
   });
   const job = await runJob();
-  expect(job.map((r) => [r.container, r.code]), job.flatMap((r) => r.lines).join("\n")).toEqual([
+  expect(
+    job.map((r) => [r.container, r.code]),
+    job.flatMap((r) => r.lines).join("\n"),
+  ).toEqual([
     ["migrate-lockdb", 0],
     ["migrate-paydb", 0],
   ]);
@@ -254,7 +265,10 @@ describe("migration Job: login provisioning", () => {
     try {
       const job = await runJob();
       expect(job.map((r) => r.code)).toEqual([0, 0]);
-      const events = job.flatMap((r) => r.lines).filter((l) => l.includes('"event":"login_provisioned"')).map((l) => JSON.parse(l));
+      const events = job
+        .flatMap((r) => r.lines)
+        .filter((l) => l.includes('"event":"login_provisioned"'))
+        .map((l) => JSON.parse(l));
       expect(events.map((e) => [e.component, e.action, e.password]).sort()).toEqual(CREDS.map((c) => [c.component, "updated", "set"]).sort());
       expect(await tryAs(before)).toBe("28P01");
       for (const c of CREDS) expect(await tryAs(componentUrl(c.component)), c.component).toBe("ok");
@@ -288,7 +302,11 @@ describe("migration Job: refused logins change nothing", () => {
   }
 
   it("two components sharing one login: refused before anything is created", async () => {
-    await refused((pw) => ({ LOGIN_RAIL_PROXY_USER: "rf_shared", LOGIN_EXECUTOR_USER: "rf_shared", LOGIN_EXECUTOR_PASSWORD_FILE: pw }), ["paydb"], /rail-proxy and executor share the login \\"rf_shared\\"/);
+    await refused(
+      (pw) => ({ LOGIN_RAIL_PROXY_USER: "rf_shared", LOGIN_EXECUTOR_USER: "rf_shared", LOGIN_EXECUTOR_PASSWORD_FILE: pw }),
+      ["paydb"],
+      /rail-proxy and executor share the login \\"rf_shared\\"/,
+    );
     expect(await roleFacts("rf_shared")).toBeUndefined();
   });
 
@@ -299,7 +317,11 @@ describe("migration Job: refused logins change nothing", () => {
   });
 
   it("one login for components in paydb and lockdb: the second database refuses it (member of the other group)", async () => {
-    await refused(() => ({ DATABASE_URL: `postgresql://${OWNER}@127.0.0.1:${server.port}/lockdb`, LOGIN_LOCK_USER: loginOf("executor") }), ["lockdb"], /is also a member of railfence_executor/);
+    await refused(
+      () => ({ DATABASE_URL: `postgresql://${OWNER}@127.0.0.1:${server.port}/lockdb`, LOGIN_LOCK_USER: loginOf("executor") }),
+      ["lockdb"],
+      /is also a member of railfence_executor/,
+    );
     expect(await roleFacts(loginOf("executor"))).toEqual({ attrs: ["LOGIN"], memberOf: ["railfence_executor"] });
   });
 

@@ -30,7 +30,10 @@ let raildb: pg.Pool;
 const executors: ServiceProcess[] = [];
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1, proxyEnv: { RAIL_DEADLINE_MS: String(RAIL_DEADLINE_MS), AMBIGUITY_MARGIN_MS: String(AMBIGUITY_MARGIN_MS), SWEEP_INTERVAL_MS: "200" } });
+  mesh = testMesh({
+    proxies: 1,
+    proxyEnv: { RAIL_DEADLINE_MS: String(RAIL_DEADLINE_MS), AMBIGUITY_MARGIN_MS: String(AMBIGUITY_MARGIN_MS), SWEEP_INTERVAL_MS: "200" },
+  });
   await mesh.start();
   lock = await startLock(mesh);
   paydb = poolFor(mesh.dbUrl("paydb"));

@@ -42,7 +42,9 @@ async function reconcile(env: Record<string, string> = {}) {
 }
 
 async function payout(id: string) {
-  const { rows } = await paydb.query<{ state: string; attention_reason: string | null }>("SELECT state, attention_reason FROM payouts WHERE payout_id = $1", [id]);
+  const { rows } = await paydb.query<{ state: string; attention_reason: string | null }>("SELECT state, attention_reason FROM payouts WHERE payout_id = $1", [
+    id,
+  ]);
   return rows[0]!;
 }
 

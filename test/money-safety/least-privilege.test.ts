@@ -56,7 +56,10 @@ const INSUFFICIENT_PRIVILEGE = "42501";
 const forbidden: Array<[ServiceRole, string]> = [
   // The executor is untrusted (INV-07): it cannot touch the proxy's guards at all.
   ["executor", "DELETE FROM rail_submissions"],
-  ["executor", "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'FORWARDING', 'r', true)"],
+  [
+    "executor",
+    "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'FORWARDING', 'r', true)",
+  ],
   ["executor", "UPDATE rail_submissions SET state = 'REJECTED'"],
   ["executor", "UPDATE rail_high_water SET mark = 9223372036854775807"],
   ["executor", "INSERT INTO rail_high_water (account_id, mark) VALUES ('acc-new', 1)"],
@@ -83,7 +86,10 @@ const forbidden: Array<[ServiceRole, string]> = [
   ["rail-proxy", "DELETE FROM idempotency_keys"],
   // payouts creates payouts and keeps idempotency answers; it never pays.
   ["payouts", "UPDATE rail_high_water SET mark = mark + 1"],
-  ["payouts", "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'FORWARDING', 'r', true)"],
+  [
+    "payouts",
+    "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'FORWARDING', 'r', true)",
+  ],
   ["payouts", "UPDATE payouts SET fence = 99"],
   ["payouts", "UPDATE payouts SET state = 'PAID'"],
   ["payouts", "DELETE FROM payouts"],
@@ -172,9 +178,18 @@ describe("rail_submissions is protected like the marks, even from the owner", ()
     ["a changed payout", "UPDATE rail_submissions SET bound_payout_id = 'po-other' WHERE payout_id = 'po-priv-1'"],
     ["a changed amount", "UPDATE rail_submissions SET amount_minor = 1 WHERE payout_id = 'po-priv-1'"],
     ["a changed token", "UPDATE rail_submissions SET fencing_token = 99 WHERE payout_id = 'po-priv-1'"],
-    ["ACCEPTED -> FORWARDING", "UPDATE rail_submissions SET state = 'ACCEPTED' WHERE payout_id = 'po-priv-1'; UPDATE rail_submissions SET state = 'FORWARDING' WHERE payout_id = 'po-priv-1'"],
-    ["ACCEPTED -> REJECTED", "UPDATE rail_submissions SET state = 'ACCEPTED' WHERE payout_id = 'po-priv-1'; UPDATE rail_submissions SET state = 'REJECTED' WHERE payout_id = 'po-priv-1'"],
-    ["an intent inserted in a state other than FORWARDING", "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'ACCEPTED', 'r', true)"],
+    [
+      "ACCEPTED -> FORWARDING",
+      "UPDATE rail_submissions SET state = 'ACCEPTED' WHERE payout_id = 'po-priv-1'; UPDATE rail_submissions SET state = 'FORWARDING' WHERE payout_id = 'po-priv-1'",
+    ],
+    [
+      "ACCEPTED -> REJECTED",
+      "UPDATE rail_submissions SET state = 'ACCEPTED' WHERE payout_id = 'po-priv-1'; UPDATE rail_submissions SET state = 'REJECTED' WHERE payout_id = 'po-priv-1'",
+    ],
+    [
+      "an intent inserted in a state other than FORWARDING",
+      "INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced) VALUES ('x', 'x', 'acc-priv', 9, 1, 'EUR', 'b', 'ACCEPTED', 'r', true)",
+    ],
   ])("refuses %s", async (_what, sql) => {
     expect(await asOwner(sql)).toBe("23000");
   });

@@ -45,13 +45,23 @@ afterAll(async () => {
 });
 
 async function executor(id: string, proxy: number, env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const e = await mesh.addExecutor({ EXECUTOR_ID: id, RAIL_PROXY_URLS: mesh.proxies[proxy]!.url, POLL_INTERVAL_MS: "50", LEASE_TTL_MS: "2000", CALL_TIMEOUT_MS: "2000", ...env });
+  const e = await mesh.addExecutor({
+    EXECUTOR_ID: id,
+    RAIL_PROXY_URLS: mesh.proxies[proxy]!.url,
+    POLL_INTERVAL_MS: "50",
+    LEASE_TTL_MS: "2000",
+    CALL_TIMEOUT_MS: "2000",
+    ...env,
+  });
   executors.push(e);
   return e;
 }
 
 async function payout(payoutId: string) {
-  const { rows } = await paydb.query<{ state: string; attention_reason?: string | null; attention_detail?: string | null }>("SELECT * FROM payouts WHERE payout_id = $1", [payoutId]);
+  const { rows } = await paydb.query<{ state: string; attention_reason?: string | null; attention_detail?: string | null }>(
+    "SELECT * FROM payouts WHERE payout_id = $1",
+    [payoutId],
+  );
   return rows[0]!;
 }
 
@@ -59,8 +69,14 @@ const attemptsOf = (e: ServiceProcess, payoutId: string) => logEvents(e).filter(
 
 /** Waits for NEEDS_ATTENTION, then checks the executor stopped trying and counted it. */
 async function expectNeedsAttention(e: ServiceProcess, payoutId: string, reason: string): Promise<void> {
-  await eventually(async () => (await payout(payoutId)).state === "NEEDS_ATTENTION", `${payoutId} to need attention (attempts so far: ${attemptsOf(e, payoutId).length})`, 20_000).catch((err: Error) => {
-    throw new Error(`${err.message}; attempts logged: ${attemptsOf(e, payoutId).length}, outcomes: ${[...new Set(attemptsOf(e, payoutId).map((a) => `${a.outcome}/${a.why ?? a.where ?? ""}`))].join(", ")}`);
+  await eventually(
+    async () => (await payout(payoutId)).state === "NEEDS_ATTENTION",
+    `${payoutId} to need attention (attempts so far: ${attemptsOf(e, payoutId).length})`,
+    20_000,
+  ).catch((err: Error) => {
+    throw new Error(
+      `${err.message}; attempts logged: ${attemptsOf(e, payoutId).length}, outcomes: ${[...new Set(attemptsOf(e, payoutId).map((a) => `${a.outcome}/${a.why ?? a.where ?? ""}`))].join(", ")}`,
+    );
   });
   expect((await payout(payoutId)).attention_reason).toBe(reason);
   await new Promise((r) => setTimeout(r, 1500));

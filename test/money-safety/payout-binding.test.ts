@@ -137,7 +137,10 @@ describe("the proxy binds every submission to its payout", () => {
     await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: `${payoutId}:t5` }]);
     const first = proxy.submitPayout(request(acc, `${payoutId}:t5`, 5n)).catch((e: unknown) => e);
     // The first attempt's intent is committed (it was admitted under fence 5) before anyone re-fences.
-    await eventually(async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`])).rowCount, "the first attempt's intent");
+    await eventually(
+      async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`])).rowCount,
+      "the first attempt's intent",
+    );
     // A takeover: a newer token fences the payout and submits under a fresh reference.
     await paydb.query("UPDATE payouts SET fence = 6 WHERE payout_id = $1", [payoutId]);
     const before = await snapshot(acc);

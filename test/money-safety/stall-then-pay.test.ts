@@ -90,19 +90,21 @@ async function stallThroughResolution(stalled: ServiceProcess, payoutId: string,
     await blocker.query("BEGIN");
     await blocker.query("SELECT mark FROM rail_high_water WHERE account_id = $1 FOR UPDATE", [accountId]);
     answer = proxyClient(stalled.url)
-      .submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
+      .submitPayout(
+        { accountId, payoutId, fencingToken: token, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" },
+        { timeoutMs: 60_000 },
+      )
       .then(
         (ok) => ({ ok }),
         (err: unknown) => ({ err: ConnectError.from(err) }),
       );
     // The admission statement is inside PostgreSQL, waiting for the row lock.
-    await eventually(
-      async () => {
-        const { rows } = await paydb.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1 AND wait_event_type = 'Lock'", [`rail-proxy/${stalled.opts.env.REPLICA_ID}%`]);
-        return rows.length > 0;
-      },
-      "the admission to wait on the row lock",
-    );
+    await eventually(async () => {
+      const { rows } = await paydb.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1 AND wait_event_type = 'Lock'", [
+        `rail-proxy/${stalled.opts.env.REPLICA_ID}%`,
+      ]);
+      return rows.length > 0;
+    }, "the admission to wait on the row lock");
     stalled.pause();
     await blocker.query("COMMIT");
   } finally {
@@ -165,7 +167,10 @@ describe("a proxy frozen between admission and the rail call", () => {
     );
     expect(ledger[0]).toMatchObject({ late_answer_state: "ACCEPTED" });
     expect(ledger[0]!.late_rail_reference).toMatch(/^rr_/);
-    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>("SELECT state, attention_reason FROM payouts WHERE payout_id = $1", [payoutId]);
+    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
+      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
+      [payoutId],
+    );
     expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
     expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
     expect(unguarded.lines.some((l) => l.includes('"event":"rail_late_answer"') && l.includes('"level":"error"'))).toBe(true);

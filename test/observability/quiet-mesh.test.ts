@@ -18,7 +18,13 @@ const OTEL = () => ({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPOR
 
 beforeAll(async () => {
   receiver = await new OtlpReceiver().start();
-  mesh = testMesh({ proxies: 1, proxyEnv: { ...OTEL(), SWEEP_INTERVAL_MS: "100" }, railStubEnv: OTEL(), lockEnv: OTEL(), executorEnv: { ...OTEL(), POLL_INTERVAL_MS: "50" } });
+  mesh = testMesh({
+    proxies: 1,
+    proxyEnv: { ...OTEL(), SWEEP_INTERVAL_MS: "100" },
+    railStubEnv: OTEL(),
+    lockEnv: OTEL(),
+    executorEnv: { ...OTEL(), POLL_INTERVAL_MS: "50" },
+  });
   await mesh.start();
   await mesh.startLock();
   await mesh.startPayouts({ ...OTEL(), IDEMPOTENCY_PURGE_INTERVAL_MS: "200" });
@@ -37,7 +43,10 @@ describe("telemetry in a quiet mesh", () => {
     expect(receiver.spans.map((s) => s.name)).toEqual([]);
 
     const payouts = connectClient(PayoutService, mesh.payouts!.url);
-    const { payout } = await payouts.createPayout({ accountId: "acc-quiet", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-quiet" }, { headers: { "idempotency-key": randomUUID() } });
+    const { payout } = await payouts.createPayout(
+      { accountId: "acc-quiet", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-quiet" },
+      { headers: { "idempotency-key": randomUUID() } },
+    );
     await eventually(async () => receiver.spans.some((s) => s.name === "executor PayPayout"), "the payout's executor span", 30_000);
     const create = receiver.spans.find((s) => s.name.endsWith("CreatePayout"))!;
     expect(receiver.spans.filter((s) => s.traceId === create.traceId).some((s) => s.name === "executor PayPayout")).toBe(true);

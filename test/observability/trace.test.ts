@@ -38,22 +38,31 @@ afterAll(async () => {
 describe("tracing", () => {
   it("one trace id covers payouts, executor, lock, rail-proxy, pg and rail-stub for one payout", async () => {
     const payouts = connectClient(PayoutService, mesh.payouts!.url);
-    const created = await payouts.createPayout({ accountId: "acc-trace", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-trace" }, { headers: { "idempotency-key": randomUUID() } });
+    const created = await payouts.createPayout(
+      { accountId: "acc-trace", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-trace" },
+      { headers: { "idempotency-key": randomUUID() } },
+    );
     const payoutId = created.payout!.payoutId;
     await eventually(async () => (await payouts.getPayout({ payoutId })).payout?.state === 3, "payout PAID");
 
-    const spans = await eventually(async () => {
-      const create = receiver.spans.find((s) => s.name.endsWith("CreatePayout") && s.kind === 2);
-      if (!create) return undefined;
-      const trace = receiver.spans.filter((s) => s.traceId === create.traceId);
-      const services = new Set(trace.map((s) => s.service));
-      const complete = ["payouts", "executor", "lock", "rail-proxy", "rail-stub"].every((x) => services.has(x)) && trace.some((s) => s.name.endsWith("SubmitPayment") && s.service === "rail-stub");
-      // Spans arrive in export batches per process, and a parent ends (and is exported) after
-      // its children: wait until the proxy's and executor's own server/internal spans are in too.
-      const ids = new Set(trace.map((s) => s.spanId));
-      const connected = trace.filter((s) => !ids.has(s.parentSpanId)).length === 1;
-      return complete && connected ? trace : undefined;
-    }, "spans from every service in one connected trace", 30_000);
+    const spans = await eventually(
+      async () => {
+        const create = receiver.spans.find((s) => s.name.endsWith("CreatePayout") && s.kind === 2);
+        if (!create) return undefined;
+        const trace = receiver.spans.filter((s) => s.traceId === create.traceId);
+        const services = new Set(trace.map((s) => s.service));
+        const complete =
+          ["payouts", "executor", "lock", "rail-proxy", "rail-stub"].every((x) => services.has(x)) &&
+          trace.some((s) => s.name.endsWith("SubmitPayment") && s.service === "rail-stub");
+        // Spans arrive in export batches per process, and a parent ends (and is exported) after
+        // its children: wait until the proxy's and executor's own server/internal spans are in too.
+        const ids = new Set(trace.map((s) => s.spanId));
+        const connected = trace.filter((s) => !ids.has(s.parentSpanId)).length === 1;
+        return complete && connected ? trace : undefined;
+      },
+      "spans from every service in one connected trace",
+      30_000,
+    );
 
     const byId = new Map(spans.map((s) => [s.spanId, s]));
     // Every span but the root has its parent in the same trace: one connected tree.
@@ -73,7 +82,9 @@ describe("tracing", () => {
     // The proxy's server span is the child of the executor's client span.
     expect(byId.get(submit.parentSpanId)?.service).toBe("executor");
     // pg queries appear as children inside the proxy.
-    expect(spans.some((s) => s.service === "rail-proxy" && s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql")).toBe(true);
+    expect(
+      spans.some((s) => (s.service === "rail-proxy" && s.attributes["db.system"] === "postgresql") || s.attributes["db.system.name"] === "postgresql"),
+    ).toBe(true);
     // The rail call is a child of the proxy's admission.
     const railServer = spans.find((s) => s.service === "rail-stub" && s.name.endsWith("SubmitPayment"))!;
     expect(byId.get(byId.get(railServer.parentSpanId)!.parentSpanId)?.service).toBe("rail-proxy");
@@ -89,7 +100,10 @@ describe("tracing", () => {
     // Both payouts fenced by their holders: the binding admits both, the mark refuses the stale one.
     await proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "trace-p1", fencingToken: 10n }));
     await expectRejected(proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "trace-p2", fencingToken: 3n })), Code.Aborted, "FENCED_OUT");
-    const span = await eventually(async () => receiver.spans.find((s) => s.service === "rail-proxy" && s.attributes["railfence.payout_id"] === "trace-p2" && s.kind === 2), "fenced-out span");
+    const span = await eventually(
+      async () => receiver.spans.find((s) => s.service === "rail-proxy" && s.attributes["railfence.payout_id"] === "trace-p2" && s.kind === 2),
+      "fenced-out span",
+    );
     expect(span.attributes["railfence.admission"]).toBe("FENCED_OUT");
     expect(span.attributes["railfence.error_reason"]).toBe("FENCED_OUT");
     expect(span.status).toBe(2);

@@ -16,7 +16,10 @@ describe("concurrent requests with the same keys", () => {
     const results: CallResult[] = await Promise.all(calls.map(({ key, req }, i) => create(i % 2 ? t.c.json : t.c.grpc, req, key)));
 
     expect(await countPayouts(t.paydb)).toBe(10);
-    const stored = await sql<{ idempotency_key: string; payout_id: string; state: string }>(t.paydb, "SELECT idempotency_key, payout_id, state FROM idempotency_keys");
+    const stored = await sql<{ idempotency_key: string; payout_id: string; state: string }>(
+      t.paydb,
+      "SELECT idempotency_key, payout_id, state FROM idempotency_keys",
+    );
     expect(stored).toHaveLength(10);
     const storedByKey = new Map(stored.map((r) => [r.idempotency_key, r]));
 

@@ -57,9 +57,13 @@ describe("request fingerprint across encodings", () => {
     expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
 
     const key = newKey();
-    const ok = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
+    const ok = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`, {
+      "idempotency-key": key,
+    });
     expect(ok.status).toBe(200);
-    const reused = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"6","currency":"EUR"},"beneficiary":"b"}`, { "idempotency-key": key });
+    const reused = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"6","currency":"EUR"},"beneficiary":"b"}`, {
+      "idempotency-key": key,
+    });
     expect(reused.status).toBe(400);
     expect(JSON.parse(reused.body).code).toBe("invalid_argument");
     expect(await countPayouts(t.paydb, "account_id = 'acct-enc3'")).toBe(1);

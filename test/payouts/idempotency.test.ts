@@ -168,7 +168,9 @@ describe("CreatePayout with an Idempotency-Key", () => {
       expect(errorInfo(r.error)?.metadata.field).toBe("idempotency-key");
     }
     expect(await countPayouts(t.paydb, "account_id = 'acct-nokey'")).toBe(0);
-    expect(await sql(t.paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key IN ('has space', 'tab\there') OR length(idempotency_key) > 255")).toHaveLength(0);
+    expect(
+      await sql(t.paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key IN ('has space', 'tab\there') OR length(idempotency_key) > 255"),
+    ).toHaveLength(0);
 
     // The boundary: 255 visible ASCII characters (including punctuation) is a valid key.
     const longest = `!~${"k".repeat(253)}`;

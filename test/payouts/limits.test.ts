@@ -37,12 +37,16 @@ async function payouts(env: Record<string, string>, name = "payouts"): Promise<{
 }
 
 const retryMs = (err: unknown) => {
-  const d = (err as { findDetails(s: typeof RetryInfoSchema): Array<{ retryDelay?: { seconds: bigint; nanos: number } }> }).findDetails(RetryInfoSchema)[0]?.retryDelay;
+  const d = (err as { findDetails(s: typeof RetryInfoSchema): Array<{ retryDelay?: { seconds: bigint; nanos: number } }> }).findDetails(RetryInfoSchema)[0]
+    ?.retryDelay;
   return d ? Number(d.seconds) * 1000 + d.nanos / 1e6 : undefined;
 };
 
 async function usage(scope: string, subject: string): Promise<number> {
-  const rows = await sql<{ used: string }>(paydb, "SELECT coalesce(sum(used), 0) AS used FROM payout_limit_usage WHERE scope = $1 AND subject = $2", [scope, subject]);
+  const rows = await sql<{ used: string }>(paydb, "SELECT coalesce(sum(used), 0) AS used FROM payout_limit_usage WHERE scope = $1 AND subject = $2", [
+    scope,
+    subject,
+  ]);
   return Number(rows[0]!.used);
 }
 
@@ -99,7 +103,12 @@ describe("per-client rate limit", () => {
 
 /** The request fields of a created payout (to replay it with the same body). */
 function stripSeq(p: { accountId: string; amount?: { amountMinor: bigint; currency: string }; beneficiary: string; clientReference: string }) {
-  return { accountId: p.accountId, amount: p.amount ? { amountMinor: p.amount.amountMinor, currency: p.amount.currency } : undefined, beneficiary: p.beneficiary, clientReference: p.clientReference };
+  return {
+    accountId: p.accountId,
+    amount: p.amount ? { amountMinor: p.amount.amountMinor, currency: p.amount.currency } : undefined,
+    beneficiary: p.beneficiary,
+    clientReference: p.clientReference,
+  };
 }
 
 describe("per-account daily amount limit", () => {
@@ -109,7 +118,9 @@ describe("per-account daily amount limit", () => {
     const b = await payouts(env, "payouts-b");
     // 20 payouts of 150 EUR-cents at once, half on each replica: exactly 6 fit in 1000.
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => create((i % 2 ? a : b).c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 150n, currency: "EUR" } }), newKey())),
+      Array.from({ length: 20 }, (_, i) =>
+        create((i % 2 ? a : b).c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 150n, currency: "EUR" } }), newKey()),
+      ),
     );
     const ok = results.filter((r) => !r.error);
     const refused = results.filter((r) => r.error);
@@ -117,7 +128,13 @@ describe("per-account daily amount limit", () => {
     for (const r of refused) {
       expect(r.error!.code).toBe(Code.ResourceExhausted);
       expect(r.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
-      expect(errorInfo(r.error)?.metadata).toMatchObject({ limit: "account_daily_amount", account_id: "acct-amount", currency: "EUR", limit_value: "1000", requested: "150" });
+      expect(errorInfo(r.error)?.metadata).toMatchObject({
+        limit: "account_daily_amount",
+        account_id: "acct-amount",
+        currency: "EUR",
+        limit_value: "1000",
+        requested: "150",
+      });
       expect(retryMs(r.error)).toBeGreaterThan(0); // until the next UTC day
     }
     expect(await countPayouts(paydb, "account_id = 'acct-amount'")).toBe(6);
@@ -126,9 +143,15 @@ describe("per-account daily amount limit", () => {
     expect(await usage("account_daily_amount", "acct-amount/EUR")).toBe(900);
 
     // The remaining 100 still fits; other accounts and currencies have their own budgets.
-    expect((await create(a.c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 100n, currency: "EUR" } }), newKey())).error).toBeUndefined();
-    expect((await create(a.c.grpc, validRequest({ accountId: "acct-amount-2", amount: { amountMinor: 1000n, currency: "EUR" } }), newKey())).error).toBeUndefined();
-    expect((await create(b.c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 10n ** 12n, currency: "USD" } }), newKey())).error).toBeUndefined(); // USD: off
+    expect(
+      (await create(a.c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 100n, currency: "EUR" } }), newKey())).error,
+    ).toBeUndefined();
+    expect(
+      (await create(a.c.grpc, validRequest({ accountId: "acct-amount-2", amount: { amountMinor: 1000n, currency: "EUR" } }), newKey())).error,
+    ).toBeUndefined();
+    expect(
+      (await create(b.c.grpc, validRequest({ accountId: "acct-amount", amount: { amountMinor: 10n ** 12n, currency: "USD" } }), newKey())).error,
+    ).toBeUndefined(); // USD: off
   });
 
   it("gives no retry hint to a payout larger than the whole daily limit", async () => {
@@ -140,7 +163,12 @@ describe("per-account daily amount limit", () => {
   });
 
   it("gives the limits back when the payout was not created (the transaction failed after the consumption)", async () => {
-    const { c } = await payouts({ PAYOUTS_DEFAULT_CLIENT_ID: "client-refund", LIMIT_CLIENT_REQUESTS: "100", LIMIT_CLIENT_WINDOW_MS: "86400000", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=1000" });
+    const { c } = await payouts({
+      PAYOUTS_DEFAULT_CLIENT_ID: "client-refund",
+      LIMIT_CLIENT_REQUESTS: "100",
+      LIMIT_CLIENT_WINDOW_MS: "86400000",
+      LIMIT_ACCOUNT_DAILY_AMOUNT: "*=1000",
+    });
     await sql(
       paydb,
       `CREATE OR REPLACE FUNCTION test_refuse_refund() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -176,7 +204,12 @@ describe("limit store outage (fail closed)", () => {
       const limitsUrl = paydb.replace(`:${pgPort}/`, `:${proxy.port}/`);
       const clientId = `client-outage-${fault}`;
       const account = `acct-outage-${fault}`;
-      const { svc, c } = await payouts({ PAYOUTS_DEFAULT_CLIENT_ID: clientId, LIMITS_DB_URL: limitsUrl, LIMITS_TIMEOUT_MS: "500", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=100000" });
+      const { svc, c } = await payouts({
+        PAYOUTS_DEFAULT_CLIENT_ID: clientId,
+        LIMITS_DB_URL: limitsUrl,
+        LIMITS_TIMEOUT_MS: "500",
+        LIMIT_ACCOUNT_DAILY_AMOUNT: "*=100000",
+      });
       const existingKey = newKey();
       const existingReq = validRequest({ accountId: account });
       const existing = await create(c.grpc, existingReq, existingKey);

@@ -48,9 +48,14 @@ describe("paydb outage", () => {
       expect(refused.error!.rawMessage).not.toMatch(/postgres|127\.0\.0\.1|ECONNREFUSED/i);
 
       // Over plain Connect JSON: 503 with Retry-After.
-      const raw = await postJson(svc.url, "CreatePayout", JSON.stringify({ accountId: "acct-outage", amount: { amountMinor: "9", currency: "EUR" }, beneficiary: "b" }), {
-        "idempotency-key": key,
-      });
+      const raw = await postJson(
+        svc.url,
+        "CreatePayout",
+        JSON.stringify({ accountId: "acct-outage", amount: { amountMinor: "9", currency: "EUR" }, beneficiary: "b" }),
+        {
+          "idempotency-key": key,
+        },
+      );
       expect(raw.status).toBe(503);
       expect(Number(raw.headers["retry-after"])).toBeGreaterThanOrEqual(1);
       expect(raw.body).toContain("IDEMPOTENCY_UNAVAILABLE");

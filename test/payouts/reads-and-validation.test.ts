@@ -62,7 +62,11 @@ describe("GetPayout and ListPayouts", () => {
     expect(got.payout).toEqual(made.response!.payout);
     expect(await rejection(t.c.grpc.getPayout({ payoutId: "po_doesnotexist" }))).toMatchObject({ code: Code.NotFound, reason: "PAYOUT_NOT_FOUND" });
     expect(await rejection(t.c.grpc.getPayout({ payoutId: "" }))).toMatchObject({ code: Code.InvalidArgument, reason: "FIELD_REQUIRED", field: "payout_id" });
-    expect(await rejection(t.c.grpc.getPayout({ payoutId: "po 1" }))).toMatchObject({ code: Code.InvalidArgument, reason: "FIELD_INVALID", field: "payout_id" });
+    expect(await rejection(t.c.grpc.getPayout({ payoutId: "po 1" }))).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "FIELD_INVALID",
+      field: "payout_id",
+    });
   });
 
   it("pages newest first through every payout of an account, without gaps or repeats, and filters by state", async () => {
@@ -84,7 +88,10 @@ describe("GetPayout and ListPayouts", () => {
     } while (token && pages < 10);
     expect(new Set(seen).size).toBe(7);
     expect([...seen].sort()).toEqual([...ids].sort());
-    const expectedOrder = await sql<{ payout_id: string }>(t.paydb, "SELECT payout_id FROM payouts WHERE account_id = 'acct-list' ORDER BY created_at DESC, payout_id DESC");
+    const expectedOrder = await sql<{ payout_id: string }>(
+      t.paydb,
+      "SELECT payout_id FROM payouts WHERE account_id = 'acct-list' ORDER BY created_at DESC, payout_id DESC",
+    );
     expect(seen).toEqual(expectedOrder.map((r) => r.payout_id));
 
     await sql(t.paydb, "UPDATE payouts SET state = 'PAID', rail_reference = 'rr-1' WHERE payout_id = $1", [ids[2]]);
@@ -108,7 +115,11 @@ describe("GetPayout and ListPayouts", () => {
       });
     }
     expect(await rejection(t.c.grpc.listPayouts({ accountId: "acct-other", pageToken: first.nextPageToken }))).toMatchObject({ reason: "PAGE_TOKEN_INVALID" });
-    expect(await rejection(t.c.grpc.listPayouts({ pageSize: 501 }))).toMatchObject({ code: Code.InvalidArgument, reason: "PAGE_SIZE_INVALID", field: "page_size" });
+    expect(await rejection(t.c.grpc.listPayouts({ pageSize: 501 }))).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "PAGE_SIZE_INVALID",
+      field: "page_size",
+    });
     expect(await rejection(t.c.grpc.listPayouts({ state: 42 as PayoutState }))).toMatchObject({ code: Code.InvalidArgument, field: "state" });
     expect(await rejection(t.c.grpc.listPayouts({ accountId: "bad id" }))).toMatchObject({ code: Code.InvalidArgument, field: "account_id" });
     // The genuine token still works.

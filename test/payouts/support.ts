@@ -11,11 +11,7 @@ import { afterAll, beforeAll, inject } from "vitest";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorInfo } from "../../services/shared/errors.js";
-import {
-  PayoutService,
-  type CreatePayoutRequest,
-  type CreatePayoutResponse,
-} from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { PayoutService, type CreatePayoutRequest, type CreatePayoutResponse } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { ClientPool } from "../support/clients.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 
@@ -150,7 +146,12 @@ export { eventually } from "../support/clients.js";
  * A raw Connect JSON call over h2c, exactly what `curl --http2-prior-knowledge` sends: the
  * body is the caller's own JSON text (field order, explicit defaults), not a client's.
  */
-export function postJson(baseUrl: string, method: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
+export function postJson(
+  baseUrl: string,
+  method: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(baseUrl);
     session.on("error", reject);

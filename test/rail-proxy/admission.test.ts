@@ -170,7 +170,10 @@ describe("concurrency", () => {
     expect(admitted.length).toBeGreaterThan(0);
     for (const t of tokens) expect(await railBookings(raildb, `${acc}-p${t}`)).toBe(admitted.includes(t) ? 1 : 0);
     // The database's own history: every advance raised the mark, in admission order.
-    const log = await paydb.query<{ old_mark: string | null; new_mark: string }>("SELECT old_mark, new_mark FROM rail_high_water_log WHERE account_id = $1 ORDER BY id", [acc]);
+    const log = await paydb.query<{ old_mark: string | null; new_mark: string }>(
+      "SELECT old_mark, new_mark FROM rail_high_water_log WHERE account_id = $1 ORDER BY id",
+      [acc],
+    );
     const advances = log.rows.map((r) => BigInt(r.new_mark));
     expect(advances.map(String)).toEqual([...advances].sort((a, b) => (a < b ? -1 : 1)).map(String));
     expect(new Set(advances.map(String))).toEqual(new Set(admitted.map(String)));
@@ -205,7 +208,14 @@ describe("reads and resolution", () => {
     const p = uid("p");
     await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 3n)));
     const got = await proxyB.getSubmission({ payoutId: p });
-    expect(got.submission).toMatchObject({ payoutId: p, accountId: acc, fencingToken: 3n, state: SubmissionState.ACCEPTED, ambiguous: false, replicaId: "rail-proxy-1" });
+    expect(got.submission).toMatchObject({
+      payoutId: p,
+      accountId: acc,
+      fencingToken: 3n,
+      state: SubmissionState.ACCEPTED,
+      ambiguous: false,
+      replicaId: "rail-proxy-1",
+    });
     await expectRejected(proxyB.getSubmission({ payoutId: uid("nope") }), Code.NotFound, "SUBMISSION_NOT_FOUND");
   });
 

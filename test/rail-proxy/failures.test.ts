@@ -68,7 +68,11 @@ describe("step 4: the rail's answer is lost", () => {
     expect(got.submission?.state).toBe(SubmissionState.TIMEOUT);
     expect(got.submission?.ambiguous).toBe(true);
 
-    await expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, p, 6n))), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
+    await expectRejected(
+      proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, p, 6n))),
+      Code.AlreadyExists,
+      "DUPLICATE_SUBMISSION",
+    );
     expect(await railCalls()).toBe(callsBefore + 1n);
 
     const unresolved = await proxy.listUnresolved({});
@@ -76,7 +80,11 @@ describe("step 4: the rail's answer is lost", () => {
     const resolved = await proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.PAID, actor: "operator:alice", note: "seen on statement" });
     expect(resolved.submission?.state).toBe(SubmissionState.RESOLVED_PAID);
     expect(resolved.submission?.resolution).toMatchObject({ actor: "operator:alice", note: "seen on statement", previousState: SubmissionState.TIMEOUT });
-    await expectRejected(proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.NOT_PAID, actor: "operator:bob", note: "" }), Code.FailedPrecondition, "NOT_AMBIGUOUS");
+    await expectRejected(
+      proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.NOT_PAID, actor: "operator:bob", note: "" }),
+      Code.FailedPrecondition,
+      "NOT_AMBIGUOUS",
+    );
     expect(await railCalls()).toBe(callsBefore + 1n);
   });
 
@@ -107,8 +115,13 @@ describe("a replica killed between intent commit and rail answer", () => {
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LATENCY, latencyMs: 600, count: 1, clientReferencePrefix: p }] });
     const victim = mesh.proxies[0]!;
     const callsBefore = await railCalls();
-    const call = proxyClient(victim.url).submitPayout(await fencedFor(paydb, request(acc, p, 9n))).catch((e: unknown) => e);
-    await eventually(async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1 AND state = 'FORWARDING'", [p])).rowCount, "intent committed");
+    const call = proxyClient(victim.url)
+      .submitPayout(await fencedFor(paydb, request(acc, p, 9n)))
+      .catch((e: unknown) => e);
+    await eventually(
+      async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1 AND state = 'FORWARDING'", [p])).rowCount,
+      "intent committed",
+    );
     await eventually(async () => (await railCalls()) > callsBefore, "rail call in flight");
     victim.kill("SIGKILL");
     await call;
@@ -147,7 +160,10 @@ describe("graceful drain", () => {
 describe("a plain @grpc/grpc-js client", () => {
   it("reads the status code and the ErrorInfo reason from grpc-status-details-bin", async () => {
     const grpc = await import("@grpc/grpc-js");
-    const { fromBinary, anyUnpack } = await import("@bufbuild/protobuf").then(async (m) => ({ fromBinary: m.fromBinary, anyUnpack: (await import("@bufbuild/protobuf/wkt")).anyUnpack }));
+    const { fromBinary, anyUnpack } = await import("@bufbuild/protobuf").then(async (m) => ({
+      fromBinary: m.fromBinary,
+      anyUnpack: (await import("@bufbuild/protobuf/wkt")).anyUnpack,
+    }));
     const { StatusSchema } = await import("../../services/shared/gen/google/rpc/status_pb.js");
     const { ErrorInfoSchema } = await import("../../services/shared/gen/google/rpc/error_details_pb.js");
     const { SubmitPayoutRequestSchema } = await import("../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js");

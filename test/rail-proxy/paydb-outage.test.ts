@@ -43,11 +43,7 @@ describe("paydb down", () => {
     const callsBefore = (await control.getFaults({})).submitCalls;
     await pgServer.stop("immediate");
     try {
-      const err = await expectRejected(
-        proxy.submitPayout(request),
-        Code.Unavailable,
-        "PAYDB_UNAVAILABLE",
-      );
+      const err = await expectRejected(proxy.submitPayout(request), Code.Unavailable, "PAYDB_UNAVAILABLE");
       expect(err.findDetails(RetryInfoSchema)[0]?.retryDelay).toBeDefined();
       expect(err.metadata.get("retry-after")).toMatch(/^\d+$/);
       expect((await control.getFaults({})).submitCalls).toBe(callsBefore);
@@ -76,7 +72,10 @@ describe("ADR-007 failure (iii): a standby", () => {
       const c = await db(standby.url("postgres"));
       expect((await c.query("SELECT pg_is_in_recovery() AS r")).rows[0].r).toBe(true);
       await c.end();
-      const proxy = new ServiceProcess({ service: "rail-proxy", env: { ...mesh.proxyEnv(9), PAYDB_URL: serviceUrl(standby.url(mesh.dbUrl("paydb").split("/").pop()!), "rail-proxy") } });
+      const proxy = new ServiceProcess({
+        service: "rail-proxy",
+        env: { ...mesh.proxyEnv(9), PAYDB_URL: serviceUrl(standby.url(mesh.dbUrl("paydb").split("/").pop()!), "rail-proxy") },
+      });
       await expect(proxy.start()).rejects.toThrow(/standby/);
       expect(proxy.lastExit?.code).toBe(70);
     } finally {
@@ -84,7 +83,9 @@ describe("ADR-007 failure (iii): a standby", () => {
     }
     // The primary came back from makeStandby's restart: the running proxy reconnects and works.
     await expect(
-      proxyClient(mesh.proxies[0]!.url).getSubmission({ payoutId: "p-down-1" }).catch((e: unknown) => ConnectError.from(e)),
+      proxyClient(mesh.proxies[0]!.url)
+        .getSubmission({ payoutId: "p-down-1" })
+        .catch((e: unknown) => ConnectError.from(e)),
     ).resolves.not.toBeInstanceOf(ConnectError);
   });
 });

@@ -39,7 +39,13 @@ export function docPairs(markdown: string): DocPair[] {
   lines.forEach((text, i) => {
     for (const re of SHAPES) for (const m of text.matchAll(re)) pairs.push({ line: i + 1, code: CODE_BY_NAME.get(m[1]!)!, reason: m[2]! });
     // | code | reason | ... tables: every reason in the reason cell goes with the code cell
-    const cells = text.trim().startsWith("|") ? text.trim().slice(1, -1).split("|").map((c) => c.trim()) : undefined;
+    const cells = text.trim().startsWith("|")
+      ? text
+          .trim()
+          .slice(1, -1)
+          .split("|")
+          .map((c) => c.trim())
+      : undefined;
     if (!cells) return void (table = undefined);
     if (cells.includes("code") && cells.includes("reason")) return void (table = { code: cells.indexOf("code"), reason: cells.indexOf("reason") });
     if (!table || /^-+$/.test(cells[0] ?? "")) return;

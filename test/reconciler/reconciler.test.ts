@@ -66,10 +66,12 @@ async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
     amount: { amountMinor: 2500n, currency: "EUR" },
     beneficiary: `ben-acc-rec-${i}`,
   });
-  const err = await proxyClient(mesh).submitPayout(await fencedFor(paydb, req)).then(
-    () => undefined,
-    (e: unknown) => e,
-  );
+  const err = await proxyClient(mesh)
+    .submitPayout(await fencedFor(paydb, req))
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   expect(errorReason(err)).toBe("RAIL_AMBIGUOUS");
   await paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [payoutId]);
 }
@@ -80,7 +82,14 @@ async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
  */
 async function reconcileOnce(env: Record<string, string>) {
   const child = spawn(process.execPath, [serviceEntry("reconciler")], {
-    env: { ...process.env, ...PROXY_TIMING, PAYDB_URL: mesh.roleUrl("paydb", "reconciler"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "0", ...env },
+    env: {
+      ...process.env,
+      ...PROXY_TIMING,
+      PAYDB_URL: mesh.roleUrl("paydb", "reconciler"),
+      RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","),
+      RECONCILE_INTERVAL_MS: "0",
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -116,12 +125,24 @@ describe("reconciler (UC-07)", () => {
     // here directly on the rail, as a late-booked refusal would appear on its statement).
     await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: REJECTED }]);
     await ambiguousSubmission(REJECTED, 4);
-    const rail = connectClient(RailService, mesh.railStub.url, { interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))] });
+    const rail = connectClient(RailService, mesh.railStub.url, {
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))],
+    });
     await setFaults(mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: REJECTED }]);
-    await rail.submitPayment({ clientReference: REJECTED, accountId: "acc-rec-4", beneficiary: "ben-acc-rec-4", amount: { amountMinor: 2500n, currency: "EUR" } });
+    await rail.submitPayment({
+      clientReference: REJECTED,
+      accountId: "acc-rec-4",
+      beneficiary: "ben-acc-rec-4",
+      amount: { amountMinor: 2500n, currency: "EUR" },
+    });
     // DOUBLE: the rail itself booked the payment a second time (out of scope to prevent, 00 §0.5).
     await setFaults(mesh, []);
-    await rail.submitPayment({ clientReference: DOUBLE, accountId: "acc-rec-3", beneficiary: "ben-acc-rec-3", amount: { amountMinor: 2500n, currency: "EUR" } });
+    await rail.submitPayment({
+      clientReference: DOUBLE,
+      accountId: "acc-rec-3",
+      beneficiary: "ben-acc-rec-3",
+      amount: { amountMinor: 2500n, currency: "EUR" },
+    });
     expect(await unresolvedIds()).toEqual([...ALL].sort());
     // Let the short settlement window pass (and be covered by the statement: covered_until = now - 1 s).
     await new Promise((r) => setTimeout(r, SHORT_WINDOW_MS + 1200));
@@ -170,15 +191,26 @@ describe("reconciler (UC-07)", () => {
   it("in loop mode it reports ready, serves its gauges on /metrics and drains on SIGTERM", async () => {
     const p = new ServiceProcess({
       service: "reconciler",
-      env: { ...PROXY_TIMING, METRICS_PORT: "0", PAYDB_URL: mesh.roleUrl("paydb", "reconciler"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "200", SETTLEMENT_WINDOW_MS: "600000" },
+      env: {
+        ...PROXY_TIMING,
+        METRICS_PORT: "0",
+        PAYDB_URL: mesh.roleUrl("paydb", "reconciler"),
+        RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","),
+        RECONCILE_INTERVAL_MS: "200",
+        SETTLEMENT_WINDOW_MS: "600000",
+      },
     });
     try {
       const ready = await p.start();
       expect(ready).toMatchObject({ port: 0 });
-      const body = await eventually(async () => {
-        const text = await (await fetch(`http://127.0.0.1:${ready!.metricsPort}/metrics`)).text();
-        return /reconciler_runs_total\{[^}]*result="ok"[^}]*\} [1-9]/.test(text) ? text : undefined;
-      }, "a finished run on /metrics", 30_000);
+      const body = await eventually(
+        async () => {
+          const text = await (await fetch(`http://127.0.0.1:${ready!.metricsPort}/metrics`)).text();
+          return /reconciler_runs_total\{[^}]*result="ok"[^}]*\} [1-9]/.test(text) ? text : undefined;
+        },
+        "a finished run on /metrics",
+        30_000,
+      );
       expect(body).toMatch(/^rail_ambiguous_unresolved\{[^}]*\} \d+/m);
       expect(body).toMatch(/^rail_ambiguous_oldest_age_seconds\{[^}]*\} [\d.e+-]+/m);
     } finally {

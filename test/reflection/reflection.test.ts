@@ -48,11 +48,23 @@ async function bufCurl(args: string[], identity: "operator" | "none" = "operator
 }
 
 const servers = () => [
-  { name: "payouts", url: mesh.payouts!.url, methods: ["railfence.payouts.v1.PayoutService/CreatePayout", "railfence.payouts.v1.PayoutService/GetPayout", "railfence.payouts.v1.PayoutService/ListPayouts"] },
+  {
+    name: "payouts",
+    url: mesh.payouts!.url,
+    methods: [
+      "railfence.payouts.v1.PayoutService/CreatePayout",
+      "railfence.payouts.v1.PayoutService/GetPayout",
+      "railfence.payouts.v1.PayoutService/ListPayouts",
+    ],
+  },
   {
     name: "rail-proxy",
     url: mesh.proxies[0]!.url,
-    methods: ["railfence.railproxy.v1.RailProxyService/SubmitPayout", "railfence.railproxy.v1.RailProxyService/GetSubmission", "railfence.railproxy.v1.RailProxyService/GetRailStatement"],
+    methods: [
+      "railfence.railproxy.v1.RailProxyService/SubmitPayout",
+      "railfence.railproxy.v1.RailProxyService/GetSubmission",
+      "railfence.railproxy.v1.RailProxyService/GetRailStatement",
+    ],
   },
   { name: "lock", url: mesh.lock!.url, methods: ["railfence.lock.v1.LockService/Acquire", "railfence.lock.v1.LockService/Inspect"] },
   { name: "rail-stub", url: mesh.railStub.url, methods: ["railfence.rail.v1.RailService/SubmitPayment", "railfence.rail.v1.RailService/ListPayments"] },
@@ -119,13 +131,18 @@ describe("gRPC reflection", () => {
     expect(answers).toHaveLength(4);
     for (const a of answers.slice(0, 2)) {
       expect(a.messageResponse.case).toBe("fileDescriptorResponse");
-      const names = (a.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name);
+      const names = (a.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map(
+        (b) => fromBinary(FileDescriptorProtoSchema, b).name,
+      );
       // Dependencies first, the file itself last.
       expect(names[names.length - 1]).toBe("railfence/railproxy/v1/rail_proxy.proto");
       expect(names).toContain("railfence/common/v1/money.proto");
       expect(names).toContain("google/protobuf/timestamp.proto");
     }
     expect(answers[2]!.messageResponse).toMatchObject({ case: "errorResponse", value: { errorCode: 5 } });
-    expect(answers[3]!.messageResponse).toMatchObject({ case: "allExtensionNumbersResponse", value: { baseTypeName: "railfence.railproxy.v1.Submission", extensionNumber: [] } });
+    expect(answers[3]!.messageResponse).toMatchObject({
+      case: "allExtensionNumbersResponse",
+      value: { baseTypeName: "railfence.railproxy.v1.Submission", extensionNumber: [] },
+    });
   });
 });

@@ -26,7 +26,11 @@ let mesh: Mesh;
 /** The product as the image builds it, in a folder of its own (no harness beside the services). */
 function buildImageLayout(): string {
   const dir = mkdtempSync(join(tmpdir(), "railfence-image-layout-"));
-  const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.image.json"), "--outDir", join(dir, "dist")], { encoding: "utf8" });
+  const r = spawnSync(
+    process.execPath,
+    [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.image.json"), "--outDir", join(dir, "dist")],
+    { encoding: "utf8" },
+  );
   if (r.status !== 0) throw new Error(`image build failed: ${r.stdout}${r.stderr}`);
   copyFileSync(join(root, "package.json"), join(dir, "package.json"));
   symlinkSync(join(root, "migrations"), join(dir, "migrations"));
@@ -58,7 +62,11 @@ function events(p: ServiceProcess): Array<Record<string, unknown>> {
 }
 
 /** Runs service from root (the image layout or this checkout) until it exits; its code and log. */
-async function runToExit(service: "rail-proxy" | "executor", root: string | undefined, env: Record<string, string>): Promise<{ code: number | null; proc: ServiceProcess }> {
+async function runToExit(
+  service: "rail-proxy" | "executor",
+  root: string | undefined,
+  env: Record<string, string>,
+): Promise<{ code: number | null; proc: ServiceProcess }> {
   const proc = new ServiceProcess({ service, env, root, waitReady: false, readyTimeoutMs: 30_000 });
   await proc.start();
   const code = await Promise.race([proc.waitExit(), new Promise<"running">((r) => setTimeout(() => r("running"), 30_000))]);
@@ -75,7 +83,15 @@ function proxyEnv(extra: Record<string, string>): Record<string, string> {
 
 function executorEnv(extra: Record<string, string>): Record<string, string> {
   // Nothing to pay and no lock needed at start: the executor only polls paydb.
-  return { METRICS_PORT: "0", PAYDB_URL: mesh.roleUrl("paydb", "executor"), LOCK_URL: "http://127.0.0.1:9", RAIL_PROXY_URLS: "http://127.0.0.1:9", EXECUTOR_ID: "harness-only-test", POLL_INTERVAL_MS: "200", ...extra };
+  return {
+    METRICS_PORT: "0",
+    PAYDB_URL: mesh.roleUrl("paydb", "executor"),
+    LOCK_URL: "http://127.0.0.1:9",
+    RAIL_PROXY_URLS: "http://127.0.0.1:9",
+    EXECUTOR_ID: "harness-only-test",
+    POLL_INTERVAL_MS: "200",
+    ...extra,
+  };
 }
 
 /** The problems a refused start named (the fatal startup_failed line). */
@@ -125,8 +141,16 @@ describe("in the image, harness-only settings are refused", () => {
   });
 
   it("the chart's literals (every guard on) and the production defaults start from the image, silently", async () => {
-    const proxy = new ServiceProcess({ service: "rail-proxy", root: image, env: proxyEnv({ RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" }) });
-    const executor = new ServiceProcess({ service: "executor", root: image, env: executorEnv({ EXECUTOR_PAUSE_AFTER_FENCE_MS: "0", EXECUTOR_SUBMISSION_REFERENCE: "payout" }) });
+    const proxy = new ServiceProcess({
+      service: "rail-proxy",
+      root: image,
+      env: proxyEnv({ RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" }),
+    });
+    const executor = new ServiceProcess({
+      service: "executor",
+      root: image,
+      env: executorEnv({ EXECUTOR_PAUSE_AFTER_FENCE_MS: "0", EXECUTOR_SUBMISSION_REFERENCE: "payout" }),
+    });
     try {
       await proxy.start();
       await executor.start();

@@ -24,7 +24,12 @@ describe("helm: tls.enabled", () => {
       const c = containers(p.spec)[0];
       expect(c.volumeMounts.find((m: any) => m.name === "tls")).toMatchObject({ readOnly: true, mountPath: "/var/run/secrets/railfence/tls" });
       const env = envOf(c);
-      expect(env).toMatchObject({ TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt", TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key", TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt", TLS_CLIENT_AUTH: "require" });
+      expect(env).toMatchObject({
+        TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt",
+        TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key",
+        TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt",
+        TLS_CLIENT_AUTH: "require",
+      });
       expect(env.ALLOW_INSECURE).toBeUndefined();
       for (const k of ["LOCK_URL", "RAIL_PROXY_URLS"]) if (env[k]) expect(env[k]).toMatch(/^https:\/\//);
     }
@@ -46,7 +51,11 @@ describe("helm: tls.enabled", () => {
     // The audit is a client only: the CLI's certificate variables, https to rail-proxy, no server settings.
     const audit = containers(podSpecs(objects).find((p) => p.component === "audit")!.spec)[0];
     const env = envOf(audit);
-    expect(env).toMatchObject({ RAILFENCE_TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt", RAILFENCE_TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key", RAILFENCE_TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt" });
+    expect(env).toMatchObject({
+      RAILFENCE_TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt",
+      RAILFENCE_TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key",
+      RAILFENCE_TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt",
+    });
     expect(env.RAILFENCE_RAIL_PROXY_URL).toMatch(/^https:\/\//);
     expect(env.TLS_CERT_FILE).toBeUndefined();
   });

@@ -55,10 +55,14 @@ describe("mutual TLS mesh", () => {
     expect(mesh.proxies[0]!.url).toMatch(/^https:\/\//);
     const created = await payAndWait("e2e-1", "acc-e2e");
     const payouts = clientAs(PayoutService, mesh.payouts!.url, as("client"));
-    const paid = await eventually(async () => {
-      const p = (await payouts.getPayout({ payoutId: created.payoutId })).payout;
-      return p?.state === PayoutState.PAID ? p : undefined;
-    }, "the payout to be PAID", 30_000);
+    const paid = await eventually(
+      async () => {
+        const p = (await payouts.getPayout({ payoutId: created.payoutId })).payout;
+        return p?.state === PayoutState.PAID ? p : undefined;
+      },
+      "the payout to be PAID",
+      30_000,
+    );
     expect(paid.railReference).not.toBe("");
     const raildb = await db(mesh.dbUrl("raildb"));
     try {
@@ -86,8 +90,14 @@ describe("mutual TLS mesh", () => {
   it("refuses a certificate issued by another CA, even for a known identity", async () => {
     const impostor = clientAs(PayoutService, mesh.payouts!.url, { ...stranger, ca: as("client").ca });
     const err = await impostor
-      .createPayout({ accountId: "acc-impostor", amount: money, beneficiary: "ben-1", clientReference: "impostor-1" }, { headers: { "idempotency-key": "impostor-1" } })
-      .then(() => undefined, (e: unknown) => ConnectError.from(e));
+      .createPayout(
+        { accountId: "acc-impostor", amount: money, beneficiary: "ben-1", clientReference: "impostor-1" },
+        { headers: { "idempotency-key": "impostor-1" } },
+      )
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
     expect(err, "a foreign certificate must be refused").toBeDefined();
     // No railfence ErrorInfo: the refusal came from the TLS layer, not from a handler.
     expect(errorInfo(err!)).toBeUndefined();
@@ -104,11 +114,16 @@ describe("mutual TLS mesh", () => {
     const created = await payAndWait("resolve-1", "acc-resolve");
     const paydb = await db(mesh.dbUrl("paydb"));
     try {
-      const row = async () => (await paydb.query("SELECT * FROM rail_submissions WHERE payout_id = $1", [created.payoutId])).rows[0] as Record<string, unknown> | undefined;
-      const before = await eventually(async () => {
-        const r = await row();
-        return r && r.state !== "FORWARDING" ? r : undefined;
-      }, "the submission to be decided", 30_000);
+      const row = async () =>
+        (await paydb.query("SELECT * FROM rail_submissions WHERE payout_id = $1", [created.payoutId])).rows[0] as Record<string, unknown> | undefined;
+      const before = await eventually(
+        async () => {
+          const r = await row();
+          return r && r.state !== "FORWARDING" ? r : undefined;
+        },
+        "the submission to be decided",
+        30_000,
+      );
       const proxyUrl = mesh.proxies[0]!.url;
       const metricsPort = mesh.proxies[0]!.ready!.metricsPort;
       const labels = 'method="ResolveSubmission"';
@@ -124,15 +139,23 @@ describe("mutual TLS mesh", () => {
       expect(await metricValue(metricsPort, "rpc_permission_denied_total", labels)).toBe(deniedBefore + 1);
       expect(await row()).toEqual(before);
       // The log line comes through a pipe and may trail the refusal the client already holds.
-      await eventually(async () => mesh.proxies[0]!.lines.some((l) => l.includes('"event":"permission_denied"') && l.includes("ResolveSubmission")), "a permission_denied log line");
+      await eventually(
+        async () => mesh.proxies[0]!.lines.some((l) => l.includes('"event":"permission_denied"') && l.includes("ResolveSubmission")),
+        "a permission_denied log line",
+      );
 
       // The executor's own method passes authorization: the handler judges the stale token (it is
       // refused by the fence or the payout binding, never by authorization).
       const submit = await executor
         .submitPayout({ accountId: "acc-resolve", payoutId: created.payoutId, fencingToken: 1n, amount: money, beneficiary: "ben-1" })
-        .then(() => undefined, (e: unknown) => ConnectError.from(e));
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
       expect(submit, "a stale token for a paid payout must be refused").toBeDefined();
-      expect(["FENCED_OUT", "PAYOUT_NOT_PAYABLE", "PAYOUT_FENCE_MISMATCH", "DUPLICATE_SUBMISSION", "TOKEN_SIGNATURE_INVALID"]).toContain(errorInfo(submit!)?.reason);
+      expect(["FENCED_OUT", "PAYOUT_NOT_PAYABLE", "PAYOUT_FENCE_MISMATCH", "DUPLICATE_SUBMISSION", "TOKEN_SIGNATURE_INVALID"]).toContain(
+        errorInfo(submit!)?.reason,
+      );
 
       // The operator passes authorization: the handler itself answers (here: the submission was
       // decided, so it is not ambiguous and cannot be resolved).
@@ -187,7 +210,10 @@ describe("mutual TLS mesh", () => {
     const payouts = clientAs(PayoutService, mesh.payouts!.url, as("client"));
     const conflict = await payouts
       .createPayout({ accountId: "acc-scope-b", amount: money, beneficiary: "ben-1", clientReference: key }, { headers: { "idempotency-key": key } })
-      .then(() => undefined, (e: unknown) => ConnectError.from(e));
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
     expect(conflict?.code).toBeDefined();
   });
 

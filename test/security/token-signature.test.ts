@@ -52,7 +52,10 @@ afterAll(async () => {
 describe("signed fencing tokens", () => {
   it("a payout is paid end to end: the executor passes the lock's signature through", async () => {
     const payouts = connectClient(PayoutService, mesh.payouts!.url);
-    const { payout } = await payouts.createPayout({ accountId: "acc-signed", amount: { amountMinor: 700n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } });
+    const { payout } = await payouts.createPayout(
+      { accountId: "acc-signed", amount: { amountMinor: 700n, currency: "EUR" }, beneficiary: "ben-1" },
+      { headers: { "idempotency-key": randomUUID() } },
+    );
     await eventually(async () => (await payouts.getPayout({ payoutId: payout!.payoutId })).payout?.state === 3, "payout PAID");
     expect(await railBookings(raildb, payout!.payoutId)).toBe(1);
   });

@@ -56,7 +56,9 @@ export async function db(url: string): Promise<pg.Client> {
 
 /** How many times the rail booked a client reference (its own ledger: the INV-02 truth). */
 export async function railBookings(raildb: pg.Client, clientReference: string): Promise<number> {
-  const { rows } = await raildb.query<{ n: string }>("SELECT count(*) AS n FROM payments WHERE client_reference = $1 AND status = 'ACCEPTED'", [clientReference]);
+  const { rows } = await raildb.query<{ n: string }>("SELECT count(*) AS n FROM payments WHERE client_reference = $1 AND status = 'ACCEPTED'", [
+    clientReference,
+  ]);
   return Number(rows[0]!.n);
 }
 

@@ -62,7 +62,9 @@ export async function fencePayout(paydb: Queryable, request: SubmitFields): Prom
  */
 export async function fencedFor<R extends SubmitFields>(paydb: Queryable, request: R): Promise<R> {
   if (!(await fencePayout(paydb, request))) {
-    throw new Error(`payout ${payoutIdOf(request.payoutId)} cannot be fenced for ${request.accountId} with token ${request.fencingToken}: it differs or a newer token holds it`);
+    throw new Error(
+      `payout ${payoutIdOf(request.payoutId)} cannot be fenced for ${request.accountId} with token ${request.fencingToken}: it differs or a newer token holds it`,
+    );
   }
   return request;
 }

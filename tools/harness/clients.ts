@@ -47,7 +47,8 @@ export function connectClient<S extends DescService>(service: S, baseUrl: string
     ...(opts.idleConnectionTimeoutMs !== undefined ? { idleConnectionTimeoutMs: opts.idleConnectionTimeoutMs } : {}),
     ...(opts.sessionManager ? { sessionManager: opts.sessionManager } : {}),
   };
-  const transport = (opts.protocol ?? "grpc") === "grpc" ? createGrpcTransport(common) : createConnectTransport({ ...common, httpVersion: "2", useBinaryFormat: false });
+  const transport =
+    (opts.protocol ?? "grpc") === "grpc" ? createGrpcTransport(common) : createConnectTransport({ ...common, httpVersion: "2", useBinaryFormat: false });
   return createClient(service, transport);
 }
 
@@ -62,7 +63,12 @@ export class ClientPool {
   constructor(private readonly defaults: Omit<ClientOptions, "sessionManager" | "protocol"> = {}) {}
 
   /** A client of service at baseUrl over protocol. */
-  client<S extends DescService>(service: S, baseUrl: string, protocol: Protocol = "grpc", opts: Omit<ClientOptions, "sessionManager" | "protocol"> = {}): Client<S> {
+  client<S extends DescService>(
+    service: S,
+    baseUrl: string,
+    protocol: Protocol = "grpc",
+    opts: Omit<ClientOptions, "sessionManager" | "protocol"> = {},
+  ): Client<S> {
     const o = { ...this.defaults, ...opts };
     // A session manager of our own takes the connection options (the transport's are then unused).
     const idle = o.idleConnectionTimeoutMs !== undefined ? { idleConnectionTimeoutMs: o.idleConnectionTimeoutMs } : undefined;

@@ -60,7 +60,9 @@ export async function ownedDatabase(adminUrl: string, name: string): Promise<{ u
 /** Lets every service's group role log in (those the migrations applied so far created). */
 export async function allowServiceLogins(adminUrl: string): Promise<void> {
   await withAdmin(adminUrl, async (c) => {
-    const { rows } = await c.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND NOT rolcanlogin", [Object.values(SERVICE_ROLES).map((r) => r.name)]);
+    const { rows } = await c.query<{ rolname: string }>("SELECT rolname FROM pg_roles WHERE rolname = ANY($1) AND NOT rolcanlogin", [
+      Object.values(SERVICE_ROLES).map((r) => r.name),
+    ]);
     for (const { rolname } of rows) await ignoreDuplicate(() => c.query(`ALTER ROLE ${rolname} LOGIN`));
   });
 }

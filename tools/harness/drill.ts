@@ -80,22 +80,26 @@ for (const lockBackend of backends) {
       seed,
       payouts,
       log: values.verbose ? (l) => console.error(l) : () => {},
-    }).catch((err: unknown): DrillResult => ({
-      scenario: s.name,
-      lockBackend,
-      seed,
-      verdict: "FAIL",
-      violations: [],
-      counts: {},
-      failures: [`drill crashed: ${err instanceof Error ? err.message : String(err)}`],
-      notes: [],
-      durationMs: 0,
-    }));
+    }).catch(
+      (err: unknown): DrillResult => ({
+        scenario: s.name,
+        lockBackend,
+        seed,
+        verdict: "FAIL",
+        violations: [],
+        counts: {},
+        failures: [`drill crashed: ${err instanceof Error ? err.message : String(err)}`],
+        notes: [],
+        durationMs: 0,
+      }),
+    );
     results.push(r);
     for (const n of r.notes) say(`   ${n}`);
     for (const f of r.failures) say(`   FAILED EXPECTATION: ${f}`);
     for (const v of r.violations.slice(0, 10)) say(`   ${v.invariant}: ${v.detail}`);
-    say(`   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught what it let through)" : ""}`);
+    say(
+      `   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught what it let through)" : ""}`,
+    );
     writeFileSync(join(reportDir, `${s.name}-${lockBackend}-${seed}.md`), `${markdownReport(r)}\n`);
   }
 }

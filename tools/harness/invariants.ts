@@ -59,7 +59,11 @@ export function ledgerStatement(raildb: pg.Pool): StatementSource {
 }
 
 /** The check target of a harness mesh: its first running proxy, called as the auditor (the daily audit's identity). */
-export function meshCheckTarget(mesh: { dbUrl(kind: "paydb" | "raildb"): string; proxies: Array<{ running: boolean; url: string }>; clientTls(id?: "auditor"): ClientTls | undefined }): CheckTarget {
+export function meshCheckTarget(mesh: {
+  dbUrl(kind: "paydb" | "raildb"): string;
+  proxies: Array<{ running: boolean; url: string }>;
+  clientTls(id?: "auditor"): ClientTls | undefined;
+}): CheckTarget {
   const proxy = mesh.proxies.find((p) => p.running);
   if (!proxy) throw new Error("the check reads the statement through a rail-proxy: none is running");
   return { paydbUrl: mesh.dbUrl("paydb"), raildbUrl: mesh.dbUrl("raildb"), proxyUrl: proxy.url, tls: mesh.clientTls("auditor") };
@@ -73,7 +77,11 @@ export async function checkInvariants(target: CheckTarget, opts: { quiescent?: b
   raildb.on("error", () => {});
   try {
     const proxy = connectClient(RailProxyService, target.proxyUrl, { tls: target.tls });
-    const result = await runAudit(paydb, proxyStatement(() => proxy, { timeoutMs: 30_000 }), { quiescent: opts.quiescent });
+    const result = await runAudit(
+      paydb,
+      proxyStatement(() => proxy, { timeoutMs: 30_000 }),
+      { quiescent: opts.quiescent },
+    );
     // Cross-check: the statement the proxy served is the stub's whole ledger.
     let ledger = 0;
     for await (const page of ledgerStatement(raildb)(undefined, undefined)) ledger += page.length;

@@ -204,7 +204,14 @@ export class Mesh {
   /** Starts one more rail-proxy replica. */
   async addProxy(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const replica = this.proxies.length + 1;
-    const proxy = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${replica}`, env: this.proxyEnv(replica, env), onLine: this.opts.onLine, tls: this.opts.tls, nodeArgs: this.opts.proxyNodeArgs });
+    const proxy = new ServiceProcess({
+      service: "rail-proxy",
+      name: `rail-proxy-${replica}`,
+      env: this.proxyEnv(replica, env),
+      onLine: this.opts.onLine,
+      tls: this.opts.tls,
+      nodeArgs: this.opts.proxyNodeArgs,
+    });
     this.proxies.push(proxy);
     await proxy.start();
     return proxy;
@@ -212,7 +219,10 @@ export class Mesh {
 
   /** Comma-separated proxy addresses: executors round-robin over them like a Service would. */
   proxyUrls(): string {
-    return this.proxies.filter((p) => p.ready).map((p) => p.url).join(",");
+    return this.proxies
+      .filter((p) => p.ready)
+      .map((p) => p.url)
+      .join(",");
   }
 
   async startLock(env: Record<string, string> = {}): Promise<ServiceProcess> {
@@ -286,7 +296,13 @@ export class Mesh {
 
   /** One reconciler run (the CronJob mode); resolves with its exit code and output lines. */
   async reconcileOnce(env: Record<string, string> = {}): Promise<{ code: number | null; lines: string[] }> {
-    const once = new ServiceProcess({ service: "reconciler", name: "reconciler-once", env: this.reconcilerEnv({ RECONCILE_INTERVAL_MS: "0", ...env }), waitReady: false, onLine: this.opts.onLine });
+    const once = new ServiceProcess({
+      service: "reconciler",
+      name: "reconciler-once",
+      env: this.reconcilerEnv({ RECONCILE_INTERVAL_MS: "0", ...env }),
+      waitReady: false,
+      onLine: this.opts.onLine,
+    });
     await once.start();
     const code = await once.waitExit();
     return { code, lines: once.lines };

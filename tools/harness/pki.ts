@@ -43,9 +43,25 @@ export class Pki {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const pki = new Pki(dir);
     await run(openssl(), [
-      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-      "-keyout", pki.caKey, "-out", pki.caCert, "-days", "30", "-subj", `/CN=${caName}`,
-      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      pki.caKey,
+      "-out",
+      pki.caCert,
+      "-days",
+      "30",
+      "-subj",
+      `/CN=${caName}`,
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign,cRLSign",
     ]);
     chmodSync(pki.caKey, 0o600);
     return pki;
@@ -68,12 +84,28 @@ export class Pki {
     const csr = join(this.dir, `${stem}.csr`);
     const ext = join(this.dir, `${stem}.ext`);
     const sans = [`URI:spiffe://${TRUST_DOMAIN}/${identity}`, "DNS:localhost", "IP:127.0.0.1", ...(opts.extraSans ?? [])];
-    writeFileSync(ext, `basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${sans.join(",")}\n`);
+    writeFileSync(
+      ext,
+      `basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${sans.join(",")}\n`,
+    );
     await run(openssl(), ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr, "-subj", `/CN=${identity}`]);
     chmodSync(key, 0o600);
     await run(openssl(), [
-      "x509", "-req", "-in", csr, "-CA", this.caCert, "-CAkey", this.caKey, "-CAcreateserial",
-      "-out", cert, "-days", String(opts.days ?? 7), "-extfile", ext,
+      "x509",
+      "-req",
+      "-in",
+      csr,
+      "-CA",
+      this.caCert,
+      "-CAkey",
+      this.caKey,
+      "-CAcreateserial",
+      "-out",
+      cert,
+      "-days",
+      String(opts.days ?? 7),
+      "-extfile",
+      ext,
     ]);
     return { cert, key, ca: this.caCert };
   }

@@ -9,7 +9,21 @@
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { appendFileSync, chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  chownSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir, userInfo } from "node:os";
 import { dirname, join } from "node:path";
@@ -147,17 +161,28 @@ export class PostgresServer {
   async startProcess(): Promise<void> {
     const durable = this.opts.durable ?? false;
     const args = [
-      "-D", this.dataDir,
-      "-p", String(this.port),
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", `unix_socket_directories=${this.dataDir}`,
-      "-c", "max_connections=300",
-      "-c", `fsync=${durable ? "on" : "off"}`,
-      "-c", `synchronous_commit=${durable ? "on" : "off"}`,
-      "-c", `full_page_writes=${durable ? "on" : "off"}`,
-      "-c", "wal_level=replica",
-      "-c", "max_wal_senders=5",
-      "-c", "hot_standby=on",
+      "-D",
+      this.dataDir,
+      "-p",
+      String(this.port),
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      `unix_socket_directories=${this.dataDir}`,
+      "-c",
+      "max_connections=300",
+      "-c",
+      `fsync=${durable ? "on" : "off"}`,
+      "-c",
+      `synchronous_commit=${durable ? "on" : "off"}`,
+      "-c",
+      `full_page_writes=${durable ? "on" : "off"}`,
+      "-c",
+      "wal_level=replica",
+      "-c",
+      "max_wal_senders=5",
+      "-c",
+      "hot_standby=on",
     ];
     const child = spawn(join(binDir(), "postgres"), args, { stdio: ["ignore", "pipe", "pipe"], ...(this.owner ?? {}) });
     this.child = child;

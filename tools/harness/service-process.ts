@@ -75,10 +75,14 @@ export class ServiceProcess {
     // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
     const root = this.opts.root ?? projectRoot();
     const instrumentation = join(root, "dist", "services", "shared", "instrumentation.js");
-    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service, root), ...(this.opts.args ?? [])], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service, root), ...(this.opts.args ?? [])],
+      {
+        env,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     this.child = child;
     this.ready = undefined;
     let readyResolve: ((r: ReadyInfo) => void) | undefined;

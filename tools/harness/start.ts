@@ -114,7 +114,9 @@ async function main(): Promise<void> {
   for (const [name, url] of Object.entries(metrics)) console.log(`  metrics        ${name.padEnd(14)} ${url}`);
   console.log(`  certificates   ${mesh.pki!.dir}   (CLI: operator; curl/grpcurl: --cacert ca.crt --cert client.crt --key client.key)`);
   console.log(`  logs           ${logDir}/<process>.log`);
-  console.log(`  traces         ${process.env.RAILFENCE_TRACE_FILE ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}`);
+  console.log(
+    `  traces         ${process.env.RAILFENCE_TRACE_FILE ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}`,
+  );
   console.log("\nTry:  npx railfence payouts create --account acc-1 --amount 1050 --currency EUR --beneficiary ben-1");
   console.log("      npx railfence payouts get <payout_id>      npx railfence trace <payout_id>");
   console.log("Ctrl-C stops everything.");

@@ -30,7 +30,10 @@ export class RailfenceError extends Error {
   /** The Idempotency-Key the call carried (CreatePayout): retry later with the same intent. */
   idempotencyKey: string | undefined;
 
-  constructor(readonly connectError: ConnectError, transient: boolean) {
+  constructor(
+    readonly connectError: ConnectError,
+    transient: boolean,
+  ) {
     super(connectError.rawMessage, { cause: connectError });
     this.name = "RailfenceError";
     const info = connectError.findDetails(ErrorInfoSchema)[0];

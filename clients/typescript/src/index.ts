@@ -3,7 +3,16 @@
  * See README.md beside this package.
  */
 export { createRailfenceClient, type RailfenceClient, type RailfenceClientOptions } from "./client.js";
-export { PayoutIntent, PayoutsClient, requestFingerprint, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, type CreatePayoutResult, type IntentOptions, type PayoutRequest } from "./payouts.js";
+export {
+  PayoutIntent,
+  PayoutsClient,
+  requestFingerprint,
+  IDEMPOTENCY_KEY_HEADER,
+  REPLAYED_HEADER,
+  type CreatePayoutResult,
+  type IntentOptions,
+  type PayoutRequest,
+} from "./payouts.js";
 export { RailProxyClient, outcomeUnknown, type SubmitPayoutInit } from "./rail-proxy.js";
 export { RailfenceError, OutcomeUnknownError, IntentMismatchError, IntentExpiredError, retryHintMs, serverAnswered, type GaveUp } from "./errors.js";
 // The catalogue of error reasons (generated from the servers' own, services/shared/reasons.ts).

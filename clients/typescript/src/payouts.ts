@@ -93,7 +93,14 @@ export class PayoutIntent {
     try {
       let replayed = false;
       const run = await runAttempts(
-        { policy: s.policy, endpoints: [s.url], idempotent: true, deadlineMs: opts.deadlineMs ?? s.deadlineMs, timeoutMs: opts.timeoutMs ?? s.timeoutMs, signal: opts.signal },
+        {
+          policy: s.policy,
+          endpoints: [s.url],
+          idempotent: true,
+          deadlineMs: opts.deadlineMs ?? s.deadlineMs,
+          timeoutMs: opts.timeoutMs ?? s.timeoutMs,
+          signal: opts.signal,
+        },
         async (a) => {
           replayed = false;
           const client = createClient(PayoutService, s.transports.get(a.endpoint));
@@ -157,14 +164,37 @@ export class PayoutsClient {
   }
 
   /** One page of the caller's payouts, newest first. */
-  async list(filter: { accountId?: string; state?: PayoutState; pageSize?: number; pageToken?: string } = {}, opts: CallOptions = {}): Promise<ListPayoutsResponse> {
-    return this.read(opts, (client, o) => client.listPayouts({ accountId: filter.accountId ?? "", state: filter.state ?? PayoutState.UNSPECIFIED, pageSize: filter.pageSize ?? 0, pageToken: filter.pageToken ?? "" }, o));
+  async list(
+    filter: { accountId?: string; state?: PayoutState; pageSize?: number; pageToken?: string } = {},
+    opts: CallOptions = {},
+  ): Promise<ListPayoutsResponse> {
+    return this.read(opts, (client, o) =>
+      client.listPayouts(
+        {
+          accountId: filter.accountId ?? "",
+          state: filter.state ?? PayoutState.UNSPECIFIED,
+          pageSize: filter.pageSize ?? 0,
+          pageToken: filter.pageToken ?? "",
+        },
+        o,
+      ),
+    );
   }
 
-  private async read<T>(opts: CallOptions, fn: (client: ReturnType<typeof createClient<typeof PayoutService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<T>): Promise<T> {
+  private async read<T>(
+    opts: CallOptions,
+    fn: (client: ReturnType<typeof createClient<typeof PayoutService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<T>,
+  ): Promise<T> {
     const { s } = this;
     const run = await runAttempts(
-      { policy: s.policy, endpoints: [s.url], idempotent: true, deadlineMs: opts.deadlineMs ?? s.deadlineMs, timeoutMs: opts.timeoutMs ?? s.timeoutMs, signal: opts.signal },
+      {
+        policy: s.policy,
+        endpoints: [s.url],
+        idempotent: true,
+        deadlineMs: opts.deadlineMs ?? s.deadlineMs,
+        timeoutMs: opts.timeoutMs ?? s.timeoutMs,
+        signal: opts.signal,
+      },
       (a) => fn(createClient(PayoutService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
     );
     return run.value;

@@ -69,7 +69,9 @@ export class RailProxyClient {
 
   /** One page of the rail's statement, read through the proxy. */
   async getRailStatement(q: { since?: Timestamp; afterSequence?: bigint; pageSize?: number } = {}, opts: CallOptions = {}): Promise<GetRailStatementResponse> {
-    return this.read(opts, (c, o) => c.getRailStatement({ ...(q.since ? { since: q.since } : {}), afterSequence: q.afterSequence ?? 0n, pageSize: q.pageSize ?? 0 }, o));
+    return this.read(opts, (c, o) =>
+      c.getRailStatement({ ...(q.since ? { since: q.since } : {}), afterSequence: q.afterSequence ?? 0n, pageSize: q.pageSize ?? 0 }, o),
+    );
   }
 
   /**
@@ -81,8 +83,17 @@ export class RailProxyClient {
     const check = () => this.getSubmission(req.payoutId);
     try {
       const run = await runAttempts(
-        { policy: s.policy, endpoints: s.urls, idempotent: false, deadlineMs: opts.deadlineMs ?? s.deadlineMs, timeoutMs: opts.timeoutMs ?? s.timeoutMs, signal: opts.signal, startAt: this.next++ },
-        (a) => createClient(RailProxyService, s.transports.get(a.endpoint)).submitPayout(req, { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
+        {
+          policy: s.policy,
+          endpoints: s.urls,
+          idempotent: false,
+          deadlineMs: opts.deadlineMs ?? s.deadlineMs,
+          timeoutMs: opts.timeoutMs ?? s.timeoutMs,
+          signal: opts.signal,
+          startAt: this.next++,
+        },
+        (a) =>
+          createClient(RailProxyService, s.transports.get(a.endpoint)).submitPayout(req, { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
       );
       return run.value.submission!;
     } catch (err) {
@@ -96,10 +107,21 @@ export class RailProxyClient {
     }
   }
 
-  private async read<T>(opts: CallOptions, fn: (c: ReturnType<typeof createClient<typeof RailProxyService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<T>): Promise<T> {
+  private async read<T>(
+    opts: CallOptions,
+    fn: (c: ReturnType<typeof createClient<typeof RailProxyService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<T>,
+  ): Promise<T> {
     const { s } = this;
     const run = await runAttempts(
-      { policy: s.policy, endpoints: s.urls, idempotent: true, deadlineMs: opts.deadlineMs ?? s.deadlineMs, timeoutMs: opts.timeoutMs ?? s.timeoutMs, signal: opts.signal, startAt: this.next++ },
+      {
+        policy: s.policy,
+        endpoints: s.urls,
+        idempotent: true,
+        deadlineMs: opts.deadlineMs ?? s.deadlineMs,
+        timeoutMs: opts.timeoutMs ?? s.timeoutMs,
+        signal: opts.signal,
+        startAt: this.next++,
+      },
       (a) => fn(createClient(RailProxyService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
     );
     return run.value;

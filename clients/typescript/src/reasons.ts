@@ -152,7 +152,7 @@ const DEFINITIONS = {
     code: Code.Internal,
     retry: "final",
     area: "server",
-    meaning: "An unexpected failure inside the server; the message says only \"internal error\", the cause is in the server's log.",
+    meaning: 'An unexpected failure inside the server; the message says only "internal error", the cause is in the server\'s log.',
   },
 
   // --- paydb (pg.ts, for rail-proxy and payouts) ---

@@ -9,8 +9,14 @@ import { backoffMs, isTransient, RetryBudget, retryPolicy } from "./retry.js";
 
 /** A server answer: code + ErrorInfo reason (+ RetryInfo). */
 function answer(code: Code, reason: string, retryMs?: number): ConnectError {
-  const details: Array<{ desc: typeof ErrorInfoSchema | typeof RetryInfoSchema; value: object }> = [{ desc: ErrorInfoSchema, value: { reason, domain: "railfence.dev", metadata: {} } }];
-  if (retryMs !== undefined) details.push({ desc: RetryInfoSchema, value: { retryDelay: create(DurationSchema, { seconds: BigInt(Math.floor(retryMs / 1000)), nanos: (retryMs % 1000) * 1e6 }) } });
+  const details: Array<{ desc: typeof ErrorInfoSchema | typeof RetryInfoSchema; value: object }> = [
+    { desc: ErrorInfoSchema, value: { reason, domain: "railfence.dev", metadata: {} } },
+  ];
+  if (retryMs !== undefined)
+    details.push({
+      desc: RetryInfoSchema,
+      value: { retryDelay: create(DurationSchema, { seconds: BigInt(Math.floor(retryMs / 1000)), nanos: (retryMs % 1000) * 1e6 }) },
+    });
   return new ConnectError("refused", code, undefined, details as never);
 }
 const transport = (code: Code) => new ConnectError("stream reset", code);
@@ -39,27 +45,42 @@ describe("the rules for clients: what is transient", () => {
   it("the caller's own cancellation is final", async () => {
     const ac = new AbortController();
     let calls = 0;
-    const err = await runAttempts({ policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100, signal: ac.signal }, async () => {
-      calls++;
-      ac.abort();
-      throw transport(Code.Canceled);
-    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
+    const err = await runAttempts(
+      { policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100, signal: ac.signal },
+      async () => {
+        calls++;
+        ac.abort();
+        throw transport(Code.Canceled);
+      },
+    ).then(
+      () => {
+        throw new Error("expected a failure");
+      },
+      (e: unknown) => e as RailfenceError,
+    );
     expect(calls).toBe(1);
     expect(err.transient).toBe(false);
   });
 
   it("a plain exception inside an attempt (a bug) is final, not a transport failure", async () => {
     let calls = 0;
-    const err = await runAttempts({ policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async () => {
-      calls++;
-      throw new TypeError("bug");
-    }).then(() => undefined, (e: unknown) => e as RailfenceError);
+    const err = await runAttempts(
+      { policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 },
+      async () => {
+        calls++;
+        throw new TypeError("bug");
+      },
+    ).then(
+      () => undefined,
+      (e: unknown) => e as RailfenceError,
+    );
     expect(calls).toBe(1);
     expect(err?.transient).toBe(false);
   });
 
   it("nothing is transient for a call without duplicate protection", () => {
-    for (const err of [transport(Code.Unavailable), transport(Code.DeadlineExceeded), answer(Code.Aborted, "IDEMPOTENCY_CONFLICT")]) expect(isTransient(err, false)).toBe(false);
+    for (const err of [transport(Code.Unavailable), transport(Code.DeadlineExceeded), answer(Code.Aborted, "IDEMPOTENCY_CONFLICT")])
+      expect(isTransient(err, false)).toBe(false);
   });
 });
 
@@ -79,11 +100,14 @@ describe("waits", () => {
 
   it("never retries sooner than the server's hint", async () => {
     const times: number[] = [];
-    await runAttempts({ policy: retryPolicy({ baseDelayMs: 1 }, () => 0), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 1000 }, async (a) => {
-      times.push(Date.now());
-      if (a.attempt < 3) throw answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 300);
-      return "ok";
-    });
+    await runAttempts(
+      { policy: retryPolicy({ baseDelayMs: 1 }, () => 0), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 1000 },
+      async (a) => {
+        times.push(Date.now());
+        if (a.attempt < 3) throw answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 300);
+        return "ok";
+      },
+    );
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(295);
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(295);
   });
@@ -103,9 +127,17 @@ describe("bounds", () => {
 
   it("gives up at the deadline without starting a wait that would end past it", async () => {
     const started = Date.now();
-    const err = await runAttempts({ policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 400, timeoutMs: 1000 }, async () => {
-      throw answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 1000);
-    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
+    const err = await runAttempts(
+      { policy: retryPolicy({ budget: false }), endpoints: ["x"], idempotent: true, deadlineMs: 400, timeoutMs: 1000 },
+      async () => {
+        throw answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 1000);
+      },
+    ).then(
+      () => {
+        throw new Error("expected a failure");
+      },
+      (e: unknown) => e as RailfenceError,
+    );
     expect(err).toBeInstanceOf(RailfenceError);
     expect(err.gaveUp).toBe("deadline");
     expect(err.attempts).toBe(1);
@@ -115,21 +147,32 @@ describe("bounds", () => {
 
   it("gives each attempt what is left of the deadline", async () => {
     const timeouts: number[] = [];
-    await runAttempts({ policy: retryPolicy({ budget: false, baseDelayMs: 1 }, () => 0), endpoints: ["x"], idempotent: true, deadlineMs: 1000, timeoutMs: 10_000 }, async (a) => {
-      timeouts.push(a.timeoutMs);
-      if (a.attempt === 1) throw answer(Code.Unavailable, "X", 300);
-      return 1;
-    });
+    await runAttempts(
+      { policy: retryPolicy({ budget: false, baseDelayMs: 1 }, () => 0), endpoints: ["x"], idempotent: true, deadlineMs: 1000, timeoutMs: 10_000 },
+      async (a) => {
+        timeouts.push(a.timeoutMs);
+        if (a.attempt === 1) throw answer(Code.Unavailable, "X", 300);
+        return 1;
+      },
+    );
     expect(timeouts[0]).toBeLessThanOrEqual(1000);
     expect(timeouts[1]).toBeLessThanOrEqual(710);
   });
 
   it("stops after maxAttempts, and rotates endpoints on each retry", async () => {
     const seen: string[] = [];
-    const err = await runAttempts({ policy: retryPolicy({ maxAttempts: 3, budget: false, baseDelayMs: 1 }), endpoints: ["a", "b"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async (a) => {
-      seen.push(a.endpoint);
-      throw transport(Code.Unavailable);
-    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
+    const err = await runAttempts(
+      { policy: retryPolicy({ maxAttempts: 3, budget: false, baseDelayMs: 1 }), endpoints: ["a", "b"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 },
+      async (a) => {
+        seen.push(a.endpoint);
+        throw transport(Code.Unavailable);
+      },
+    ).then(
+      () => {
+        throw new Error("expected a failure");
+      },
+      (e: unknown) => e as RailfenceError,
+    );
     expect(err.gaveUp).toBe("attempts");
     expect(seen).toEqual(["a", "b", "a"]);
   });
@@ -139,9 +182,21 @@ describe("bounds", () => {
     const err = await runAttempts({ policy: retryPolicy(), endpoints: ["x"], idempotent: true, deadlineMs: 5000, timeoutMs: 100 }, async () => {
       calls++;
       throw answer(Code.InvalidArgument, "IDEMPOTENCY_KEY_REUSED");
-    }).then(() => { throw new Error("expected a failure"); }, (e: unknown) => e as RailfenceError);
+    }).then(
+      () => {
+        throw new Error("expected a failure");
+      },
+      (e: unknown) => e as RailfenceError,
+    );
     expect(calls).toBe(1);
-    expect(err).toMatchObject({ code: Code.InvalidArgument, reason: "IDEMPOTENCY_KEY_REUSED", domain: "railfence.dev", transient: false, attempts: 1, gaveUp: undefined });
+    expect(err).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "IDEMPOTENCY_KEY_REUSED",
+      domain: "railfence.dev",
+      transient: false,
+      attempts: 1,
+      gaveUp: undefined,
+    });
     expect(err.codeName).toBe("invalid_argument");
   });
 });

@@ -13,25 +13,27 @@ const setter = { set: (h: Headers, k: string, v: string) => h.set(k, v) };
 export const tracingInterceptor: Interceptor = (next) => async (req) => {
   const service = req.service.typeName;
   const method = req.method.name;
-  return trace.getTracer("@railfence/client").startActiveSpan(
-    `${service}/${method}`,
-    { kind: SpanKind.CLIENT, attributes: { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method } },
-    async (span) => {
-      propagation.inject(context.active(), req.header, setter);
-      try {
-        const res = await next(req);
-        span.setAttribute("rpc.grpc.status_code", 0);
-        return res;
-      } catch (err) {
-        const ce = ConnectError.from(err);
-        span.setAttribute("rpc.grpc.status_code", ce.code);
-        const reason = ce.findDetails(ErrorInfoSchema)[0]?.reason;
-        if (reason) span.setAttribute("railfence.error_reason", reason);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(ce.code) });
-        throw err;
-      } finally {
-        span.end();
-      }
-    },
-  );
+  return trace
+    .getTracer("@railfence/client")
+    .startActiveSpan(
+      `${service}/${method}`,
+      { kind: SpanKind.CLIENT, attributes: { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method } },
+      async (span) => {
+        propagation.inject(context.active(), req.header, setter);
+        try {
+          const res = await next(req);
+          span.setAttribute("rpc.grpc.status_code", 0);
+          return res;
+        } catch (err) {
+          const ce = ConnectError.from(err);
+          span.setAttribute("rpc.grpc.status_code", ce.code);
+          const reason = ce.findDetails(ErrorInfoSchema)[0]?.reason;
+          if (reason) span.setAttribute("railfence.error_reason", reason);
+          span.setStatus({ code: SpanStatusCode.ERROR, message: reason ?? String(ce.code) });
+          throw err;
+        } finally {
+          span.end();
+        }
+      },
+    );
 };

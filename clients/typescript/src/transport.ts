@@ -50,7 +50,14 @@ export class Transports {
     let t = this.transports.get(baseUrl);
     if (t) return t;
     const tls = this.o.tls;
-    const nodeOptions = tls ? { ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}), ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.serverName ? { servername: tls.serverName } : {}) } : undefined;
+    const nodeOptions = tls
+      ? {
+          ...(tls.cert ? { cert: tls.cert } : {}),
+          ...(tls.key ? { key: tls.key } : {}),
+          ...(tls.ca ? { ca: tls.ca } : {}),
+          ...(tls.serverName ? { servername: tls.serverName } : {}),
+        }
+      : undefined;
     const session = new Http2SessionManager(baseUrl, { pingIntervalMs: 30_000, idleConnectionTimeoutMs: 60_000 }, nodeOptions);
     this.sessions.set(baseUrl, session);
     const interceptors = [...(this.o.tracing === false ? [] : [tracingInterceptor]), ...(this.o.interceptors ?? [])];

@@ -51,7 +51,10 @@ export class DrillMesh {
   private shared: PostgresServer | undefined;
   private paydb: pg.Pool | undefined;
 
-  private constructor(readonly opts: DrillMeshOptions, mesh: Mesh) {
+  private constructor(
+    readonly opts: DrillMeshOptions,
+    mesh: Mesh,
+  ) {
     this.mesh = mesh;
   }
 
@@ -121,7 +124,11 @@ export class DrillMesh {
       const chunk = await Promise.all(
         Array.from({ length: Math.min(batch, n - i) }, () =>
           client.createPayout(
-            { accountId: pick(rng, accounts), amount: { amountMinor: BigInt(100 + Math.floor(rng() * 100_000)), currency: "EUR" }, beneficiary: `ben-${Math.floor(rng() * 1000)}` },
+            {
+              accountId: pick(rng, accounts),
+              amount: { amountMinor: BigInt(100 + Math.floor(rng() * 100_000)), currency: "EUR" },
+              beneficiary: `ben-${Math.floor(rng() * 1000)}`,
+            },
             { headers: { "idempotency-key": randomUUID() } },
           ),
         ),
@@ -157,7 +164,9 @@ export class DrillMesh {
    * window (so "absent from the statement" can mean NOT_PAID for all of them).
    */
   async reconcile(settlementWindowMs = DRILL_SETTLEMENT_WINDOW_MS): Promise<{ code: number | null; lines: string[] }> {
-    const [newest] = await this.query<{ age_ms: number | null }>("SELECT (EXTRACT(EPOCH FROM now() - max(created_at)) * 1000)::float8 AS age_ms FROM rail_submissions");
+    const [newest] = await this.query<{ age_ms: number | null }>(
+      "SELECT (EXTRACT(EPOCH FROM now() - max(created_at)) * 1000)::float8 AS age_ms FROM rail_submissions",
+    );
     const wait = Math.max(0, settlementWindowMs + 500 - (newest?.age_ms ?? settlementWindowMs + 500));
     await new Promise((r) => setTimeout(r, wait));
     return this.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(settlementWindowMs), ...DRILL_PROXY_TIMINGS });

@@ -180,7 +180,11 @@ export class Nemesis {
     const { drill } = this.d;
     switch (kind) {
       case "proxy-kill": {
-        const forwarding = await drill.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id").catch(() => []);
+        const forwarding = await drill
+          .query<{ replica_id: string; n: number }>(
+            "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id",
+          )
+          .catch(() => []);
         const busy = drill.mesh.proxies.filter((x) => x.running && forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
         const victim = this.pick(busy.length > 0 && this.d.rng() < 0.8 ? busy : drill.mesh.proxies.filter((x) => x.running));
         if (!victim) return;
@@ -257,7 +261,9 @@ export class Nemesis {
     const accounts = this.d.hotAccounts;
     // Early on no hot account may have a mark yet: wait for the first admission.
     for (let i = 0; i < 50; i++) {
-      const [marked] = await this.d.drill.query<{ n: number }>("SELECT count(*)::int AS n FROM rail_high_water WHERE account_id = ANY($1)", [accounts]).catch(() => [{ n: 0 }]);
+      const [marked] = await this.d.drill
+        .query<{ n: number }>("SELECT count(*)::int AS n FROM rail_high_water WHERE account_id = ANY($1)", [accounts])
+        .catch(() => [{ n: 0 }]);
       if (marked && marked.n > 0) break;
       await sleep(200);
     }
@@ -331,7 +337,14 @@ export class Nemesis {
       const payoutId = `po_rogue_${randomUUID().slice(0, 8)}`;
       const answer = await c.proxy
         .submitPayout(
-          { accountId: account, payoutId, fencingToken: lease.fencingToken, fencingTokenSignature: lease.tokenSignature, amount: { amountMinor: 999_999_900n, currency: "EUR" }, beneficiary: "ben-rogue" },
+          {
+            accountId: account,
+            payoutId,
+            fencingToken: lease.fencingToken,
+            fencingTokenSignature: lease.tokenSignature,
+            amount: { amountMinor: 999_999_900n, currency: "EUR" },
+            beneficiary: "ben-rogue",
+          },
           { timeoutMs: 5000 },
         )
         .then(
@@ -369,7 +382,10 @@ export class Nemesis {
     const lease = await this.rogueLease(c, victim.account_id);
     try {
       const refenced = await this.executorDb
-        .query("UPDATE payouts SET state = 'PROCESSING', fence = $2, claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND fence < $2", [victim.payout_id, lease.fencingToken.toString()])
+        .query("UPDATE payouts SET state = 'PROCESSING', fence = $2, claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND fence < $2", [
+          victim.payout_id,
+          lease.fencingToken.toString(),
+        ])
         .then(
           () => undefined,
           (err: unknown) => (err as Error).message,

@@ -14,7 +14,7 @@
  * the replica that never saw B's token) A is admitted out of order, and the checker must find the
  * admission that did not advance the account's mark (FENCE_ADVANCED).
  */
-import { DrillMesh, } from "./drill-mesh.js";
+import { DrillMesh } from "./drill-mesh.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
 export interface PausedHolderVariant {
@@ -58,7 +58,11 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
           try {
             const { ServiceProcess } = await import("../service-process.js");
             const dbName = drill.paydbUrl.split("/").pop()!;
-            const stale = new ServiceProcess({ service: "rail-proxy", name: "rail-proxy-standby", env: { ...drill.mesh.proxyEnv(9), PAYDB_URL: standby.url(dbName) } });
+            const stale = new ServiceProcess({
+              service: "rail-proxy",
+              name: "rail-proxy-standby",
+              env: { ...drill.mesh.proxyEnv(9), PAYDB_URL: standby.url(dbName) },
+            });
             const refused = await stale.start().then(
               () => false,
               () => true,
@@ -132,7 +136,9 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         await drill.mesh.executors.reduce((prev, e) => prev.then(() => e.stop().then(() => {})), Promise.resolve());
         const result = await drill.check(true);
         const corruption = result.violations.some((x) => x.invariant === "FENCE_ADVANCED");
-        const fencedOut = drill.mesh.executors.flatMap((e) => drill.events(e.name, "payout_attempt")).filter((e) => e.outcome === "FENCED_OUT" && e.where === "proxy").length;
+        const fencedOut = drill.mesh.executors
+          .flatMap((e) => drill.events(e.name, "payout_attempt"))
+          .filter((e) => e.outcome === "FENCED_OUT" && e.where === "proxy").length;
         return {
           verdict: guarded ? guardedVerdict(result.violations, failures) : corruption ? "CORRUPTION_DETECTED" : "FAIL",
           violations: result.violations,

@@ -35,17 +35,21 @@ export const railAmbiguity: Scenario = {
       // proxy's deadline (it landed, so it must be resolved PAID below).
       const extra = before.counts.ambiguousUnresolved - (landed + hung);
       if (extra < 0) failures.push(`expected at least ${landed + hung} ambiguous submissions, found ${before.counts.ambiguousUnresolved}`);
-      if (before.counts.payoutsUnknown !== before.counts.ambiguousUnresolved) failures.push(`expected ${before.counts.ambiguousUnresolved} UNKNOWN payouts, found ${before.counts.payoutsUnknown}`);
+      if (before.counts.payoutsUnknown !== before.counts.ambiguousUnresolved)
+        failures.push(`expected ${before.counts.ambiguousUnresolved} UNKNOWN payouts, found ${before.counts.payoutsUnknown}`);
       // One rail call per intent, except those the proxy gave up before calling (NOT_FORWARDED).
       const forwarded = before.counts.intents - before.counts.notForwarded;
       if (railCalls !== forwarded) failures.push(`rail saw ${railCalls} calls for ${forwarded} forwarded intents (a resubmission?)`);
       const rec = await drill.reconcile();
       if (rec.code !== 0) failures.push(`reconciler exited ${rec.code}`);
       const result = await drill.check(true);
-      if (result.counts.resolvedPaid !== landed + Math.max(0, extra)) failures.push(`expected ${landed + Math.max(0, extra)} resolved PAID, found ${result.counts.resolvedPaid}`);
+      if (result.counts.resolvedPaid !== landed + Math.max(0, extra))
+        failures.push(`expected ${landed + Math.max(0, extra)} resolved PAID, found ${result.counts.resolvedPaid}`);
       if (result.counts.resolvedNotPaid !== hung) failures.push(`expected ${hung} resolved NOT_PAID, found ${result.counts.resolvedNotPaid}`);
       if (result.counts.payoutsUnknown !== 0) failures.push(`${result.counts.payoutsUnknown} payouts still UNKNOWN after reconciliation`);
-      notes.push(`${landed} landed-but-lost, ${hung} never-landed, ${Math.max(0, extra)} ordinary calls past the deadline; rail calls ${railCalls} = forwarded intents ${forwarded}`);
+      notes.push(
+        `${landed} landed-but-lost, ${hung} never-landed, ${Math.max(0, extra)} ordinary calls past the deadline; rail calls ${railCalls} = forwarded intents ${forwarded}`,
+      );
       return {
         verdict: guardedVerdict(result.violations, failures),
         violations: result.violations,

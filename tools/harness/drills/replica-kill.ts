@@ -31,7 +31,9 @@ export const replicaKill: Scenario = {
         if (open === 0 || Date.now() > deadline) break;
         await new Promise((r) => setTimeout(r, 100 + Math.floor(p.rng() * 200)));
         // Prefer (seeded) a replica with calls in flight: a kill between commit and answer is the point.
-        const forwarding = await drill.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id");
+        const forwarding = await drill.query<{ replica_id: string; n: number }>(
+          "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id",
+        );
         const busy = drill.mesh.proxies.filter((x) => x.running && forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
         const candidates = busy.length > 0 && p.rng() < 0.8 ? busy : drill.mesh.proxies;
         const victim = candidates[Math.floor(p.rng() * candidates.length)]!;
@@ -53,7 +55,9 @@ export const replicaKill: Scenario = {
       if (rec.code !== 0) failures.push(`reconciler exited ${rec.code}`);
       const result = await drill.check(true);
       if (result.counts.ambiguousUnresolved > 0) failures.push(`${result.counts.ambiguousUnresolved} ambiguous submissions left unresolved`);
-      notes.push(`ambiguous before reconciliation: ${before.counts.ambiguousUnresolved}; resolved paid ${result.counts.resolvedPaid}, not paid ${result.counts.resolvedNotPaid}`);
+      notes.push(
+        `ambiguous before reconciliation: ${before.counts.ambiguousUnresolved}; resolved paid ${result.counts.resolvedPaid}, not paid ${result.counts.resolvedNotPaid}`,
+      );
       return {
         verdict: guardedVerdict(result.violations, failures),
         violations: result.violations,

@@ -109,11 +109,14 @@ export function soak(o: SoakOptions): Scenario {
         while (created < o.payouts) {
           const batch = Math.min(50, o.payouts - created);
           const accounts = p.rng() < 0.5 ? hot : cold;
-          await drill.createPayouts(batch, accounts, p.rng).catch((err: unknown) => {
-            // paydb may be down this instant (the nemesis): the API refused; try again shortly.
-            p.log(`create failed (${err instanceof Error ? err.message : String(err)}); retrying`);
-            return [];
-          }).then((ids) => (created += ids.length));
+          await drill
+            .createPayouts(batch, accounts, p.rng)
+            .catch((err: unknown) => {
+              // paydb may be down this instant (the nemesis): the API refused; try again shortly.
+              p.log(`create failed (${err instanceof Error ? err.message : String(err)}); retrying`);
+              return [];
+            })
+            .then((ids) => (created += ids.length));
           const due = started + ((feedUntil - started) * created) / o.payouts;
           if (due > Date.now()) await new Promise((r) => setTimeout(r, due - Date.now()));
         }
@@ -135,10 +138,18 @@ export function soak(o: SoakOptions): Scenario {
           if (got < need) failures.push(`nemesis ${kind}: ${got} events, needed ${need}`);
         }
         const midCall = nemesis.events.filter((e) => e.kind === "proxy-kill" && !e.detail.startsWith("0 ")).length;
-        const byKind = Object.keys(FULL_MINIMUMS).map((k) => `${k} ${nemesis!.count(k as NemesisKind)}`).join(", ");
+        const byKind = Object.keys(FULL_MINIMUMS)
+          .map((k) => `${k} ${nemesis!.count(k as NemesisKind)}`)
+          .join(", ");
         notes.push(`${created} payouts over ${hot.length} hot and ${cold.length} cold accounts in ${((Date.now() - started) / 60_000).toFixed(1)} min`);
         notes.push(`nemesis: ${byKind}; proxy kills mid-call ${midCall}`);
-        if (nemesis.misses.length) notes.push(`${nemesis.misses.length} strikes missed their target (not counted): ${nemesis.misses.map((m) => `${m.kind} ${m.detail}`).join("; ").slice(0, 2000)}`);
+        if (nemesis.misses.length)
+          notes.push(
+            `${nemesis.misses.length} strikes missed their target (not counted): ${nemesis.misses
+              .map((m) => `${m.kind} ${m.detail}`)
+              .join("; ")
+              .slice(0, 2000)}`,
+          );
         for (const e of nemesis.events) notes.push(`+${e.t}s ${e.at} ${e.kind} ${e.target}: ${e.detail}`);
         const corruption = result.violations.length > 0;
         return {
