@@ -172,6 +172,32 @@ export class Nemesis {
     await this.executorDb.end();
   }
 
+  /**
+   * A pod's restart policy: start the process again until it is up. A single restart can fail
+   * when another fault overlaps (paydb crashed: the proxy's start-up check exits), and a proxy
+   * left down for good would end the run with none to read the statement through.
+   */
+  private async restartUntilUp(proc: { running: boolean; name: string; restart(): Promise<unknown> }, withinMs = 120_000): Promise<void> {
+    const deadline = Date.now() + withinMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await proc.restart();
+        if (proc.running) return;
+      } catch (err) {
+        if (Date.now() > deadline)
+          throw new Error(`${proc.name} did not come back after ${attempt} restarts: ${err instanceof Error ? err.message : String(err)}`);
+        this.d.log(`[nemesis] ${proc.name} restart ${attempt} failed (${err instanceof Error ? err.message : String(err)}); again`);
+      }
+      if (Date.now() > deadline) throw new Error(`${proc.name} did not come back after ${attempt} restarts`);
+      await sleep(Math.min(5000, 250 * 2 ** attempt));
+    }
+  }
+
+  /** After the run: every rail-proxy up again (as its Deployment would have it), before settling and the audit. */
+  async restoreProxies(): Promise<void> {
+    for (const p of this.d.drill.mesh.proxies) if (!p.running) await this.restartUntilUp(p);
+  }
+
   private pick<T>(list: readonly T[]): T | undefined {
     return list.length ? list[Math.floor(this.d.rng() * list.length)] : undefined;
   }
@@ -192,7 +218,7 @@ export class Nemesis {
         victim.kill("SIGKILL");
         this.record(kind, victim.name, `${inFlight} calls in flight`);
         await sleep(100 + this.d.rng() * 300);
-        await victim.restart();
+        await this.restartUntilUp(victim);
         return;
       }
       case "paused-holder": {

@@ -124,6 +124,7 @@ export function soak(o: SoakOptions): Scenario {
         // A kind that missed its minimum on a busy machine strikes again before the nemesis stops.
         await nemesis.topUp(nemesisPlan.atLeast, 120_000);
         await nemesis.stop();
+        await nemesis.restoreProxies();
         await drill.setFaults([]);
         for (const e of drill.mesh.executors) e.resume();
 
