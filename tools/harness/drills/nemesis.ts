@@ -177,7 +177,18 @@ export class Nemesis {
    * when another fault overlaps (paydb crashed: the proxy's start-up check exits), and a proxy
    * left down for good would end the run with none to read the statement through.
    */
+  private readonly restarting = new Set<object>();
+
   private async restartUntilUp(proc: { running: boolean; name: string; restart(): Promise<unknown> }, withinMs = 120_000): Promise<void> {
+    this.restarting.add(proc);
+    try {
+      await this.restartLoop(proc, withinMs);
+    } finally {
+      this.restarting.delete(proc);
+    }
+  }
+
+  private async restartLoop(proc: { running: boolean; name: string; restart(): Promise<unknown> }, withinMs: number): Promise<void> {
     const deadline = Date.now() + withinMs;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -211,8 +222,10 @@ export class Nemesis {
             "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id",
           )
           .catch(() => []);
-        const busy = drill.mesh.proxies.filter((x) => x.running && forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
-        const victim = this.pick(busy.length > 0 && this.d.rng() < 0.8 ? busy : drill.mesh.proxies.filter((x) => x.running));
+        // Never one that is still coming back from an earlier kill: that would kill a start-up, not a replica.
+        const up = drill.mesh.proxies.filter((x) => x.running && !this.restarting.has(x));
+        const busy = up.filter((x) => forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
+        const victim = this.pick(busy.length > 0 && this.d.rng() < 0.8 ? busy : up);
         if (!victim) return;
         const inFlight = forwarding.find((f) => f.replica_id === victim.opts.env.REPLICA_ID)?.n ?? 0;
         victim.kill("SIGKILL");

@@ -122,7 +122,7 @@ export function soak(o: SoakOptions): Scenario {
         }
         while (Date.now() < deadline) await new Promise((r) => setTimeout(r, 500));
         // A kind that missed its minimum on a busy machine strikes again before the nemesis stops.
-        await nemesis.topUp(nemesisPlan.atLeast, 120_000);
+        await nemesis.topUp(nemesisPlan.atLeast, 240_000);
         await nemesis.stop();
         await nemesis.restoreProxies();
         await drill.setFaults([]);
