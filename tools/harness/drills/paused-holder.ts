@@ -98,7 +98,9 @@ export function pausedHolder(v: PausedHolderVariant): Scenario {
         await new Promise((r) => setTimeout(r, LEASE_TTL_MS + 300));
 
         const b = await drill.addExecutor({ EXECUTOR_ID: "executor-B", LEASE_TTL_MS: "5000", ...(v.splitReplicas ? { RAIL_PROXY_URLS: proxyUrls[0]! } : {}) });
-        const paidByB = await drill.waitEvent(b.name, "payout_attempt", (e) => e.payout_id === otherId && e.outcome === "PAID", 20_000).catch(() => undefined);
+        // 60 s: after stale-read's primary restart B's first attempts can meet broken pool
+        // connections and defer with backoff; on a loaded machine 20 s was not always enough.
+        const paidByB = await drill.waitEvent(b.name, "payout_attempt", (e) => e.payout_id === otherId && e.outcome === "PAID", 60_000).catch(() => undefined);
         if (!paidByB) failures.push("B did not pay the account's other payout after A's lease expired");
         else notes.push(`B paid ${otherId} of the same account with token ${paidByB.fencing_token}`);
 
