@@ -32,6 +32,24 @@ export function createReconcilerStore(pool: Pool) {
       return res.rowCount === 1;
     },
 
+    /**
+     * A payout left UNKNOWN whose only submission did not pay, whatever its fence: the holder that
+     * recorded UNKNOWN (possibly under a newer token than the submission's, after finding it still
+     * open) is done with it, and nothing can pay it any more: an UNKNOWN payout cannot be fenced,
+     * so the proxy's binding admits no new submission for it, and one live submission per payout
+     * means the one just closed was the only one. A PROCESSING payout under a newer fence is a
+     * holder at work and is never touched here.
+     */
+    async failUnknown(payoutId: string, reason: string): Promise<boolean> {
+      const res = await pool.query(
+        `UPDATE payouts SET state = 'FAILED', failure_reason = $2,
+                claimed_by = NULL, claimed_until = NULL, updated_at = now()
+          WHERE payout_id = $1 AND state = 'UNKNOWN'`,
+        [payoutId, reason],
+      );
+      return res.rowCount === 1;
+    },
+
     /** Which of these ids are payouts. */
     async existingPayouts(ids: readonly string[]): Promise<Set<string>> {
       const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE payout_id = ANY($1)", [ids]);

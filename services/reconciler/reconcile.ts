@@ -142,6 +142,11 @@ export function createReconciler(deps: ReconcileDeps) {
     return { byRef, othersOf, coveredUntil: coveredUntil ?? new Date(0), read };
   }
 
+  /** A submission that did not pay fails its payout: the one its fence waits on, or one left UNKNOWN (store.failUnknown). */
+  async function failPayout(payoutId: string, token: bigint, reason: string): Promise<boolean> {
+    return (await store.markFailed(payoutId, token, reason)) || (await store.failUnknown(payoutId, reason));
+  }
+
   /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
   async function syncPayout(s: Submission): Promise<boolean> {
     switch (s.state) {
@@ -149,9 +154,9 @@ export function createReconciler(deps: ReconcileDeps) {
       case SubmissionState.RESOLVED_PAID:
         return store.markPaid(s.boundPayoutId, s.railReference);
       case SubmissionState.REJECTED:
-        return store.markFailed(s.boundPayoutId, s.fencingToken, s.railReason || "RAIL_REJECTED");
+        return failPayout(s.boundPayoutId, s.fencingToken, s.railReason || "RAIL_REJECTED");
       case SubmissionState.RESOLVED_NOT_PAID:
-        return store.markFailed(s.boundPayoutId, s.fencingToken, "RESOLVED_NOT_PAID");
+        return failPayout(s.boundPayoutId, s.fencingToken, "RESOLVED_NOT_PAID");
       default:
         return false;
     }
@@ -212,7 +217,7 @@ export function createReconciler(deps: ReconcileDeps) {
               opts(),
             );
           if (d.decision === "PAID") await store.markPaid(raw.boundPayoutId, d.railReference);
-          else await store.markFailed(raw.boundPayoutId, raw.fencingToken, d.failureReason);
+          else await failPayout(raw.boundPayoutId, raw.fencingToken, d.failureReason);
           count(d.decision);
         } catch (err) {
           if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {

@@ -188,6 +188,33 @@ describe("reconciler (UC-07)", () => {
     expect(Object.fromEntries(await railPaymentCounts(raildb, ALL, "ACCEPTED"))).toEqual({ [LANDED]: 1, [NEVER]: 0, [DOUBLE]: 2, [REJECTED]: 0 });
   });
 
+  it("an UNKNOWN payout whose holder moved on (newer fence) is FAILED once its only submission is resolved NOT_PAID, in one run", async () => {
+    // Found on a cluster: a proxy died mid-call; the executor's next attempt, under a newer
+    // token, found the old submission still open and recorded the payout UNKNOWN under that
+    // token. The reconciler then closed the submission NOT_PAID but left the payout UNKNOWN for
+    // ever (it failed a payout only while fence <= the submission's token), and no executor
+    // picks up an UNKNOWN payout. Nothing can pay it any more: an UNKNOWN payout cannot be
+    // fenced, so the binding admits no new submission for it.
+    const STRANDED = "po-rec-stranded";
+    const WORKING = "po-rec-working";
+    await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: "po-rec-" }]);
+    await Promise.all([ambiguousSubmission(STRANDED, 5), ambiguousSubmission(WORKING, 6)]);
+    await setFaults(mesh, []);
+    // STRANDED: the newer holder recorded UNKNOWN under token 5. WORKING: a newer holder is at work
+    // (PROCESSING under token 5): its attempt is its own business, the reconciler must not fail it.
+    await paydb.query("UPDATE payouts SET fence = 5 WHERE payout_id = ANY($1)", [[STRANDED, WORKING]]);
+    await paydb.query("UPDATE payouts SET state = 'PROCESSING', claimed_by = 'executor-newer' WHERE payout_id = $1", [WORKING]);
+    await new Promise((r) => setTimeout(r, SHORT_WINDOW_MS + 1200));
+
+    const run = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS) });
+    expect(run.code).toBe(0);
+    const states = await payoutStates(paydb, [STRANDED, WORKING]);
+    expect(states.get(STRANDED)).toMatchObject({ state: "FAILED", failure_reason: "NOT_ON_RAIL_STATEMENT" });
+    expect(states.get(WORKING)?.state).toBe("PROCESSING");
+    expect((await proxyClient(mesh).getSubmission({ payoutId: STRANDED })).submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+    expect(Object.fromEntries(await railPaymentCounts(raildb, [STRANDED, WORKING], "ACCEPTED"))).toEqual({ [STRANDED]: 0, [WORKING]: 0 });
+  });
+
   it("in loop mode it reports ready, serves its gauges on /metrics and drains on SIGTERM", async () => {
     const p = new ServiceProcess({
       service: "reconciler",
