@@ -3,7 +3,7 @@
  * Kubernetes CronJob mode; a failed run exits 70 so the Job is marked failed). > 0: a loop
  * with a ready line and /metrics, drained on SIGTERM.
  */
-import { EXIT_OK, EXIT_STARTUP, onShutdown, runMain } from "../shared/lifecycle.js";
+import { EXIT_OK, EXIT_STARTUP, flushTelemetry, onShutdown, runMain } from "../shared/lifecycle.js";
 import { createLogger } from "../shared/logger.js";
 import { createRegistry, serveMetrics } from "../shared/metrics.js";
 import { createPool } from "../shared/pg.js";
@@ -49,6 +49,7 @@ runMain(logger, async () => {
   if (config.intervalMs === 0) {
     const ok = await run();
     await pool.end();
+    await flushTelemetry();
     process.exit(ok ? EXIT_OK : EXIT_STARTUP);
   }
 

@@ -51,8 +51,11 @@ function safeLog(write: () => void): void {
   }
 }
 
-/** Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. */
-async function flushTelemetry(): Promise<void> {
+/**
+ * Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. Call it
+ * before any process.exit: buffered spans die with the process (a CronJob run exports nothing).
+ */
+export async function flushTelemetry(): Promise<void> {
   const shutdown = (globalThis as { __railfenceTelemetryShutdown?: () => Promise<void> }).__railfenceTelemetryShutdown;
   if (!shutdown) return;
   await Promise.race([shutdown().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);

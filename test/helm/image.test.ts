@@ -5,7 +5,7 @@
  * render with the chart.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -54,6 +54,16 @@ function ignored(path: string, patterns = dockerignore): boolean {
   return out;
 }
 
+/** Build stages: each FROM with the instructions up to the next one (global ARGs dropped). */
+function stages(list: Instruction[]): Instruction[][] {
+  const out: Instruction[][] = [];
+  for (const i of list) {
+    if (i.op === "FROM") out.push([i]);
+    else out.at(-1)?.push(i);
+  }
+  return out;
+}
+
 function resolveArgs(text: string): Map<string, string> {
   const args = new Map<string, string>();
   for (const i of instructions(text)) if (i.op === "ARG" && i.args.includes("=")) args.set(i.args.split("=")[0]!, i.args.split("=").slice(1).join("="));
@@ -66,9 +76,14 @@ describe("Dockerfile", () => {
   const froms = ins.filter((i) => i.op === "FROM").map((i) => i.args.split(/\s+/)[0]!.replace(/^\$\{(\w+)\}$/, (_, a: string) => args.get(a) ?? a));
   const finalStage = ins.slice(ins.map((i) => i.op).lastIndexOf("FROM"));
 
-  it("is multi-stage on a Node LTS base pinned by exact version", () => {
-    expect(froms.length).toBeGreaterThanOrEqual(2);
-    for (const f of froms) expect(f).toMatch(/^node:(2[02468])\.\d+\.\d+-(bookworm|trixie)-slim(@sha256:[a-f0-9]{64})?$/);
+  it("is multi-stage on a Node LTS and a Debian slim base, each pinned by exact version", () => {
+    const stageNames = new Set(ins.filter((i) => i.op === "FROM").map((i) => i.args.split(/\s+AS\s+/i)[1]).filter(Boolean));
+    const bases = froms.filter((f) => !stageNames.has(f));
+    expect(froms.length).toBeGreaterThanOrEqual(3);
+    for (const f of bases) expect(f).toMatch(/^(node:(2[02468])\.\d+\.\d+-(bookworm|trixie)-slim|debian:(12|13)\.\d+-slim)(@sha256:[a-f0-9]{64})?$/);
+    // The runtime takes only the node binary from the Node image: no npm, yarn or corepack.
+    expect(froms.at(-1)).toMatch(/^debian:/);
+    expect(finalStage.filter((i) => i.op === "COPY" && /--from=node\b/.test(i.args)).map((i) => i.args)).toEqual(["--from=node /usr/local/bin/node /usr/local/bin/node"]);
   });
 
   it("builds with npm ci + npm run build and ships only production dependencies", () => {
@@ -107,11 +122,92 @@ describe("Dockerfile", () => {
     for (const p of [".git/config", "node_modules/pg/package.json", ".tools/x", "dist/services/x.js", "secrets/rail", "services/x/.env", "migrations/tls.key", "services/rail-proxy/rail-credential.txt"]) {
       expect(ignored(p), p).toBe(true);
     }
-    for (const p of ["package.json", "package-lock.json", "tsconfig.build.json", "services/rail-proxy/main.ts", "migrations/paydb/001_payouts.sql"]) {
+    for (const p of ["package.json", "package-lock.json", "tsconfig.build.json", "tsconfig.image.json", "services/rail-proxy/main.ts", "services/shared/instrumentation.ts", "migrations/paydb/001_payouts.sql"]) {
       expect(ignored(p), p).toBe(false);
     }
     // Negative control: the matcher sees an include-everything file as excluding nothing.
     expect(ignored("secrets/rail", "# nothing\n")).toBe(false);
+  });
+
+  it("npm ci in each stage accepts the lockfile with only what that stage copies (no host .npmrc)", () => {
+    // The build runs npm ci with the files COPYed into the stage so far and nothing else: no
+    // project .npmrc unless COPYed, no developer config. Reproduced here offline (--dry-run
+    // --offline needs no tarballs), so a lockfile made under settings the image does not share
+    // (legacy-peer-deps, say) fails here rather than in a registry build.
+    const npmCiStages = stages(ins).filter((s) => s.some((i) => i.op === "RUN" && /\bnpm ci\b/.test(i.args)));
+    expect(npmCiStages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of npmCiStages) {
+      const dir = mkdtempSync(join(tmpdir(), "npm-ci-"));
+      try {
+        const run = stage.findIndex((i) => i.op === "RUN" && /\bnpm ci\b/.test(i.args));
+        for (const c of stage.slice(0, run).filter((i) => i.op === "COPY" && !/--from=/.test(i.args))) {
+          const parts = c.args.split(/\s+/).filter((p) => !p.startsWith("--"));
+          for (const src of parts.slice(0, -1)) cpSync(join(root, src), join(dir, src), { recursive: true });
+        }
+        const flags = stage[run]!.args.match(/npm ci([^&;|]*)/)![1]!.trim().split(/\s+/).filter((f) => f.startsWith("--"));
+        const [user, global] = [join(dir, ".user-npmrc"), join(dir, ".global-npmrc")];
+        writeFileSync(user, "");
+        writeFileSync(global, "");
+        const r = spawnSync("npm", ["ci", ...flags, "--dry-run", "--offline"], {
+          cwd: dir,
+          encoding: "utf8",
+          env: { PATH: process.env.PATH, HOME: dir, npm_config_userconfig: user, npm_config_globalconfig: global, npm_config_cache: join(dir, ".npm") },
+        });
+        expect(r.stderr, `${stage[0]!.args}: npm ci ${flags.join(" ")}`).not.toMatch(/Missing: |ERESOLVE|EUSAGE/);
+        expect(r.status, r.stderr).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+  });
+
+  it("starts telemetry before the application in every process the image runs", () => {
+    const env = finalStage.filter((i) => i.op === "ENV").map((i) => i.args).join(" ");
+    const m = env.match(/NODE_OPTIONS="([^"]*)"/);
+    expect(m, "the final stage sets NODE_OPTIONS").not.toBeNull();
+    const imported = m![1]!.match(/--import[= ](\S+)/)?.[1];
+    expect(imported).toBe("/app/dist/services/shared/instrumentation.js");
+    // The module is part of the product build, and loading it that way really starts the SDK
+    // when OTEL_* asks for it (and only then).
+    const local = join(root, imported!.replace(/^\/app\//, ""));
+    expect(existsSync(local), `${local} (npm run build)`).toBe(true);
+    const probe = (nodeOptions: string | undefined, extra: Record<string, string>) =>
+      spawnSync(process.execPath, ["-e", "console.log(globalThis.__railfenceTracing === true)"], {
+        encoding: "utf8",
+        env: { PATH: process.env.PATH, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}), ...extra },
+      }).stdout.trim();
+    const options = m![1]!.replace(imported!, local);
+    const otlp = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_SERVICE_NAME: "probe" };
+    expect(probe(options, otlp)).toBe("true");
+    expect(probe(options, { ...otlp, OTEL_SDK_DISABLED: "true" })).toBe("false");
+    // Negative control: without NODE_OPTIONS nothing starts, whatever OTEL_* says.
+    expect(probe(undefined, otlp)).toBe("false");
+  });
+
+  it("compiles the product without the development harness or tests", () => {
+    expect(ignored("services/harness/mesh.ts")).toBe(true);
+    expect(ignored("services/harness")).toBe(true);
+    expect(ignored("services/rail-proxy/admission.test.ts")).toBe(true);
+    const build = ins.find((i) => i.op === "RUN" && /\bnpm run build:image\b/.test(i.args));
+    expect(build, "the build stage compiles with tsconfig.image.json").toBeDefined();
+    // What tsc would compile for the image, imports followed: a product file importing the
+    // harness would drag it in (tsconfig excludes only stop the initial file list).
+    const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.image.json"), "--listFilesOnly"], { encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    const files = r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(join(root, "services")));
+    expect(files.length).toBeGreaterThan(50);
+    expect(files.filter((f) => f.includes("/services/harness/") || f.endsWith(".test.ts"))).toEqual([]);
+  });
+
+  it("passes the registry CA only as a build secret: never copied, never in the runtime stage", () => {
+    for (const i of ins) {
+      if (i.op === "COPY" || i.op === "ADD") expect(i.args).not.toMatch(/\.crt|\.pem|ca-certificates|cafile/i);
+      if (i.op === "ENV") expect(i.args).not.toMatch(/NODE_EXTRA_CA_CERTS|cafile/i);
+    }
+    const caSteps = ins.filter((i) => /build_ca/.test(i.args));
+    expect(caSteps.length).toBeGreaterThan(0);
+    for (const i of caSteps) expect(i.args).toMatch(/^--mount=type=secret,id=build_ca,/);
+    expect(finalStage.some((i) => /--mount|build_ca|NODE_EXTRA_CA_CERTS/.test(i.args))).toBe(false);
   });
 
   it("every service the chart can start has a main.ts to compile", () => {

@@ -91,6 +91,17 @@ describe("tracing", () => {
     expect(span.status).toBe(2);
   });
 
+  it("a one-shot reconciler run (the CronJob) exports its spans before it exits", async () => {
+    const before = receiver.spans.filter((s) => s.service === "reconciler").length;
+    const run = await mesh.reconcileOnce({ ...OTEL(), OTEL_SERVICE_NAME: "reconciler" });
+    expect(run.code).toBe(0);
+    // The process has exited: whatever it did not flush is lost for good. No waiting needed
+    // beyond the receiver handling a request that already arrived.
+    await new Promise((r) => setTimeout(r, 200));
+    const spans = receiver.spans.filter((s) => s.service === "reconciler").slice(before);
+    expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining([expect.stringContaining("RailProxyService/ListUnresolved")]));
+  });
+
   it("log lines inside a traced call carry trace_id and span_id", async () => {
     // Its own refused call, so this test does not lean on the one above having run.
     const proxy = proxyClient(mesh.proxies[0]!.url);

@@ -111,6 +111,17 @@ describe("TLS server", () => {
     expect(secure.ready!.port).toBeGreaterThan(0);
   });
 
+  it("refuses cleartext on a non-loopback HOST at configuration time, before it reaches any database", async () => {
+    // `docker run` with HOST=0.0.0.0 (the image default) and no TLS: the documented exit 78 and
+    // message, not a database connection error that hides the real problem.
+    const refused = railStub({ HOST: "0.0.0.0", RAILDB_URL: "postgres://nobody@127.0.0.1:1/raildb" }, false, false);
+    await refused.start();
+    expect(await refused.waitExit()).toBe(78);
+    const output = refused.lines.join("\n");
+    expect(output).toMatch(/HOST=0\.0\.0\.0 is not a loopback address and no TLS is configured.*ALLOW_INSECURE=true/);
+    expect(output).not.toMatch(/ECONNREFUSED/);
+  });
+
   it("refuses half-configured TLS with exit 78 rather than falling back to cleartext", async () => {
     const p = railStub({ TLS_CERT_FILE: rail.cert }, false, false);
     await p.start();
