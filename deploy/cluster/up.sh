@@ -46,6 +46,25 @@ wait_for() {
 
 port_free() { ! (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
+# config <file> <daemon>: writes stdin to the file only when it differs, so that a second up.sh
+# leaves a running cluster alone (kube-proxy exits when its file changes under it); when the
+# content did change (a newer script), the running daemon is restarted to pick it up.
+config() {
+  local file=$1 name=$2 tmp
+  tmp=$(mktemp "$file.XXXX")
+  cat >"$tmp"
+  if [ -f "$file" ] && cmp -s "$tmp" "$file"; then rm -f "$tmp"; return; fi
+  mv "$tmp" "$file"
+  if alive "$name"; then
+    local p; p=$(cat "$RUN/pids/$name.pid")
+    log "configuration of $name changed: restarting it"
+    kill -TERM "$p"
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$p" 2>/dev/null && kill -KILL "$p"
+    rm -f "$RUN/pids/$name.pid"
+  fi
+}
+
 # ---- 1. packages (Debian; idempotent: only what is missing) ----
 step_begin "debian packages"
 need=()
@@ -142,7 +161,7 @@ step_end
 step_begin "containerd"
 CTRD="$RUN/containerd"
 mkdir -p "$CTRD" "$RUN/cni/net.d" "$RUN/cni/ipam"
-cat >"$CTRD/config.toml" <<EOF
+config "$CTRD/config.toml" containerd <<EOF
 version = 2
 root = "$CTRD/root"
 state = "$CTRD/state"
@@ -176,7 +195,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     conf_dir = "$RUN/cni/net.d"
     max_conf_num = 1
 EOF
-cat >"$RUN/cni/net.d/10-railfence.conflist" <<EOF
+config "$RUN/cni/net.d/10-railfence.conflist" containerd <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "railfence-pods",
@@ -210,7 +229,7 @@ step_end "images: $("${CTR[@]}" images ls -q | grep -c railfence-cluster) node i
 step_begin "kubelet"
 KL="$RUN/kubelet"
 mkdir -p "$KL/root" "$RUN/pod-logs"
-cat >"$KL/config.yaml" <<EOF
+config "$KL/config.yaml" kubelet <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # No systemd on this machine kind: cgroupfs, as containerd's runc runtime.
@@ -252,7 +271,7 @@ step_end
 
 # ---- 9. kube-proxy (iptables) ----
 step_begin "kube-proxy"
-cat >"$RUN/kube-proxy.yaml" <<EOF
+config "$RUN/kube-proxy.yaml" kube-proxy <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $PKI/kube-proxy.kubeconfig}
