@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
 # Cluster replica-kill drill (C5 §5.3 on a real cluster):
 #   1. a load Job creates payouts through the payouts API (Idempotency-Key per payout),
-#   2. meanwhile rail-proxy pods are force-deleted (--grace-period=0 --force) on a schedule,
-#   3. after the load and a settle period, the checker Job reads paydb and the rail's ledger
-#      (the rail-stub's raildb = the statement) and exits non-zero on any invariant violation.
+#   2. until the executors have settled every one of them, a Ready rail-proxy pod is killed on
+#      a schedule (KILL_MODE below),
+#   3. after a settle period, the checker Job reads paydb and the rail's ledger (the rail-stub's
+#      raildb = the statement) and exits non-zero on any invariant violation. Submissions left
+#      ambiguous by a kill are listed as unresolved; close them with the reconciler afterwards
+#      (kubectl create job --from=cronjob/<release>-reconciler) and run the checker again.
 # Runs ONLY against a development install with railStub.enabled=true: the load moves money.
+#
+# KILL_MODE:
+#   force-delete (default)  kubectl delete pod --grace-period=0 --force: what any cluster user
+#       can do. It is NOT a SIGKILL: the pod object goes at once, but the kubelet still runs the
+#       preStop hook (cut short) and sends SIGTERM with a grace of at least 2 s, in which
+#       rail-proxy drains its in-flight calls. Only a rail call outliving that window dies
+#       mid-call; with a fast rail, none does.
+#   sigkill  SIGKILL the rail-proxy container on its node through SIGKILL_CMD, run with the
+#       container's runtime id appended (e.g. SIGKILL_CMD="ctr -n k8s.io tasks kill -s SIGKILL"
+#       where the node's containerd is reachable, as on a kind or a local test cluster). The
+#       process dies between intent commit and rail answer, the kubelet restarts the container
+#       in the same pod: the drill's real case (C5 §5.3), which managed clusters do not expose.
+#   mixed    alternate the two (sigkill first).
+# Output: one line per kill, "<time> kill pod/<name> <mode>", and the load's summary as JSON.
 #
 # Usage:
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
@@ -13,6 +30,7 @@
 #   deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
 #           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) PASSWORD_KEY (password)
+#           KILL_MODE (force-delete) SIGKILL_CMD
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -24,6 +42,13 @@ KILL_EVERY_S=${KILL_EVERY_S:-15}
 SETTLE_S=${SETTLE_S:-60}
 TIMEOUT_S=${TIMEOUT_S:-900}
 PASSWORD_KEY=${PASSWORD_KEY:-password}
+KILL_MODE=${KILL_MODE:-force-delete}
+SIGKILL_CMD=${SIGKILL_CMD:-}
+case $KILL_MODE in
+  force-delete) ;;
+  sigkill|mixed) [ -n "$SIGKILL_CMD" ] || { echo "KILL_MODE=$KILL_MODE needs SIGKILL_CMD" >&2; exit 2; } ;;
+  *) echo "KILL_MODE must be force-delete, sigkill or mixed" >&2; exit 2 ;;
+esac
 : "${IMAGE:?set IMAGE to the railfence image the release runs}"
 : "${PAYDB_URL:?set PAYDB_URL (no password; PAYDB_SECRET names the password Secret)}"
 : "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
@@ -79,16 +104,21 @@ POD_SECURITY='securityContext: {runAsNonRoot: true, runAsUser: 10001, runAsGroup
 CONTAINER_SECURITY='securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}'
 
 # Load: Connect JSON over h2c with node:http2 only (nothing but the image is needed). Each
-# payout has its own Idempotency-Key; a retryable answer is retried with the SAME key.
+# payout has its own Idempotency-Key; a retryable answer is retried with the SAME key. The job
+# then waits until the executors have settled every payout it created (PAID, FAILED, or UNKNOWN
+# = waiting for the reconciler), so that the kills below go on while rail-proxy has calls in
+# flight, not only while the API is being called (creating payouts takes seconds; paying them
+# is the part the drill is about).
 LOAD_JS=$(cat <<'JS'
 const http2 = require("node:http2");
 const { randomUUID } = require("node:crypto");
 const [url, total, accounts, conc] = [process.env.PAYOUTS_URL, +process.env.PAYOUTS, +process.env.ACCOUNTS, +process.env.CONCURRENCY];
+const settleTimeoutMs = 1000 * +(process.env.SETTLE_TIMEOUT_S || 600);
 let session;
 const client = () => { if (!session || session.closed || session.destroyed) { session = http2.connect(url); session.on("error", () => {}); } return session; };
-function call(body, key) {
+function call(method, body, headers = {}) {
   return new Promise((resolve) => {
-    const req = client().request({ ":method": "POST", ":path": "/railfence.payouts.v1.PayoutService/CreatePayout", "content-type": "application/json", "idempotency-key": key });
+    const req = client().request({ ":method": "POST", ":path": `/railfence.payouts.v1.PayoutService/${method}`, "content-type": "application/json", ...headers });
     let data = ""; let status = 0;
     req.setTimeout(15000, () => req.close(http2.constants.NGHTTP2_CANCEL));
     req.on("response", (h) => { status = h[":status"]; });
@@ -99,6 +129,7 @@ function call(body, key) {
   });
 }
 const stats = { created: 0, failed: 0, retries: 0 };
+const ids = [];
 let next = 0;
 async function worker() {
   while (next < total) {
@@ -106,8 +137,8 @@ async function worker() {
     const key = randomUUID();
     const body = { accountId: `drill-acct-${i % accounts}`, amount: { amountMinor: "100", currency: "EUR" }, beneficiary: `drill-ben-${i}`, clientReference: `${process.env.RUN_ID}-${i}` };
     for (let attempt = 0; ; attempt++) {
-      const r = await call(body, key);
-      if (r.status === 200) { stats.created++; break; }
+      const r = await call("CreatePayout", body, { "idempotency-key": key });
+      if (r.status === 200) { stats.created++; ids.push(JSON.parse(r.data).payout.payoutId); break; }
       const retryable = r.status === 0 || r.status === 503 || r.status === 409 || r.status === 502 || r.status === 504;
       if (!retryable || attempt >= 10) { stats.failed++; console.error(JSON.stringify({ payout: i, status: r.status, body: r.data.slice(0, 200) })); break; }
       stats.retries++;
@@ -115,29 +146,35 @@ async function worker() {
     }
   }
 }
-Promise.all(Array.from({ length: conc }, worker)).then(() => {
-  console.log(JSON.stringify({ event: "load_done", ...stats }));
+async function settle() {
+  const states = new Map();
+  const done = (s) => s === "PAYOUT_STATE_PAID" || s === "PAYOUT_STATE_FAILED" || s === "PAYOUT_STATE_UNKNOWN";
+  const deadline = Date.now() + settleTimeoutMs;
+  for (;;) {
+    for (const id of ids) {
+      if (done(states.get(id))) continue;
+      const r = await call("GetPayout", { payoutId: id });
+      if (r.status === 200) states.set(id, JSON.parse(r.data).payout.state);
+    }
+    const open = ids.filter((id) => !done(states.get(id))).length;
+    if (open === 0 || Date.now() > deadline) {
+      const byState = {};
+      for (const id of ids) { const s = (states.get(id) || "OPEN").replace("PAYOUT_STATE_", ""); byState[s] = (byState[s] || 0) + 1; }
+      return { open, byState };
+    }
+    await new Promise((s) => setTimeout(s, 1000));
+  }
+}
+Promise.all(Array.from({ length: conc }, worker)).then(async () => {
+  const settled = await settle();
+  console.log(JSON.stringify({ event: "load_done", ...stats, ...settled }));
   session?.close();
-  process.exit(stats.created > 0 ? 0 : 1);
+  process.exit(stats.created > 0 && settled.open === 0 ? 0 : 1);
 });
 JS
 )
 
-# check.js takes full URLs; this wrapper adds passwords from the mounted Secret files inside the
-# pod (never on the command line, never in the Job spec), then runs the checker unchanged.
-CHECK_JS=$(cat <<'JS'
-import { readFileSync } from "node:fs";
-for (const db of ["PAYDB", "RAILDB"]) {
-  const file = process.env[`${db}_PASSWORD_FILE`];
-  if (!file) continue;
-  const u = new URL(process.env[`${db}_URL`]);
-  u.password = encodeURIComponent(readFileSync(file, "utf8").replace(/\r?\n$/, ""));
-  process.env[`${db}_URL`] = u.toString();
-}
-await import("/app/dist/services/harness/check.js");
-JS
-)
-"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" >/dev/null
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" >/dev/null
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -164,6 +201,7 @@ spec:
             - {name: ACCOUNTS, value: "$ACCOUNTS"}
             - {name: CONCURRENCY, value: "$CONCURRENCY"}
             - {name: RUN_ID, value: "$RUN_ID"}
+            - {name: SETTLE_TIMEOUT_S, value: "$TIMEOUT_S"}
           volumeMounts:
             - {name: drill, mountPath: /drill, readOnly: true}
           $CONTAINER_SECURITY
@@ -171,19 +209,30 @@ spec:
         - {name: drill, configMap: {name: $RUN_ID-load}}
 YAML
 
-# Kill rail-proxy replicas while the load runs: no drain, no goodbye (SIGKILL equivalent).
-log "killing a random rail-proxy pod every ${KILL_EVERY_S}s while the load runs"
+# Kill rail-proxy replicas while the executors pay (the load job ends when every payout is
+# settled). Only Ready pods are victims: a container SIGKILLed again and again would sit in the
+# kubelet's restart back-off and the drill would end up killing nothing.
+log "killing a Ready rail-proxy pod every ${KILL_EVERY_S}s ($KILL_MODE) until the load job ends"
 kills=0
 deadline=$((SECONDS + TIMEOUT_S))
 while :; do
   done_state=$("${K[@]}" get job "$RUN_ID-load" -o jsonpath='{.status.succeeded}{.status.failed}')
   [ -n "$done_state" ] && break
   [ "$SECONDS" -ge "$deadline" ] && { log "load did not finish within ${TIMEOUT_S}s"; break; }
-  mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running -o name)
+  mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].ready}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].containerID}{"\n"}{end}' \
+    | awk '$2 == "true" && $3 != "" {print $1, $3}')
   if [ "${#pods[@]}" -gt 0 ]; then
-    victim=${pods[$((RANDOM % ${#pods[@]}))]}
-    log "kill $victim"
-    "${K[@]}" delete "$victim" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+    read -r victim cid <<<"${pods[$((RANDOM % ${#pods[@]}))]}"
+    mode=$KILL_MODE
+    [ "$KILL_MODE" = mixed ] && { [ $((kills % 2)) -eq 0 ] && mode=sigkill || mode=force-delete; }
+    if [ "$mode" = sigkill ]; then
+      # shellcheck disable=SC2086
+      $SIGKILL_CMD "${cid#*://}" >/dev/null 2>&1 || log "SIGKILL of $victim failed"
+    else
+      "${K[@]}" delete "pod/$victim" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+    fi
+    log "kill pod/$victim $mode"
     kills=$((kills + 1))
   fi
   sleep "$KILL_EVERY_S"
@@ -221,21 +270,19 @@ spec:
       containers:
         - name: check
           image: $IMAGE
-          # = node dist/services/harness/check.js, with password files resolved first.
-          command: ["node", "/drill/check.mjs"]
+          # The checker reads the password files itself (PAYDB_PASSWORD_FILE, RAILDB_PASSWORD_FILE).
+          command: ["node", "dist/services/checker/main.js"]
           env:
             - {name: CHECK_QUIESCENT, value: "true"}
 $(db_env PAYDB "$PAYDB_URL" "$PAYDB_SECRET" paydb)
 $(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
-            - {name: drill, mountPath: /drill, readOnly: true}
 $(db_mount "$PAYDB_SECRET" paydb)
 $(db_mount "$RAILDB_SECRET" raildb)
           $CONTAINER_SECURITY
       volumes:
         - {name: tmp, emptyDir: {}}
-        - {name: drill, configMap: {name: $RUN_ID-load}}
 $(db_volume "$PAYDB_SECRET" paydb)
 $(db_volume "$RAILDB_SECRET" raildb)
 YAML
