@@ -83,8 +83,11 @@ export interface HelmResult {
   stderr: string;
 }
 
-/** Runs helm with args; never throws on a non-zero exit (callers assert on it). */
-export function helm(args: string[]): HelmResult {
+/**
+ * Runs helm with args; never throws on a non-zero exit (callers assert on it). `env` adds to the
+ * hermetic environment, e.g. the KUBECONFIG of the test cluster.
+ */
+export function helm(args: string[], env: Record<string, string> = {}): HelmResult {
   const r = spawnSync(helmBinary(), args, {
     encoding: "utf8",
     // Offline and hermetic: no user config, cache or repositories leak into the run.
@@ -93,6 +96,9 @@ export function helm(args: string[]): HelmResult {
       HELM_CACHE_HOME: join(root, ".tools", "helm-home", "cache"),
       HELM_CONFIG_HOME: join(root, ".tools", "helm-home", "config"),
       HELM_DATA_HOME: join(root, ".tools", "helm-home", "data"),
+      // Against a cluster, helm's client caches discovery under $HOME/.kube: keep it in .tools.
+      HOME: join(root, ".tools", "helm-home"),
+      ...env,
     },
     maxBuffer: 64 * 1024 * 1024,
   });

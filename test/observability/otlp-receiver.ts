@@ -20,8 +20,11 @@ export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   private server!: Server;
   port = 0;
+  host = "127.0.0.1";
 
-  async start(): Promise<this> {
+  /** Listens on host (loopback by default; the test cluster's pods reach the node's bridge address). */
+  async start(host = "127.0.0.1"): Promise<this> {
+    this.host = host;
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
@@ -55,16 +58,18 @@ export class OtlpReceiver {
         res.end("{}");
       });
     });
-    await new Promise<void>((r) => this.server.listen(0, "127.0.0.1", () => r()));
+    await new Promise<void>((r) => this.server.listen(0, host, () => r()));
     this.port = (this.server.address() as AddressInfo).port;
     return this;
   }
 
   get endpoint(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
   }
 
   async stop(): Promise<void> {
+    // Exporters keep their connections alive: close them, or close() waits for them for ever.
+    this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 }

@@ -1,0 +1,435 @@
+/**
+ * `npm run test:cluster`: the chart on a real one-node Kubernetes cluster built from source.
+ *
+ *   1. deploy/cluster/up.sh builds (or reuses) and starts the cluster;
+ *   2. the railfence image is built (deploy/image/build.sh) and imported into containerd;
+ *   3. PostgreSQL and an OTLP receiver start on the node; the namespace enforces Pod Security
+ *      "restricted"; `helm install` with the cluster's values profile (profile.ts);
+ *   4. checks: every pod Ready through its gRPC probes; a payout through the payouts Service
+ *      reaches PAID and its trace reaches the receiver; NetworkPolicy objects select the right
+ *      pods; deploy/drills/replica-kill.sh; reconciler + invariant checker; a rolling upgrade
+ *      under load; kubectl drain against the rail-proxy PodDisruptionBudget;
+ *   5. everything is torn down (CLUSTER_KEEP=1 leaves the cluster and the release running).
+ *
+ * Needs root. Exit 0 only when every check passed. The report goes to reports/cluster/.
+ */
+import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { checkInvariants, formatTable, type CheckResult } from "../../services/shared/invariants.js";
+import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { chartDir } from "../helm/helm-tool.js";
+import { OtlpReceiver } from "../observability/otlp-receiver.js";
+import { buildAndImportImage, type ImageRef } from "./image.js";
+import { Kube, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
+import { HostLoad, payoutsClient, waitSettled } from "./load.js";
+import { NAMESPACE, RELEASE, prepareNamespace, secretOf, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
+import { Report } from "./report.js";
+import { checkNetworkPolicies, probeEnforcement } from "./network-policies.js";
+
+const log = (line: string) => console.log(`[test:cluster ${new Date().toISOString().slice(11, 19)}] ${line}`);
+const report = new Report(log);
+const keep = process.env.CLUSTER_KEEP === "1";
+const SEL = `app.kubernetes.io/instance=${RELEASE}`;
+const component = (c: string) => `${SEL},app.kubernetes.io/component=${c}`;
+const work = mkdtempSync(join(tmpdir(), "railfence-cluster-"));
+
+let kube: Kube | undefined;
+let dbs: Databases | undefined;
+let receiver: OtlpReceiver | undefined;
+
+function stepsSince(file: string, offset: number): string {
+  if (!existsSync(file)) return "";
+  const rows = readFileSync(file, "utf8").slice(offset).trim().split("\n").filter(Boolean);
+  return rows.map((r) => r.split("\t")).map(([, name, secs, extra]) => `| ${name} | ${secs} s | ${extra ?? ""} |`).join("\n");
+}
+
+async function main(): Promise<void> {
+  // ---- the cluster ----
+  const stepsFile = join(clusterState(), "steps.tsv");
+  const stepsOffset = existsSync(stepsFile) ? readFileSync(stepsFile, "utf8").length : 0;
+  await report.step("cluster up (build or reuse)", async () => {
+    const r = await runScript(join(clusterDir, "up.sh"), [], {}, (l) => log(`  ${l}`));
+    if (r.status !== 0) throw new Error(`deploy/cluster/up.sh exited ${r.status}`);
+  });
+  const info = readClusterInfo();
+  kube = new Kube(info);
+  const k = kube;
+  report.section("Cluster steps (time and disk, this run)", `| step | time | observed |\n|---|---|---|\n${stepsSince(stepsFile, stepsOffset)}`);
+  const version = JSON.parse(k.must(["version", "-o", "json"])) as { serverVersion: { gitVersion: string } };
+  // A reused cluster may still hold the release of a kept run (CLUSTER_KEEP=1): start clean.
+  if (k.kubectl(["get", "ns", NAMESPACE]).status === 0) {
+    await report.step("remove the previous run's release", () => {
+      k.helm(["uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m"]);
+      k.must(["delete", "ns", NAMESPACE, "--wait=true", "--timeout=180s"]);
+    });
+  }
+
+  // ---- the image ----
+  const image: ImageRef = await report.step("image built and imported into containerd", () => buildAndImportImage(info, log), (i) => `${i.repository}:${i.tag} (+ ${i.upgradeTag} for the upgrade), ${i.sizeMb} MB archive`);
+
+  // ---- PostgreSQL, OTLP receiver, namespace ----
+  dbs = await report.step("PostgreSQL on the node", () => startDatabases(info, log), (d) => `${info.nodeIp}:${d.server.port}, roles railfence + railstub, scram-sha-256 from ${info.podCidr}`);
+  const databases = dbs;
+  receiver = await new OtlpReceiver().start(info.nodeIp);
+  const otlp = receiver;
+  await report.step("namespace with Pod Security restricted (enforce)", () => {
+    prepareNamespace(k, databases);
+    return podSecurityControls(k, image);
+  }, (v) => v);
+
+  // ---- helm install ----
+  const values = valuesProfile({ imageRepository: image.repository, imageTag: image.tag, otlpEndpoint: otlp.endpoint, info, dbs: databases });
+  const profile = writeProfile(work, "values-cluster.json", values);
+  await report.step("helm install", () => {
+    k.mustHelm(["install", RELEASE, chartDir, "-n", NAMESPACE, "-f", profile, "--wait", "--timeout", "10m"]);
+    return k.mustHelm(["status", RELEASE, "-n", NAMESPACE, "-o", "json"]);
+  }, (s) => `release ${(JSON.parse(s) as { info: { status: string } }).info.status}, server ${version.serverVersion.gitVersion}`);
+
+  await report.step("every pod Ready through its gRPC probes", () => everyPodReady(k), (v) => v);
+
+  const payoutsIp = k.must(["-n", NAMESPACE, "get", "svc", `${RELEASE}-payouts`, "-o", "jsonpath={.spec.clusterIP}"]).trim();
+  const payoutsUrl = `http://${payoutsIp}:7400`;
+  await report.step("a payout through the payouts Service reaches PAID; its trace reaches the receiver", () => payoutAndTrace(payoutsUrl, otlp), (v) => v);
+
+  await report.step("NetworkPolicy objects select the right pods", () => checkNetworkPolicies(k, NAMESPACE, RELEASE, info), (v) => v);
+  const enforcement = await report.step("NetworkPolicy enforcement (observed, not required)", () => probeEnforcement(k, NAMESPACE, RELEASE, image), (v) => v);
+  report.section("NetworkPolicy", `${enforcement}\n\nThe bridge CNI from Debian does not implement NetworkPolicy; the objects are validated by the API server and their selectors are checked against the running pods above. Enforcement needs a policy-enforcing CNI (Calico, Cilium, GKE Dataplane V2, the EKS VPC CNI network-policy agent).`);
+
+  // ---- drills ----
+  const drill = await report.step("replica-kill drill (deploy/drills/replica-kill.sh)", () => replicaKillDrill(k, image, databases), (d) => `${d.kills.length} kills (${d.kills.filter((x) => x.mode === "sigkill").length} SIGKILL, ${d.kills.filter((x) => x.mode === "force-delete").length} force-delete), ${d.ambiguous} submissions left ambiguous by killed pods, script checker PASS`);
+  const afterDrill = await report.step("reconciler + invariant checker after the drill", () => reconcileAndCheck(k, databases, "drill"), (r) => `${r.violations.length} violations, ${r.counts.ambiguousUnresolved} unresolved, resolved paid ${r.counts.resolvedPaid} / not paid ${r.counts.resolvedNotPaid}`);
+  report.section("Replica-kill drill", [
+    "Kills, in order (`force-delete`: `kubectl delete --grace-period=0 --force`; `sigkill`: the rail-proxy container SIGKILLed through the node's containerd, restarted in place by the kubelet):",
+    "",
+    ...drill.kills.map((kk, i) => `${i + 1}. ${kk.at} \`${kk.pod}\` ${kk.mode}`),
+    "",
+    `Submissions left ambiguous (swept as STALE_FORWARDING: the replica died mid-call), per pod: ${[...drill.byPod].map(([p, n]) => `\`${p}\` ${n}`).join(", ") || "none"}.`,
+    "",
+    "Load job:",
+    "```",
+    drill.loadSummary,
+    "```",
+    "Checker after the reconciler:",
+    "```",
+    formatTable(afterDrill),
+    "```",
+  ].join("\n"));
+
+  const upgrade = await report.step("rolling upgrade under load (helm upgrade, new image tag)", () => rollingUpgrade(k, profile, image, payoutsUrl, databases), (u) => u.summary);
+  report.section("Rolling upgrade", upgrade.details);
+
+  const drain = await report.step("kubectl drain respects the rail-proxy PDB", () => drainAgainstPdb(k, info.node), (d) => d.summary);
+  report.section("Drain", drain.details);
+}
+
+/**
+ * Pod Security "restricted" is enforced: a pod that baseline would admit but restricted does not
+ * (no securityContext: privilege escalation allowed, capabilities kept, no seccomp profile) is
+ * refused, and the same pod made compliant is admitted (server-side dry runs: nothing is created).
+ */
+function podSecurityControls(k: Kube, image: ImageRef): string {
+  const ns = JSON.parse(k.must(["get", "ns", NAMESPACE, "-o", "json"])) as { metadata: { labels: Record<string, string> } };
+  if (ns.metadata.labels["pod-security.kubernetes.io/enforce"] !== "restricted") throw new Error("namespace is not labelled enforce=restricted");
+  const pod = (securityContext: Record<string, unknown>, podSecurity: Record<string, unknown>) =>
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "psa-probe", namespace: NAMESPACE },
+      spec: { securityContext: podSecurity, containers: [{ name: "probe", image: `${image.repository}:${image.tag}`, command: ["node", "-e", "0"], securityContext }] },
+    });
+  const restricted = { runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } };
+  const refused = k.kubectl(["create", "--dry-run=server", "-f", "-"], pod({}, {}));
+  if (refused.status === 0 || !/violates PodSecurity "restricted/.test(refused.stderr)) {
+    throw new Error(`a pod without a restricted securityContext was not refused by Pod Security: ${refused.stderr || refused.stdout}`);
+  }
+  const admitted = k.kubectl(["create", "--dry-run=server", "-f", "-"], pod(restricted, { runAsUser: 10001, seccompProfile: { type: "RuntimeDefault" } }));
+  if (admitted.status !== 0) throw new Error(`a compliant pod was refused: ${admitted.stderr}`);
+  return `pod without a securityContext refused (${refused.stderr.match(/violates PodSecurity "[^"]+"/)?.[0]}), the same pod made compliant admitted`;
+}
+
+/**
+ * Every Deployment of the release is fully Ready. Every container that serves gRPC (lock,
+ * rail-proxy, payouts, rail-stub) is started, made Ready and kept alive by kubelet gRPC probes
+ * against grpc.health.v1; the executor serves no gRPC and has its HTTP liveness probe.
+ */
+function everyPodReady(k: Kube): string {
+  type ProbedPod = Pod & { spec: { containers: Array<{ name: string; readinessProbe?: { grpc?: unknown }; livenessProbe?: { grpc?: unknown; httpGet?: unknown }; startupProbe?: { grpc?: unknown } }> } };
+  const deploys = k.json<KubeList<{ metadata: { name: string }; spec: { replicas: number }; status: { readyReplicas?: number } }>>(["-n", NAMESPACE, "get", "deploy", "-l", SEL]);
+  const pods = k.json<KubeList<ProbedPod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]);
+  const problems: string[] = [];
+  let grpcPods = 0;
+  for (const d of deploys.items) if ((d.status.readyReplicas ?? 0) !== d.spec.replicas) problems.push(`${d.metadata.name}: ${d.status.readyReplicas ?? 0}/${d.spec.replicas} ready`);
+  for (const p of pods.items) {
+    if (!podReady(p)) problems.push(`${p.metadata.name} not Ready`);
+    const comp = p.metadata.labels?.["app.kubernetes.io/component"];
+    for (const c of p.spec.containers) {
+      if (comp === "executor") {
+        if (!c.livenessProbe?.httpGet) problems.push(`${p.metadata.name}/${c.name}: no HTTP liveness probe`);
+      } else if (!c.readinessProbe?.grpc || !c.livenessProbe?.grpc || !c.startupProbe?.grpc) {
+        problems.push(`${p.metadata.name}/${c.name}: not gRPC probes`);
+      } else grpcPods++;
+    }
+  }
+  if (deploys.items.length < 5) problems.push(`only ${deploys.items.length} Deployments`);
+  if (problems.length) throw new Error(problems.join("; "));
+  return `${deploys.items.length} Deployments, ${pods.items.length} pods Ready; ${grpcPods} with gRPC startup/readiness/liveness probes (grpc.health.v1), executors with their HTTP liveness probe`;
+}
+
+async function payoutAndTrace(payoutsUrl: string, otlp: OtlpReceiver): Promise<string> {
+  const client = payoutsClient(payoutsUrl);
+  const created = await until(async () => {
+    try {
+      return await client.createPayout({ accountId: "acc-cluster", amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-cluster" }, { headers: { "idempotency-key": "cluster-first-payout" } });
+    } catch (err) {
+      log(`   CreatePayout: ${(err as Error).message}`);
+      return undefined;
+    }
+  }, "CreatePayout through the payouts Service", 60_000, 2000);
+  const payoutId = created.payout!.payoutId;
+  await until(async () => (await client.getPayout({ payoutId })).payout?.state === PayoutState.PAID, `payout ${payoutId} PAID`, 60_000);
+  const wanted = ["payouts", "executor", "lock", "rail-proxy", "rail-stub"];
+  const trace = await until(() => {
+    const submit = otlp.spans.find((s) => s.service === "rail-proxy" && s.kind === 2 && s.name.endsWith("SubmitPayout") && String(s.attributes["railfence.payout_id"] ?? "").includes(payoutId));
+    if (!submit) return undefined;
+    const spans = otlp.spans.filter((s) => s.traceId === submit.traceId);
+    const ids = new Set(spans.map((s) => s.spanId));
+    const roots = spans.filter((s) => !ids.has(s.parentSpanId));
+    const services = new Set(spans.map((s) => s.service));
+    return wanted.every((w) => services.has(w)) && roots.length === 1 ? { spans, root: roots[0]! } : undefined;
+  }, `one connected trace with spans from ${wanted.join(", ")}`, 60_000);
+  return `payout ${payoutId} PAID; trace ${trace.spans[0]!.traceId}: ${trace.spans.length} spans from ${wanted.join(", ")}, root ${trace.root.name} [${trace.root.service}]`;
+}
+
+interface Kill {
+  at: string;
+  pod: string;
+  mode: string;
+}
+
+async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
+  const env = {
+    ...k.env,
+    PATH: `${dirname(k.info.kubectl)}:${process.env.PATH ?? "/usr/bin:/bin"}`,
+    NAMESPACE,
+    RELEASE,
+    IMAGE: `${image.repository}:${image.tag}`,
+    PAYDB_URL: d.podUrl("paydb"),
+    PAYDB_SECRET: secretOf("paydb"),
+    RAILDB_URL: d.podUrl("raildb"),
+    RAILDB_SECRET: secretOf("raildb"),
+    PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "400",
+    ACCOUNTS: "20",
+    CONCURRENCY: "8",
+    KILL_EVERY_S: "6",
+    // Both kinds of kill: force deletion (what a managed cluster offers) and a real SIGKILL of
+    // the container through the node's containerd (a process dying mid-call).
+    KILL_MODE: "mixed",
+    SIGKILL_CMD: `ctr --address ${k.info.containerdAddress} -n k8s.io tasks kill -s SIGKILL`,
+    SETTLE_S: "20",
+    TIMEOUT_S: "600",
+  };
+  const r = await runScript(join(root, "deploy", "drills", "replica-kill.sh"), [], env, (l) => log(`  ${l}`));
+  const kills: Kill[] = [...r.stdout.matchAll(/^(\S+) kill pod\/(\S+) (\S+)$/gm)].map((m) => ({ at: m[1]!, pod: m[2]!, mode: m[3]! }));
+  const loadSummary = (r.stdout.match(/^\{"event":"load_done".*$/m) ?? ["(no load summary)"])[0];
+  if (r.status !== 0) throw new Error(`replica-kill.sh exited ${r.status}`);
+  if (kills.length < 3) throw new Error(`only ${kills.length} kills: the load ended before the drill could kill repeatedly`);
+  // Which submissions each killed pod left behind mid-call (swept: STALE_FORWARDING).
+  const byPod = new Map<string, number>();
+  const rows = await query<{ replica_id: string; n: number }>(d, "paydb", "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE ambiguity_cause IS NOT NULL GROUP BY replica_id");
+  for (const row of rows) byPod.set(row.replica_id, row.n);
+  const killed = new Set(kills.map((x) => x.pod));
+  const foreign = rows.filter((row) => !killed.has(row.replica_id));
+  if (foreign.length) throw new Error(`ambiguous submissions from pods that were not killed: ${foreign.map((f) => `${f.replica_id} (${f.n})`).join(", ")}`);
+  const ambiguous = rows.reduce((a, b) => a + b.n, 0);
+  // The point of the drill is a process dying between intent commit and rail answer.
+  if (ambiguous === 0) throw new Error("no kill landed mid-call (no ambiguous submission): the drill proved nothing about ambiguity");
+  return { kills, byPod, ambiguous, status: r.status, loadSummary };
+}
+
+async function query<T>(d: Databases, db: "paydb" | "raildb", sql: string, params: unknown[] = []): Promise<T[]> {
+  const pg = (await import("pg")).default;
+  const c = new pg.Client({ connectionString: d.nodeUrl(db) });
+  await c.connect();
+  try {
+    return (await c.query(sql, params)).rows as T[];
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Runs the reconciler the way the chart schedules it (a Job from its CronJob) until no ambiguous
+ * submission is left (the settlement window makes young rows wait), then the invariant checker
+ * on the node, quiescent: zero violations required.
+ */
+async function reconcileAndCheck(k: Kube, d: Databases, tag: string): Promise<CheckResult> {
+  for (let round = 1; ; round++) {
+    const before = await checkInvariants(d.nodeUrl("paydb"), d.nodeUrl("raildb"), { quiescent: true });
+    if (before.counts.ambiguousUnresolved === 0 && before.counts.payoutsUnknown === 0) break;
+    if (round > 6) throw new Error(`${before.counts.ambiguousUnresolved} ambiguous submissions still unresolved after ${round - 1} reconciler runs`);
+    // Nothing younger than the settlement window (30 s) is decided NOT_PAID: let it age.
+    await sleep(round === 1 ? 31_000 : 10_000);
+    const job = `reconcile-${tag}-${round}`;
+    k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-reconciler`]);
+    const w = k.kubectl(["-n", NAMESPACE, "wait", "--for=condition=complete", `job/${job}`, "--timeout=180s"]);
+    if (w.status !== 0) throw new Error(`reconciler job ${job} did not complete: ${k.kubectl(["-n", NAMESPACE, "logs", `job/${job}`, "--tail=20"]).stdout}`);
+    log(`   reconciler ${job}: ${k.kubectl(["-n", NAMESPACE, "logs", `job/${job}`, "--tail=3"]).stdout.trim().split("\n").pop()}`);
+  }
+  const result = await checkInvariants(d.nodeUrl("paydb"), d.nodeUrl("raildb"), { quiescent: true });
+  if (result.violations.length) throw new Error(`${result.violations.length} invariant violations: ${result.violations.slice(0, 5).map((v) => `${v.invariant}: ${v.detail}`).join("; ")}`);
+  return result;
+}
+
+async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payoutsUrl: string, d: Databases) {
+  const podsOf = (c: string) => k.json<KubeList<Pod>>(["-n", NAMESPACE, "get", "pods", "-l", component(c)]).items.map((p) => p.metadata.name);
+  const oldProxies = new Set(podsOf("rail-proxy"));
+  const oldPods = new Set(k.json<KubeList<Pod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL]).items.map((p) => p.metadata.name));
+  const runId = `upg${Date.now().toString(36)}`;
+  const t0 = new Date();
+  const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }).start();
+  await sleep(5000);
+  const u0 = Date.now();
+  const up = k.helm(["upgrade", RELEASE, chartDir, "-n", NAMESPACE, "-f", profile, "--set", `image.tag=${image.upgradeTag}`, "--wait", "--timeout", "10m"]);
+  const upgradeSeconds = (Date.now() - u0) / 1000;
+  await sleep(5000);
+  await load.stop();
+  if (up.status !== 0) throw new Error(`helm upgrade failed: ${up.stderr}`);
+
+  // Every pod of the release now runs the new tag, and none of the old pods is left.
+  const pods = k.json<KubeList<Pod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]).items;
+  const stale = pods.filter((p) => oldPods.has(p.metadata.name) || p.spec.containers.some((c) => !c.image.endsWith(`:${image.upgradeTag}`)));
+  if (stale.length) throw new Error(`pods not upgraded: ${stale.map((p) => p.metadata.name).join(", ")}`);
+
+  // No submission lost: every intent got its payout (retried with its own key), exactly once.
+  const lost = load.intents.filter((i) => !i.payoutId);
+  if (lost.length) throw new Error(`${lost.length} intents never got a payout: ${lost.slice(0, 3).map((i) => `${i.clientReference} ${i.errors.slice(-1)[0]}`).join("; ")}`);
+  const dup = await query<{ client_reference: string; n: number }>(d, "paydb", "SELECT client_reference, count(*)::int AS n FROM payouts WHERE client_reference LIKE $1 GROUP BY client_reference HAVING count(*) <> 1", [`${runId}-%`]);
+  if (dup.length) throw new Error(`client references with more than one payout: ${dup.map((x) => x.client_reference).join(", ")}`);
+  const ids = load.intents.map((i) => i.payoutId!);
+  const states = await waitSettled(payoutsUrl, ids, 120_000);
+  const unsettled = ids.filter((id) => ![PayoutState.PAID, PayoutState.FAILED, PayoutState.UNKNOWN].includes(states.get(id)!));
+  if (unsettled.length) throw new Error(`${unsettled.length} payouts not settled after the upgrade`);
+
+  // Ambiguity only from old rail-proxy pods that stopped mid-call, and then resolved.
+  const ambiguous = await query<{ payout_id: string; replica_id: string; ambiguity_cause: string }>(d, "paydb", "SELECT payout_id, replica_id, ambiguity_cause FROM rail_submissions WHERE ambiguity_cause IS NOT NULL AND created_at >= $1", [t0]);
+  const fromLive = ambiguous.filter((a) => !oldProxies.has(a.replica_id));
+  if (fromLive.length) throw new Error(`ambiguous submissions from pods that were not replaced: ${fromLive.map((a) => a.replica_id).join(", ")}`);
+  const checked = await reconcileAndCheck(k, d, "upgrade");
+  const retried = load.intents.filter((i) => i.attempts > 1);
+  const errors = new Map<string, number>();
+  for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
+  const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
+  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created, none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (all from replaced pods, resolved), checker ${checked.violations.length} violations`;
+  const details = [
+    `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
+    "",
+    `- every intent got exactly one payout (${load.intents.length} / ${load.intents.length}); ${retried.length} needed more than one attempt; errors seen by clients: ${[...errors].map(([c, n]) => `${c} ×${n}`).join(", ") || "none"}`,
+    `- payouts settled: ${paid} PAID, ${ids.length - paid} other (FAILED/UNKNOWN before reconciliation)`,
+    `- ambiguous submissions during the upgrade: ${ambiguous.length}${ambiguous.length ? ` (${ambiguous.map((a) => `${a.replica_id}: ${a.ambiguity_cause}`).join(", ")})` : ""}; all from old rail-proxy pods, resolved by the reconciler`,
+    `- old rail-proxy pods: ${[...oldProxies].join(", ")}`,
+    "",
+    "Checker after the upgrade:",
+    "```",
+    formatTable(checked),
+    "```",
+  ].join("\n");
+  return { summary, details };
+}
+
+/**
+ * kubectl drain of the node, limited to rail-proxy pods: the PDB (minAvailable 1) lets one pod
+ * go and refuses the other, so at least one proxy endpoint stays Ready throughout (watched
+ * through the Service's EndpointSlices). Negative control: without the PDB the same drain
+ * evicts both and the watcher sees zero Ready endpoints.
+ */
+async function drainAgainstPdb(k: Kube, node: string) {
+  const pdbName = `${RELEASE}-rail-proxy`;
+  const drainArgs = (timeout: string) => ["drain", node, `--pod-selector=${component("rail-proxy")}`, "--delete-emptydir-data", "--ignore-daemonsets", `--timeout=${timeout}`];
+  const readyEndpoints = (): number => {
+    const r = k.kubectl(["-n", NAMESPACE, "get", "endpointslices", "-l", `kubernetes.io/service-name=${RELEASE}-rail-proxy`, "-o", "json"]);
+    if (r.status !== 0) return -1;
+    const slices = JSON.parse(r.stdout) as KubeList<{ metadata: { name: string }; endpoints?: Array<{ conditions?: { ready?: boolean } }> }>;
+    return slices.items.flatMap((s) => s.endpoints ?? []).filter((e) => e.conditions?.ready).length;
+  };
+  const watchDuring = async (run: Promise<{ status: number; stdout: string; stderr: string }>) => {
+    let min = Number.MAX_SAFE_INTEGER;
+    let samples = 0;
+    let done = false;
+    const result = run.then((r) => ((done = true), r));
+    while (!done) {
+      const n = readyEndpoints();
+      if (n >= 0) {
+        min = Math.min(min, n);
+        samples++;
+      }
+      await sleep(250);
+    }
+    return { result: await result, min, samples };
+  };
+  const restore = async () => {
+    k.must(["uncordon", node]);
+    await until(() => readyEndpoints() === 2, "two Ready rail-proxy endpoints again", 180_000);
+  };
+
+  await until(() => readyEndpoints() === 2, "two Ready rail-proxy endpoints before the drain", 120_000);
+  const guarded = await watchDuring(k.kubectlAsync(drainArgs("45s")));
+  await restore();
+  const out = guarded.result.stdout + guarded.result.stderr;
+  const refusals = (out.match(/disruption budget/g) ?? []).length;
+  const evicted = (out.match(/evicted/g) ?? []).length;
+  if (guarded.result.status === 0) throw new Error("drain completed although the PDB allows only one of two rail-proxy pods to go");
+  if (refusals === 0) throw new Error(`drain failed without a PDB refusal: ${out.slice(-400)}`);
+  if (guarded.min < 1) throw new Error(`a moment with ${guarded.min} Ready rail-proxy endpoints during the drain`);
+
+  // Negative control: the watcher must see the outage the PDB prevents.
+  const pdb = JSON.parse(k.must(["-n", NAMESPACE, "get", "pdb", pdbName, "-o", "json"])) as { metadata: Record<string, unknown>; status?: unknown };
+  k.must(["-n", NAMESPACE, "delete", "pdb", pdbName]);
+  let unguarded;
+  try {
+    unguarded = await watchDuring(k.kubectlAsync(drainArgs("90s")));
+  } finally {
+    const { name, namespace, labels, annotations } = pdb.metadata as Record<string, unknown>;
+    k.must(["apply", "-f", "-"], JSON.stringify({ ...pdb, metadata: { name, namespace, labels, annotations }, status: undefined }));
+    await restore();
+  }
+  if (unguarded.result.status !== 0) throw new Error(`drain without the PDB failed: ${unguarded.result.stderr.slice(-300)}`);
+  if (unguarded.min !== 0) throw new Error(`negative control: without the PDB the watcher never saw zero Ready endpoints (min ${unguarded.min})`);
+  const summary = `with the PDB: ${evicted} evicted, ${refusals} evictions refused, min Ready endpoints ${guarded.min} over ${guarded.samples} samples; without it (control): min ${unguarded.min}`;
+  const details = [
+    `\`kubectl ${drainArgs("45s").join(" ")}\` (one node, so the evicted pod's replacement stays Pending while the node is cordoned):`,
+    "",
+    `- exit ${guarded.result.status}; ${evicted} pod evicted; ${refusals} eviction attempts answered "Cannot evict pod as it would violate the pod's disruption budget"`,
+    `- Ready rail-proxy endpoints, sampled every 250 ms through the drain: minimum ${guarded.min} (${guarded.samples} samples)`,
+    `- negative control: the PDB deleted, the same drain evicted both pods and the watcher saw ${unguarded.min} Ready endpoints (${unguarded.samples} samples); the PDB was restored afterwards`,
+  ].join("\n");
+  return { summary, details };
+}
+
+async function teardown(): Promise<void> {
+  if (keep) {
+    log("CLUSTER_KEEP=1: the cluster and the release stay (deploy/cluster/down.sh removes them); PostgreSQL and the receiver stop with this process");
+  } else {
+    await report.step("teardown (helm uninstall, deploy/cluster/down.sh)", async () => {
+      if (kube) kube.helm(["uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "2m"]);
+      const r = await runScript(join(clusterDir, "down.sh"), [], {}, (l) => log(`  ${l}`));
+      if (r.status !== 0) throw new Error(`down.sh exited ${r.status}`);
+    }).catch(() => {});
+  }
+  await dbs?.server.destroy().catch(() => {});
+  await receiver?.stop().catch(() => {});
+  rmSync(work, { recursive: true, force: true });
+}
+
+try {
+  await main();
+} catch (err) {
+  report.failed = true;
+  log(`stopped: ${(err as Error).stack ?? err}`);
+} finally {
+  await teardown();
+  const file = report.write(join(root, "reports", "cluster"));
+  console.log("\n" + report.markdown());
+  log(`report: ${file}`);
+  process.exit(report.failed ? 1 : 0);
+}
