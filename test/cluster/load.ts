@@ -73,7 +73,7 @@ export class HostLoad {
         return;
       } catch (err) {
         const ce = ConnectError.from(err);
-        intent.errors.push(`${Code[ce.code]}: ${ce.rawMessage.slice(0, 120)}`);
+        intent.errors.push(`${Code[ce.code]}: ${new Date().toISOString().slice(11, 23)} ${ce.rawMessage.slice(0, 120)}`);
         if (PERMANENT.has(ce.code) || intent.attempts >= 60) return;
         await sleep(Math.min(1000, 50 * 2 ** Math.min(intent.attempts, 5)));
       }

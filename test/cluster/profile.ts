@@ -111,19 +111,26 @@ export interface ProfileOptions {
 export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
   const db = (name: Db) => ({ url: o.dbs.podUrl(name), existingSecret: secretOf(name), passwordKey: "password", password: "" });
   const nodeOnly = [`${o.info.nodeIp}/32`];
+  const small = { requests: { cpu: "50m", memory: "96Mi" }, limits: { cpu: "1", memory: "256Mi" } };
   return {
     image: { repository: o.imageRepository, tag: o.imageTag, digest: "", pullPolicy: "Never" },
     otel: { enabled: true, endpoint: o.otlpEndpoint, protocol: "http/json", serviceNamespace: "railfence", environment: "test-cluster", resourceAttributes: {} },
     tls: { enabled: false, allowInsecure: true },
     database: { paydb: db("paydb"), lockdb: db("lockdb"), raildb: db("raildb") },
     rail: { existingSecret: RAIL_SECRET, credentialKey: "credential" },
-    railStub: { enabled: true, faults: JSON.stringify([{ kind: "LATENCY", latencyMs: 80, count: 0, clientReferencePrefix: "" }]) },
+    railStub: { enabled: true, resources: small, faults: JSON.stringify([{ kind: "LATENCY", latencyMs: 80, count: 0, clientReferencePrefix: "" }]) },
     // One node: the zone and host spread constraints cannot be met and must not block scheduling.
     topology: { zoneWhenUnsatisfiable: "ScheduleAnyway", hostWhenUnsatisfiable: "ScheduleAnyway" },
     // NOT_PAID only after the rail's statement has had time to show a payment: kept short so a
     // drill's reconciliation runs within the test, still well above deadline + margin (10 s).
-    reconciler: { settlementWindowMs: 30000 },
-    payouts: { clientCIDRs: nodeOnly },
+    reconciler: { settlementWindowMs: 30000, resources: small },
+    payouts: { clientCIDRs: nodeOnly, resources: small },
+    // Requests sized for one 2-CPU node: with the chart's defaults a rolling update's surge pods
+    // wait for CPU ("Insufficient cpu") until old pods are gone. Limits stay as the chart has them.
+    lock: { resources: small },
+    executor: { resources: small },
+    railProxy: { resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "2", memory: "384Mi" } } },
+    migrations: { resources: small },
     networkPolicy: {
       postgres: { cidrs: nodeOnly, port: o.dbs.server.port },
       otlp: { namespace: "observability", podLabels: {}, cidrs: nodeOnly, port: Number(new URL(o.otlpEndpoint).port) },
