@@ -303,5 +303,7 @@ cat >"$RUN/cluster.json" <<EOF
  "node": "$NODE_NAME", "nodeIp": "$NODE_BRIDGE_IP", "podCidr": "$POD_CIDR",
  "containerdAddress": "$CTRD/containerd.sock", "stepsFile": "$CLUSTER_STATE/steps.tsv"}
 EOF
+step_begin "cluster up"
+step_end "run folder $(du_of "$RUN") (containerd $(du_of "$CTRD"), etcd $(du_of "$RUN/etcd")), caches $(du_of "$CACHE")"
 log "cluster up: kubernetes $K8S_VERSION, node $NODE_NAME"
 echo "export KUBECONFIG=$KUBECONFIG_ADMIN"

@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { helm as helmRaw, root } from "../helm/helm-tool.js";
+import { helm as helmRaw, helmAsync, root } from "../helm/helm-tool.js";
 
 export { root };
 export const clusterDir = join(root, "deploy", "cluster");
@@ -81,6 +81,11 @@ export class Kube {
 
   helm(args: string[]): Run {
     return helmRaw(args, this.env);
+  }
+
+  /** helm without blocking this process (its load clients keep running meanwhile). */
+  helmAsync(args: string[]): Promise<Run> {
+    return helmAsync(args, this.env);
   }
 
   /** helm that must succeed. */

@@ -15,6 +15,8 @@ export interface Intent {
   clientReference: string;
   accountId: string;
   payoutId?: string;
+  /** When the call that created the payout returned (ms since the epoch). */
+  createdAt?: number;
   attempts: number;
   errors: string[];
 }
@@ -70,6 +72,7 @@ export class HostLoad {
           { headers: { "idempotency-key": intent.key } },
         );
         intent.payoutId = r.payout!.payoutId;
+        intent.createdAt = Date.now();
         return;
       } catch (err) {
         const ce = ConnectError.from(err);

@@ -169,7 +169,9 @@ function podSecurityControls(k: Kube, image: ImageRef): string {
 function everyPodReady(k: Kube): string {
   type ProbedPod = Pod & { spec: { containers: Array<{ name: string; readinessProbe?: { grpc?: unknown }; livenessProbe?: { grpc?: unknown; httpGet?: unknown }; startupProbe?: { grpc?: unknown } }> } };
   const deploys = k.json<KubeList<{ metadata: { name: string }; spec: { replicas: number }; status: { readyReplicas?: number } }>>(["-n", NAMESPACE, "get", "deploy", "-l", SEL]);
-  const pods = k.json<KubeList<ProbedPod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]);
+  // Pods of the Deployments only: a CronJob's reconciler pod may be running at this moment.
+  const all = k.json<KubeList<ProbedPod & { metadata: { ownerReferences?: Array<{ kind: string }> } }>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]);
+  const pods = { items: all.items.filter((p) => p.metadata.ownerReferences?.some((o) => o.kind === "ReplicaSet")) };
   const problems: string[] = [];
   let grpcPods = 0;
   for (const d of deploys.items) if ((d.status.readyReplicas ?? 0) !== d.spec.replicas) problems.push(`${d.metadata.name}: ${d.status.readyReplicas ?? 0}/${d.spec.replicas} ready`);
@@ -318,16 +320,24 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }).start();
   await sleep(5000);
   const u0 = Date.now();
-  const up = k.helm(["upgrade", RELEASE, chartDir, "-n", NAMESPACE, "-f", profile, "--set", `image.tag=${image.upgradeTag}`, "--wait", "--timeout", "10m"]);
+  // Asynchronous: a synchronous child would freeze this process's load clients for the whole
+  // upgrade (the first runs did exactly that: no call was made during the rollout).
+  const up = await k.helmAsync(["upgrade", RELEASE, chartDir, "-n", NAMESPACE, "-f", profile, "--set", `image.tag=${image.upgradeTag}`, "--wait", "--timeout", "10m"]);
   const upgradeSeconds = (Date.now() - u0) / 1000;
   await sleep(5000);
   await load.stop();
   if (up.status !== 0) throw new Error(`helm upgrade failed: ${up.stderr}`);
 
   // Every pod of the release now runs the new tag, and none of the old pods is left.
-  const pods = k.json<KubeList<Pod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]).items;
+  // Deployment pods only: a reconciler pod the CronJob started before the upgrade keeps its tag.
+  const pods = k.json<KubeList<Pod & { metadata: { ownerReferences?: Array<{ kind: string }> } }>>(["-n", NAMESPACE, "get", "pods", "-l", SEL, "--field-selector=status.phase=Running"]).items.filter((p) => p.metadata.ownerReferences?.some((o) => o.kind === "ReplicaSet"));
   const stale = pods.filter((p) => oldPods.has(p.metadata.name) || p.spec.containers.some((c) => !c.image.endsWith(`:${image.upgradeTag}`)));
   if (stale.length) throw new Error(`pods not upgraded: ${stale.map((p) => p.metadata.name).join(", ")}`);
+
+  // The load really ran during the rollout (not only before and after it).
+  const u1 = u0 + upgradeSeconds * 1000;
+  const duringUpgrade = load.intents.filter((i) => i.createdAt && i.createdAt >= u0 && i.createdAt <= u1).length;
+  if (duringUpgrade < 10) throw new Error(`only ${duringUpgrade} payouts were created while the upgrade ran: not an upgrade under load`);
 
   // No submission lost: every intent got its payout (retried with its own key), exactly once.
   const lost = load.intents.filter((i) => !i.payoutId);
@@ -348,10 +358,11 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const errors = new Map<string, number>();
   for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
   const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
-  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created, none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (all from replaced pods, resolved), checker ${checked.violations.length} violations`;
+  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (all from replaced pods, resolved), checker ${checked.violations.length} violations`;
   const details = [
     `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
     "",
+    `- ${duringUpgrade} payouts were created while the rollout ran, ${load.intents.length} in all (5 s of load before and after)`,
     `- every intent got exactly one payout (${load.intents.length} / ${load.intents.length}); ${retried.length} needed more than one attempt; errors seen by clients: ${[...errors].map(([c, n]) => `${c} ×${n}`).join(", ") || "none"}`,
     `- payouts settled: ${paid} PAID, ${ids.length - paid} other (FAILED/UNKNOWN before reconciliation)`,
     `- ambiguous submissions during the upgrade: ${ambiguous.length}${ambiguous.length ? ` (${ambiguous.map((a) => `${a.replica_id}: ${a.ambiguity_cause}`).join(", ")})` : ""}; all from old rail-proxy pods, resolved by the reconciler`,
