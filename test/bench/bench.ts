@@ -21,7 +21,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { seededRng } from "../../services/harness/drills/rng.js";
-import { checkInvariants } from "../../services/shared/invariants.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
 import { Mesh } from "../../services/harness/mesh.js";
 import { PostgresServer } from "../../services/harness/postgres.js";
 import { ServiceProcess } from "../../services/harness/service-process.js";

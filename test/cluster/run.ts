@@ -16,7 +16,7 @@
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { checkInvariants, formatTable, type CheckResult } from "../../services/shared/invariants.js";
+import { checkInvariants, formatTable, type CheckResult } from "../../services/harness/invariants.js";
 import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";

@@ -5,7 +5,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeEach, describe, expect, it, inject } from "vitest";
-import { checkInvariants } from "../../services/shared/invariants.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 

@@ -11,7 +11,7 @@ import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/shared/invariants.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
 import {
   RailProxyService,
   SubmitPayoutRequestSchema,

@@ -10,7 +10,7 @@ import fc from "fast-check";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/shared/invariants.js";
+import { checkInvariants } from "../../services/harness/invariants.js";
 import { testMesh } from "../support/test-mesh.js";
 import { expectServing } from "./fuzz-clients.js";
 import { expectNoLeak } from "./outcome.js";

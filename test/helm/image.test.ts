@@ -227,7 +227,7 @@ describe("replica-kill drill", () => {
     expect(r.status).toBe(0);
     expect(text).toContain("--grace-period=0 --force");
     expect(text).toContain("app.kubernetes.io/component=rail-proxy");
-    expect(text).toContain("dist/services/checker/main.js");
+    expect(text).toContain("dist/services/harness/check.js");
     expect(text).toMatch(/set -euo pipefail/);
   });
 

@@ -12,7 +12,7 @@ import { PayoutService } from "../../shared/gen/railfence/payouts/v1/payouts_pb.
 import { RailControlService, type FaultRule } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { FaultRuleSchema } from "../../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { checkInvariants, type CheckResult } from "../../shared/invariants.js";
+import { checkInvariants, type CheckResult } from "../invariants.js";
 import { Mesh } from "../mesh.js";
 import { PostgresServer } from "../postgres.js";
 import type { DatabaseKind } from "../../shared/migrate.js";

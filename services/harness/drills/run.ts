@@ -1,5 +1,5 @@
 /** Runs scenarios and turns their results into the drill report (table, markdown, JSON). */
-import { formatTable } from "../../shared/invariants.js";
+import { formatTable } from "../invariants.js";
 import { seededRng } from "./rng.js";
 import type { DrillParams, DrillResult, Scenario } from "./scenario.js";
 

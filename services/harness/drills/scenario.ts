@@ -1,5 +1,5 @@
 /** What every drill scenario takes and returns. */
-import type { Violation } from "../../shared/invariants.js";
+import type { Violation } from "../invariants.js";
 import type { LockBackend } from "./drill-mesh.js";
 import type { Rng } from "./rng.js";
 

@@ -1,13 +1,12 @@
 /**
- * `node dist/services/checker/main.js` — the invariant checker as a command, for drills and
- * for a real cluster (a Job of `deploy/drills/replica-kill.sh`, from the product image, which
- * carries no development harness). Env: PAYDB_URL, RAILDB_URL (and
+ * `node dist/services/harness/check.js` — the invariant checker as a command, for drills and
+ * for a real cluster (after `deploy/drills/replica-kill.sh`). Env: PAYDB_URL, RAILDB_URL (and
  * optional PAYDB_PASSWORD_FILE, RAILDB_PASSWORD_FILE),
  * CHECK_QUIESCENT=true when the system has been drained. Prints the verdict table (and a JSON
  * line with --json); exits 1 on any violation.
  */
 import { databaseUrl } from "../shared/config.js";
-import { checkInvariants, formatTable } from "../shared/invariants.js";
+import { checkInvariants, formatTable } from "./invariants.js";
 
 // Passwords come from files (PAYDB_PASSWORD_FILE / RAILDB_PASSWORD_FILE), never from the URL.
 const withPassword = (url: string | undefined, file: string | undefined, what: string) => (url ? databaseUrl(url, file, what) : undefined);

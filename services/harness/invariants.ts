@@ -13,7 +13,7 @@
  *   PAYOUT_CONSISTENT every payout is terminal or accounted for, and agrees with the rail ledger.
  */
 import pg from "pg";
-import { payoutIdOf } from "./submission-ref.js";
+import { payoutIdOf } from "../shared/submission-ref.js";
 
 export interface Violation {
   invariant: string;
