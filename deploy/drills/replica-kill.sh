@@ -23,6 +23,11 @@
 #   mixed    alternate the two (sigkill first).
 # Output: one line per kill, "<time> kill pod/<name> <mode>", and the load's summary as JSON.
 #
+# The checker is drill tooling, not part of the product image: this script ships the compiled
+# checker (dist/services/harness/check.js + invariants.js, from `npm ci && npm run build` in a
+# checkout of the commit the image was built from) in the drill's ConfigMap and mounts it into
+# the image, where it runs on the image's node, pg and shared modules.
+#
 # Usage:
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... \
 #   PAYDB_URL=postgresql://railfence@10.20.0.3:5432/paydb?sslmode=require PAYDB_SECRET=railfence-paydb \
@@ -54,6 +59,12 @@ esac
 : "${RAILDB_URL:?set RAILDB_URL (the rail-stub ledger; RAILDB_SECRET names the password Secret)}"
 PAYDB_SECRET=${PAYDB_SECRET:-}
 RAILDB_SECRET=${RAILDB_SECRET:-}
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CHECKER_DIR="$ROOT/dist/services/harness"
+for f in check.js invariants.js; do
+  [ -f "$CHECKER_DIR/$f" ] || { echo "$CHECKER_DIR/$f is missing: run npm ci && npm run build (same commit as the image)" >&2; exit 2; }
+done
 
 RUN_ID="drill-$(date +%s)"
 K=(kubectl -n "$NAMESPACE")
@@ -174,7 +185,22 @@ Promise.all(Array.from({ length: conc }, worker)).then(async () => {
 JS
 )
 
-"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" >/dev/null
+# check.js takes full URLs; this wrapper adds passwords from the mounted Secret files inside the
+# pod (never on the command line, never in the Job spec), then runs the checker unchanged.
+CHECK_JS=$(cat <<'JS'
+import { readFileSync } from "node:fs";
+for (const db of ["PAYDB", "RAILDB"]) {
+  const file = process.env[`${db}_PASSWORD_FILE`];
+  if (!file) continue;
+  const u = new URL(process.env[`${db}_URL`]);
+  u.password = encodeURIComponent(readFileSync(file, "utf8").replace(/\r?\n$/, ""));
+  process.env[`${db}_URL`] = u.toString();
+}
+await import("/app/dist/services/harness/check.js");
+JS
+)
+"${K[@]}" create configmap "$RUN_ID-load" --from-literal=load.cjs="$LOAD_JS" --from-literal=check.mjs="$CHECK_JS" \
+  --from-file=check.js="$CHECKER_DIR/check.js" --from-file=invariants.js="$CHECKER_DIR/invariants.js" >/dev/null
 "${K[@]}" apply -f - <<YAML
 apiVersion: batch/v1
 kind: Job
@@ -270,19 +296,25 @@ spec:
       containers:
         - name: check
           image: $IMAGE
-          # The checker reads the password files itself (PAYDB_PASSWORD_FILE, RAILDB_PASSWORD_FILE).
-          command: ["node", "dist/services/checker/main.js"]
+          # = node dist/services/harness/check.js, with password files resolved first. The checker
+          # files are mounted one by one (subPath: real files, so their relative imports of
+          # ../shared/*.js resolve inside the image).
+          command: ["node", "/drill/check.mjs"]
           env:
             - {name: CHECK_QUIESCENT, value: "true"}
 $(db_env PAYDB "$PAYDB_URL" "$PAYDB_SECRET" paydb)
 $(db_env RAILDB "$RAILDB_URL" "$RAILDB_SECRET" raildb)
           volumeMounts:
             - {name: tmp, mountPath: /tmp}
+            - {name: drill, mountPath: /drill, readOnly: true}
+            - {name: drill, mountPath: /app/dist/services/harness/check.js, subPath: check.js, readOnly: true}
+            - {name: drill, mountPath: /app/dist/services/harness/invariants.js, subPath: invariants.js, readOnly: true}
 $(db_mount "$PAYDB_SECRET" paydb)
 $(db_mount "$RAILDB_SECRET" raildb)
           $CONTAINER_SECURITY
       volumes:
         - {name: tmp, emptyDir: {}}
+        - {name: drill, configMap: {name: $RUN_ID-load}}
 $(db_volume "$PAYDB_SECRET" paydb)
 $(db_volume "$RAILDB_SECRET" raildb)
 YAML

@@ -14,7 +14,7 @@
 # A base is rebuilt only when its recipe (versions, mirror, this script's recipe id) changes.
 # Missing Debian packages are installed with apt-get (only those missing).
 #
-# Env: IMAGE (tag, default localhost/railfence:dev), BUILD_CA_FILE (a CA bundle for a
+# Env: IMAGE (tag; default localhost/railfence:<commit>[-dirty-<checkout>]), BUILD_CA_FILE (a CA bundle for a
 # TLS-intercepting proxy in front of the npm registry; default: NODE_EXTRA_CA_CERTS or npm's
 # cafile), DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, NPM_VERSION (npm in the local node base).
 # Prints the image's size and the build time; the last line is machine-readable JSON.
@@ -22,7 +22,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
-IMAGE=${IMAGE:-localhost/railfence:dev}
+# Default tag: the commit, and for a modified tree the checkout too, so clones building on one
+# machine (one image store) never take each other's image for their own.
+default_tag() {
+  local rev
+  rev=$(git rev-parse --short=12 HEAD 2>/dev/null || echo nogit)
+  if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    rev="$rev-dirty-$(printf '%s' "$ROOT" | sha256sum | cut -c1-8)"
+  fi
+  echo "localhost/railfence:$rev"
+}
+IMAGE=${IMAGE:-$(default_tag)}
 ENGINE=auto
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,10 +76,14 @@ secret_args=()
 
 started=$(date +%s)
 
+# The result, also written to .tools/image.json: npm run test:image runs the image named there.
 report() { # engine size_bytes
-  local secs=$(( $(date +%s) - started ))
+  local secs=$(( $(date +%s) - started )) json
   log "image $IMAGE: $(( $2 / 1000000 )) MB, built in ${secs} s ($1)"
-  printf '{"image":"%s","engine":"%s","sizeBytes":%s,"buildSeconds":%s}\n' "$IMAGE" "$1" "$2" "$secs"
+  json=$(printf '{"image":"%s","engine":"%s","sizeBytes":%s,"buildSeconds":%s}' "$IMAGE" "$1" "$2" "$secs")
+  mkdir -p "$ROOT/.tools"
+  printf '%s\n' "$json" >"$ROOT/.tools/image.json"
+  printf '%s\n' "$json"
 }
 
 if [ "$ENGINE" = auto ]; then

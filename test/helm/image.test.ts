@@ -231,6 +231,13 @@ describe("replica-kill drill", () => {
     expect(text).toMatch(/set -euo pipefail/);
   });
 
+  it("ships the checker with the drill, since the product image holds no harness", () => {
+    for (const f of ["check.js", "invariants.js"]) {
+      expect(text).toContain(`--from-file=${f}="$CHECKER_DIR/${f}"`);
+      expect(text).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
+    }
+  });
+
   it("bash -n does fail on a broken script (negative control)", () => {
     const dir = mkdtempSync(join(tmpdir(), "drill-"));
     try {

@@ -1,6 +1,11 @@
-/** A minimal OTLP/HTTP JSON receiver for tests: collects every span the services export. */
+/**
+ * A minimal OTLP/HTTP receiver for tests (JSON or protobuf): collects every span the services
+ * export, with its resource attributes. Listens on 127.0.0.1, or on another local address (the host side of
+ * a container network) when asked.
+ */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { decodeTraceExport, type AnyValue, type JsonExport } from "./otlp-protobuf.js";
 
 export interface ReceivedSpan {
   service: string;
@@ -11,9 +16,10 @@ export interface ReceivedSpan {
   kind: number;
   status: number;
   attributes: Record<string, string | number | boolean>;
+  /** Resource attributes of the exporting process (service.*, k8s.*, deployment.*). */
+  resource: Record<string, string | number | boolean>;
 }
 
-type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
 const value = (v: AnyValue) => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : (v.boolValue ?? v.doubleValue ?? ""));
 
 export class OtlpReceiver {
@@ -29,15 +35,13 @@ export class OtlpReceiver {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
+        const protobuf = /protobuf/.test(req.headers["content-type"] ?? "");
         if (req.url === "/v1/traces") {
-          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
-            resourceSpans: Array<{
-              resource: { attributes: Array<{ key: string; value: AnyValue }> };
-              scopeSpans: Array<{ spans: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; status?: { code?: number }; attributes?: Array<{ key: string; value: AnyValue }> }> }>;
-            }>;
-          };
+          const raw = Buffer.concat(chunks);
+          const body: JsonExport = protobuf ? decodeTraceExport(raw) : (JSON.parse(raw.toString("utf8")) as JsonExport);
           for (const rs of body.resourceSpans ?? []) {
-            const service = String(value(rs.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
+            const resource = Object.fromEntries(rs.resource.attributes.map((a) => [a.key, value(a.value)]));
+            const service = String(resource["service.name"] ?? "");
             for (const ss of rs.scopeSpans ?? []) {
               for (const s of ss.spans ?? []) {
                 this.spans.push({
@@ -49,16 +53,21 @@ export class OtlpReceiver {
                   kind: s.kind,
                   status: s.status?.code ?? 0,
                   attributes: Object.fromEntries((s.attributes ?? []).map((a) => [a.key, value(a.value)])),
+                  resource,
                 });
               }
             }
           }
         }
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end("{}");
+        // An empty ExportTraceServiceResponse, in the request's encoding.
+        res.writeHead(200, { "content-type": protobuf ? "application/x-protobuf" : "application/json" });
+        res.end(protobuf ? "" : "{}");
       });
     });
-    await new Promise<void>((r) => this.server.listen(0, host, () => r()));
+    await new Promise<void>((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(0, host, () => resolve());
+    });
     this.port = (this.server.address() as AddressInfo).port;
     return this;
   }

