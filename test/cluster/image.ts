@@ -28,12 +28,11 @@ export async function buildAndImportImage(info: ClusterInfo, log: (line: string)
     if (!archive) {
       const script = join(root, "deploy", "image", "build.sh");
       if (!existsSync(script)) throw new Error("deploy/image/build.sh is missing: build the image elsewhere and set RAILFENCE_IMAGE_ARCHIVE");
-      const commit = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).stdout.trim() || "local";
-      const tagged = `${IMAGE_REPOSITORY}:cluster-${commit}`;
-      const r = await runScript(script, ["--tag", tagged], {}, (l) => log(`  ${l}`));
+      // build.sh tags by commit (and checkout, for a modified tree) and ends with a JSON line.
+      const r = await runScript(script, [], {}, (l) => log(`  ${l}`));
       if (r.status !== 0) throw new Error(`deploy/image/build.sh exited ${r.status}`);
-      // Its last line is JSON: {"image", "engine", "sizeBytes", "buildSeconds"}.
-      const built = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as { engine?: string; sizeBytes?: number; buildSeconds?: number };
+      const built = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as { image: string; engine?: string; sizeBytes?: number; buildSeconds?: number };
+      const tagged = built.image;
       log(`  image ${tagged}: ${Math.round((built.sizeBytes ?? 0) / 1e6)} MB, built in ${built.buildSeconds} s by ${built.engine}`);
       archive = join(work, "railfence.tar");
       // podman: an OCI archive; docker: its own archive format, which containerd imports as well.

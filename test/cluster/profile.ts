@@ -114,7 +114,7 @@ export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
   const small = { requests: { cpu: "50m", memory: "96Mi" }, limits: { cpu: "1", memory: "256Mi" } };
   return {
     image: { repository: o.imageRepository, tag: o.imageTag, digest: "", pullPolicy: "Never" },
-    otel: { enabled: true, endpoint: o.otlpEndpoint, protocol: "http/json", serviceNamespace: "railfence", environment: "test-cluster", resourceAttributes: {} },
+    otel: { enabled: true, endpoint: o.otlpEndpoint, protocol: "http/protobuf", serviceNamespace: "railfence", environment: "test-cluster", resourceAttributes: {} },
     tls: { enabled: false, allowInsecure: true },
     database: { paydb: db("paydb"), lockdb: db("lockdb"), raildb: db("raildb") },
     rail: { existingSecret: RAIL_SECRET, credentialKey: "credential" },
