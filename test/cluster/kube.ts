@@ -148,3 +148,49 @@ export function runScript(script: string, args: string[], env: Record<string, st
     child.on("close", (code) => resolve({ status: code ?? -1, stdout, stderr }));
   });
 }
+
+/** When a pod was asked to stop (deletionTimestamp) and when it was last seen, by polling. */
+export interface PodLife {
+  name: string;
+  component: string;
+  stopAsked?: number;
+  lastSeen: number;
+}
+
+/**
+ * Polls the pods matching a selector every second, without blocking the process, so that a
+ * check can later ask which pods were stopping at a given moment (a rolling upgrade).
+ */
+export class PodWatcher {
+  readonly pods = new Map<string, PodLife>();
+  private running = true;
+  private loop: Promise<void>;
+
+  constructor(kube: Kube, namespace: string, selector: string) {
+    this.loop = (async () => {
+      while (this.running) {
+        const r = await kube.kubectlAsync(["-n", namespace, "get", "pods", "-l", selector, "-o", "json"]);
+        const now = Date.now();
+        if (r.status === 0) {
+          for (const p of (JSON.parse(r.stdout) as KubeList<Pod>).items) {
+            const life = this.pods.get(p.metadata.name) ?? { name: p.metadata.name, component: p.metadata.labels?.["app.kubernetes.io/component"] ?? "?", lastSeen: now };
+            life.lastSeen = now;
+            if (p.metadata.deletionTimestamp && life.stopAsked === undefined) life.stopAsked = Date.parse(p.metadata.deletionTimestamp);
+            this.pods.set(p.metadata.name, life);
+          }
+        }
+        await sleep(1000);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  /** Pods of a component that had been asked to stop and were still there around `at` (± slackMs). */
+  stoppingAt(component: string, at: number, slackMs: number): PodLife[] {
+    return [...this.pods.values()].filter((p) => p.component === component && p.stopAsked !== undefined && p.stopAsked - slackMs <= at && at <= p.lastSeen + 1000 + slackMs);
+  }
+}

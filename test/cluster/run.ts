@@ -21,7 +21,7 @@ import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payo
 import { chartDir } from "../helm/helm-tool.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";
 import { buildAndImportImage, type ImageRef } from "./image.js";
-import { Kube, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
+import { Kube, PodWatcher, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
 import { HostLoad, payoutsClient, waitSettled } from "./load.js";
 import { NAMESPACE, RELEASE, prepareNamespace, secretOf, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
 import { Report } from "./report.js";
@@ -317,6 +317,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const oldPods = new Set(k.json<KubeList<Pod>>(["-n", NAMESPACE, "get", "pods", "-l", SEL]).items.map((p) => p.metadata.name));
   const runId = `upg${Date.now().toString(36)}`;
   const t0 = new Date();
+  const watcher = new PodWatcher(k, NAMESPACE, SEL);
   const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }).start();
   await sleep(5000);
   const u0 = Date.now();
@@ -326,6 +327,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const upgradeSeconds = (Date.now() - u0) / 1000;
   await sleep(5000);
   await load.stop();
+  await watcher.stop();
   if (up.status !== 0) throw new Error(`helm upgrade failed: ${up.stderr}`);
 
   // Every pod of the release now runs the new tag, and none of the old pods is left.
@@ -349,29 +351,50 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const unsettled = ids.filter((id) => ![PayoutState.PAID, PayoutState.FAILED, PayoutState.UNKNOWN].includes(states.get(id)!));
   if (unsettled.length) throw new Error(`${unsettled.length} payouts not settled after the upgrade`);
 
-  // Ambiguity only from old rail-proxy pods that stopped mid-call, and then resolved.
-  const ambiguous = await query<{ payout_id: string; replica_id: string; ambiguity_cause: string }>(d, "paydb", "SELECT payout_id, replica_id, ambiguity_cause FROM rail_submissions WHERE ambiguity_cause IS NOT NULL AND created_at >= $1", [t0]);
-  const fromLive = ambiguous.filter((a) => !oldProxies.has(a.replica_id));
-  if (fromLive.length) throw new Error(`ambiguous submissions from pods that were not replaced: ${fromLive.map((a) => a.replica_id).join(", ")}`);
+  // Ambiguity only where a pod died mid-call: a rail-proxy pod that was stopping when its
+  // FORWARDING row was left behind (STALE_FORWARDING, the row's replica), or the rail-stub pod
+  // the call went to, stopping while the call was open (RAIL_ERROR / RAIL_DEADLINE: the proxy
+  // lived, the rail's answer was lost). Anything else is ambiguity nobody's death explains.
+  const ambiguous = await query<{ payout_id: string; replica_id: string; ambiguity_cause: string; created_ms: number }>(
+    d,
+    "paydb",
+    "SELECT payout_id, replica_id, ambiguity_cause, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms FROM rail_submissions WHERE ambiguity_cause IS NOT NULL AND created_at >= $1",
+    [t0],
+  );
+  const slack = 6000; // the rail deadline (5 s) plus a second of polling
+  const explained = ambiguous.map((a) => {
+    const proxy = a.ambiguity_cause === "STALE_FORWARDING" ? watcher.stoppingAt("rail-proxy", a.created_ms, slack).find((p) => p.name === a.replica_id) : undefined;
+    const rail = a.ambiguity_cause !== "STALE_FORWARDING" ? watcher.stoppingAt("rail-stub", a.created_ms, slack)[0] : undefined;
+    return { ...a, by: proxy ? `rail-proxy ${proxy.name} stopping` : rail ? `rail-stub ${rail.name} stopping` : undefined };
+  });
+  const unexplained = explained.filter((a) => !a.by);
+  if (unexplained.length) {
+    throw new Error(`ambiguous submissions no stopping pod explains: ${unexplained.map((a) => `${a.payout_id} (${a.ambiguity_cause}, replica ${a.replica_id}, at ${new Date(a.created_ms).toISOString().slice(11, 23)})`).join("; ")}; pods stopped: ${[...watcher.pods.values()].filter((p) => p.stopAsked).map((p) => `${p.name} ${new Date(p.stopAsked!).toISOString().slice(11, 19)}-${new Date(p.lastSeen).toISOString().slice(11, 19)}`).join(", ")}`);
+  }
   const checked = await reconcileAndCheck(k, d, "upgrade");
+  const closed = await ambiguityTable(d, t0);
   const retried = load.intents.filter((i) => i.attempts > 1);
   const errors = new Map<string, number>();
   for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
   const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
-  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (all from replaced pods, resolved), checker ${checked.violations.length} violations`;
+  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), checker ${checked.violations.length} violations`;
   const details = [
     `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
     "",
     `- ${duringUpgrade} payouts were created while the rollout ran, ${load.intents.length} in all (5 s of load before and after)`,
     `- every intent got exactly one payout (${load.intents.length} / ${load.intents.length}); ${retried.length} needed more than one attempt; errors seen by clients: ${[...errors].map(([c, n]) => `${c} ×${n}`).join(", ") || "none"}`,
     `- payouts settled: ${paid} PAID, ${ids.length - paid} other (FAILED/UNKNOWN before reconciliation)`,
-    `- ambiguous submissions during the upgrade: ${ambiguous.length}${ambiguous.length ? ` (${ambiguous.map((a) => `${a.replica_id}: ${a.ambiguity_cause}`).join(", ")})` : ""}; all from old rail-proxy pods, resolved by the reconciler`,
+    `- ambiguous submissions during the upgrade: ${ambiguous.length}${explained.length ? `, each explained by a pod stopping mid-call: ${explained.map((a) => `${a.payout_id} ${a.ambiguity_cause} (${a.by})`).join("; ")}` : ""}; all resolved by the reconciler (below)`,
     `- old rail-proxy pods: ${[...oldProxies].join(", ")}`,
     "",
     ...(load.intents.some((i) => i.errors.length)
       ? ["Failed attempts (each retried with the same Idempotency-Key):", "", ...load.intents.flatMap((i) => i.errors.map((e) => `- ${i.clientReference}: ${e}`)).slice(0, 20), ""]
       : []),
     `Upgrade window: ${new Date(u0).toISOString().slice(11, 23)} to ${new Date(u0 + upgradeSeconds * 1000).toISOString().slice(11, 23)}.`,
+    "",
+    "Ambiguous submissions of the upgrade and how they were closed:",
+    "",
+    closed,
     "",
     "Checker after the upgrade:",
     "```",
