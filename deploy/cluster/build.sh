@@ -45,7 +45,7 @@ build_etcd() {
   step_end "binary $(du_of "$ETCD_BIN")"
 }
 
-# The node's own images: pause (the pod sandbox) and CoreDNS, static binaries in one layer.
+# The node's own images: pause (the first container of every pod) and CoreDNS, static binaries in one layer.
 build_images() {
   local dir="$CACHE/images"
   mkdir -p "$dir"

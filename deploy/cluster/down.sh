@@ -32,7 +32,7 @@ CTRD="$RUN/containerd"
 CTR=(ctr --address "$CTRD/containerd.sock" -n k8s.io)
 KUBECTL=("$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" --request-timeout 10s)
 
-# 1. Pods away while the kubelet still runs: it stops each sandbox through CRI, which runs CNI
+# 1. Pods away while the kubelet still runs: it stops each pod through CRI, which runs CNI
 #    DEL (veth, host-local address, masquerade rules).
 if alive kube-apiserver && alive kubelet; then
   for ns in $("${KUBECTL[@]}" get ns -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do

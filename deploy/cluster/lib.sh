@@ -17,9 +17,11 @@ K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 # CoreDNS runs as a node process (there is no registry to pull its image from).
 COREDNS_VERSION="${COREDNS_VERSION:-v1.12.1}"
-# Images the node makes itself (oci-image.sh); containerd's sandbox_image names the pause one.
-PAUSE_IMAGE="localhost/railfence-cluster/pause:1"
-PAUSE_ARCHIVE="pause-1.oci.tar"
+# Images the node makes itself (oci-image.sh). The pause image is ours, under the name containerd
+# 1.6 uses for a pod's pause container by default, so its configuration needs no override; it
+# never pulls an image it already has (and there is no registry here to pull the real one from).
+PAUSE_IMAGE="registry.k8s.io/pause:3.6"
+PAUSE_ARCHIVE="pause-3.6-local.oci.tar"
 COREDNS_IMAGE="localhost/railfence-cluster/coredns:$COREDNS_VERSION"
 COREDNS_ARCHIVE="coredns-$COREDNS_VERSION.oci.tar"
 

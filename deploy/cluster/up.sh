@@ -175,11 +175,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = "$CTRD/opt"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
   netns_mounts_under_state_dir = true
   enable_selinux = false
   # This machine kind grants no CAP_SYS_RESOURCE (not even to root), so no process may lower
-  # its oom_score_adj: runc would fail every pod sandbox (containerd asks for -998) with
+  # its oom_score_adj: runc would fail every pod's pause container (containerd asks for -998) with
   # "failed to update /proc/self/oom_score_adj: Permission denied". Clamp to our own score.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -223,7 +222,10 @@ wait_for "containerd socket" 60 containerd "${CTR[@]}" version
 for archive in "$PAUSE_ARCHIVE" "$COREDNS_ARCHIVE"; do
   "${CTR[@]}" images import --no-unpack=false "$CACHE/images/$archive" >/dev/null
 done
-step_end "images: $("${CTR[@]}" images ls -q | grep -c railfence-cluster) node images"
+for ref in "$PAUSE_IMAGE" "$COREDNS_IMAGE"; do
+  "${CTR[@]}" images ls -q | grep -qxF "$ref" || die "$ref is not in containerd after the import"
+done
+step_end "node images $PAUSE_IMAGE, $COREDNS_IMAGE"
 
 # ---- 8. kubelet ----
 step_begin "kubelet"

@@ -1,4 +1,5 @@
-// The pod sandbox ("pause") process of the test cluster: there is no registry to pull
+// The pause process every pod of the test cluster starts first (it holds the pod's namespaces):
+// there is no registry to pull
 // registry.k8s.io/pause from, so the cluster builds its own.
 module railfence.local/cluster/pause
 
