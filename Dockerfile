@@ -31,7 +31,9 @@ RUN --mount=type=secret,id=build_ca,target=/run/secrets/build_ca \
 FROM build-deps AS build
 COPY tsconfig.json tsconfig.build.json tsconfig.image.json ./
 COPY services ./services
-RUN npm run build:image && test ! -e dist/services/harness
+# The railfence client library (the CLI uses it); compiled with the services.
+COPY clients/typescript/src ./clients/typescript/src
+RUN npm run build:image && test ! -e dist/tools && test ! -e dist/test
 
 # ---- prod-deps: runtime dependencies only, from the same lockfile, minus what never runs ----
 FROM ${NODE_IMAGE} AS prod-deps

@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["services/**/*.test.ts", "test/**/*.test.ts"],
+    include: ["services/**/*.test.ts", "clients/**/src/**/*.test.ts", "test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
     // Fixed fast-check seed unless FUZZ_SEED says otherwise (see the file).
     setupFiles: ["test/support/fast-check-seed.ts"],

@@ -44,6 +44,11 @@ export const OPTIONS = {
   "settlement-window-ms": { type: "string" },
   // trace
   "trace-file": { type: "string" },
+  // check
+  since: { type: "string" },
+  until: { type: "string" },
+  quiescent: { type: "boolean" },
+  "max-rows": { type: "string" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

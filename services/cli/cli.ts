@@ -19,9 +19,18 @@ import { payoutCommands } from "./payouts-commands.js";
 import { reconcileCommands } from "./reconcile-command.js";
 import { submissionCommands } from "./submissions-commands.js";
 import { traceCommands } from "./trace-command.js";
+import { checkCommands } from "./check-command.js";
 
 /** Every command, in help order. */
-export const COMMANDS: readonly CommandSpec[] = [...payoutCommands, ...submissionCommands, ...lockCommands, ...reconcileCommands, ...traceCommands, ...endpointCommands];
+export const COMMANDS: readonly CommandSpec[] = [
+  ...payoutCommands,
+  ...submissionCommands,
+  ...lockCommands,
+  ...reconcileCommands,
+  ...checkCommands,
+  ...traceCommands,
+  ...endpointCommands,
+];
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 

@@ -1,6 +1,11 @@
 /**
  * Connect clients for the CLI, over the gRPC protocol (the services' primary protocol).
  *
+ * The payouts API and the rail-proxy reads go through the railfence client library
+ * (clients/typescript): the same retry rules every service gets (transient failures only,
+ * backoff with jitter, the server's retry hint, a budget and the --timeout-ms deadline). The
+ * calls the library does not wrap (ResolveSubmission, the lock service) are sent once.
+ *
  * The CLI owns its HTTP/2 sessions (one per base URL) and closes them when the command ends,
  * so a short-lived process never lingers on an idle connection. Calls to the rail-proxy go to
  * the first replica that answers: moving on to the next replica happens only when a replica
@@ -11,6 +16,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { errorInfo } from "../shared/errors.js";
+import { createRailfenceClient, RailfenceError, type RailfenceClient } from "../../clients/typescript/src/index.js";
 
 /** A failed call and the endpoint it went to (for the error report). */
 export class CallFailed extends Error {
@@ -34,6 +40,8 @@ export function isUnreachable(err: ConnectError): boolean {
 /** Opens clients on demand and closes every session at the end of the command. */
 export class Connections {
   private readonly sessions = new Map<string, Http2SessionManager>();
+  /** Library clients by endpoint set (a command usually needs one). */
+  private readonly libraries = new Map<string, RailfenceClient>();
 
   /** tls: the operator's certificate/key and the CA (mutual TLS, https:// endpoints). */
   constructor(
@@ -73,8 +81,35 @@ export class Connections {
     throw last ?? new CallFailed(new ConnectError("no endpoint configured", Code.Unavailable), "(none)");
   }
 
+  /**
+   * Runs fn with the railfence client library for these endpoints; a failure becomes CallFailed
+   * naming the endpoint of the last attempt.
+   */
+  async withLibrary<T>(endpoints: { payouts?: string; railProxy?: readonly string[] }, fn: (rf: RailfenceClient) => Promise<T>): Promise<T> {
+    const id = JSON.stringify([endpoints.payouts ?? "", endpoints.railProxy ?? []]);
+    let library = this.libraries.get(id);
+    if (!library) {
+      library = createRailfenceClient({
+        ...(endpoints.payouts ? { payoutsUrl: endpoints.payouts } : {}),
+        railProxyUrls: endpoints.railProxy ?? [],
+        deadlineMs: this.timeoutMs,
+        timeoutMs: this.timeoutMs,
+        ...(this.tls ? { tls: this.tls } : {}),
+      });
+      this.libraries.set(id, library);
+    }
+    try {
+      return await fn(library);
+    } catch (err) {
+      if (err instanceof RailfenceError) throw new CallFailed(err.connectError, err.endpoint ?? endpoints.payouts ?? endpoints.railProxy?.[0] ?? "(none)");
+      throw err;
+    }
+  }
+
   close(): void {
     for (const s of this.sessions.values()) s.abort();
     this.sessions.clear();
+    for (const l of this.libraries.values()) l.close();
+    this.libraries.clear();
   }
 }

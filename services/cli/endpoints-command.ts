@@ -15,6 +15,7 @@ export function endpointsJson(e: ResolvedEndpoints): Record<string, unknown> {
     railProxy: entry(e.railProxy),
     lock: entry(e.lock),
     paydb: entry(e.paydb, redactUrl),
+    paydbAudit: entry(e.paydbAudit, redactUrl),
     rail: entry(e.rail),
     railControl: entry(e.railControl),
     metrics: entry(e.metrics),
@@ -29,6 +30,7 @@ export function endpointsTable(e: ResolvedEndpoints): string {
   (e.railProxy?.value ?? []).forEach((u, i) => rows.push([i === 0 ? "rail-proxy" : "", u, e.railProxy!.source]));
   add("lock", e.lock);
   add("paydb", e.paydb && { ...e.paydb, value: redactUrl(e.paydb.value) });
+  add("paydb (audit)", e.paydbAudit && { ...e.paydbAudit, value: redactUrl(e.paydbAudit.value) });
   if (e.rail) add("rail (info)", e.rail);
   if (e.railControl) add("rail-control (info)", e.railControl);
   for (const [name, url] of Object.entries(e.metrics?.value ?? {})) rows.push([`metrics ${name}`, url, "file"]);

@@ -23,6 +23,8 @@ export interface ResolvedEndpoints {
   lock?: Endpoint<string>;
   /** Only `reconcile` needs it (the reconciler reads paydb itself). No default. */
   paydb?: Endpoint<string>;
+  /** `check` reads paydb as the auditor (read-only role); falls back to paydb. No default. */
+  paydbAudit?: Endpoint<string>;
   /** Informational (from the file only): the CLI never calls the rail. */
   rail?: Endpoint<string>;
   railControl?: Endpoint<string>;
@@ -55,6 +57,7 @@ export const ENDPOINT_ENV = {
   railProxy: "RAILFENCE_RAIL_PROXY_URL",
   lock: "RAILFENCE_LOCK_URL",
   paydb: "RAILFENCE_PAYDB_URL",
+  paydbAudit: "RAILFENCE_PAYDB_AUDIT_URL",
   endpointsFile: "RAILFENCE_ENDPOINTS_FILE",
   tlsCert: "RAILFENCE_TLS_CERT_FILE",
   tlsKey: "RAILFENCE_TLS_KEY_FILE",
@@ -72,6 +75,7 @@ export const ENDPOINTS_FILE = join(".railfence", "endpoints.json");
 
 interface FileEndpoints {
   paydb?: string;
+  paydbAudit?: string;
   rail?: string;
   railProxy?: string[];
   lock?: string;
@@ -103,7 +107,7 @@ export function readEndpointsFile(path: string, read: (p: string) => string = (p
     if (typeof o[k] !== "string") throw new UsageError(`endpoints file ${path}: "${k}" must be a URL string`);
     return o[k];
   };
-  const out: FileEndpoints = { paydb: str("paydb"), rail: str("rail"), lock: str("lock"), payouts: str("payouts"), railControl: str("railControl") };
+  const out: FileEndpoints = { paydb: str("paydb"), paydbAudit: str("paydbAudit"), rail: str("rail"), lock: str("lock"), payouts: str("payouts"), railControl: str("railControl") };
   if (o.railProxy !== undefined) {
     // Accept a single string too: a hand-written file with one replica is a common shape.
     const list = typeof o.railProxy === "string" ? [o.railProxy] : o.railProxy;
@@ -191,6 +195,7 @@ export function resolveEndpoints(input: {
     ["default", [...DEFAULT_ENDPOINTS.railProxy]],
   ]);
   const paydb = pick<string>([["flag", flags.paydb], ["env", env[ENDPOINT_ENV.paydb]], ["file", file?.paydb]]);
+  const paydbAudit = pick<string>([["flag", flags.paydb], ["env", env[ENDPOINT_ENV.paydbAudit]], ["file", file?.paydbAudit]]) ?? paydb;
   const tls = pick<TlsFiles>([
     ["flag", tlsGroup("--tls-cert/--tls-key", flags.tls?.cert, flags.tls?.key, flags.tls?.ca)],
     ["env", tlsGroup(`${ENDPOINT_ENV.tlsCert}/${ENDPOINT_ENV.tlsKey}`, env[ENDPOINT_ENV.tlsCert], env[ENDPOINT_ENV.tlsKey], env[ENDPOINT_ENV.tlsCa])],
@@ -201,6 +206,7 @@ export function resolveEndpoints(input: {
     railProxy: railProxy && { ...railProxy, value: railProxy.value.map((u) => checkServiceUrl("rail-proxy", u, railProxy.source)) },
     lock: service("lock", pick([["flag", flags.lock], ["env", env[ENDPOINT_ENV.lock]], ["file", file?.lock], ["default", DEFAULT_ENDPOINTS.lock]])),
     paydb: paydb && { ...paydb, value: checkDbUrl(paydb.value, paydb.source) },
+    paydbAudit: paydbAudit && { ...paydbAudit, value: checkDbUrl(paydbAudit.value, paydbAudit.source) },
     rail: file?.rail ? { value: file.rail, source: "file" } : undefined,
     railControl: file?.railControl ? { value: file.railControl, source: "file" } : undefined,
     metrics: file?.metrics ? { value: file.metrics, source: "file" } : undefined,

@@ -4,7 +4,7 @@
  * says what to do next, and an exit code (docs/cli.md).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorInfo } from "../shared/errors.js";
+import { errorInfo, REASONS } from "../shared/errors.js";
 import { RetryInfoSchema } from "../shared/gen/google/rpc/error_details_pb.js";
 import { EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE } from "./exit-codes.js";
 
@@ -49,41 +49,45 @@ export function exitCodeFor(err: ConnectError): number {
   return EXIT_REFUSED;
 }
 
-/** What to do next, per reason. Money paths stress "do not resubmit": the rail is not idempotent. */
+/**
+ * What to do next, per reason (catalogue entries, compared by reason alone: PAYOUT_NOT_FOUND
+ * gets one hint whichever service sent it). Money paths stress "do not resubmit": the rail is
+ * not idempotent.
+ */
 export function hintFor(reason: string, err: ConnectError, retryAfter: number | undefined, endpoint?: string): string {
   const field = errorInfo(err)?.metadata.field;
   const wait = retryAfter ? `retry after ${retryAfter} s` : "retry later";
   switch (reason) {
-    case "FENCED_OUT":
+    case REASONS.FENCED_OUT.reason:
       return "a newer fencing token was already used for this account: this holder lost its lock. Do not resubmit; acquire the lock again and check the payout first.";
-    case "DUPLICATE_SUBMISSION":
+    case REASONS.DUPLICATE_SUBMISSION.reason:
       return "this payout was already submitted once (it may have paid). Never resubmit; inspect it with `railfence submissions get <payout_id>`.";
-    case "RAIL_AMBIGUOUS":
+    case REASONS.RAIL_AMBIGUOUS.reason:
       return "the rail's answer was lost: the money may or may not have moved. Do not resubmit. Run `railfence reconcile`, or check the rail statement and `railfence submissions resolve`.";
-    case "IDEMPOTENCY_CONFLICT":
+    case REASONS.IDEMPOTENCY_CONFLICT.reason:
       return "the first request with this Idempotency-Key is still in progress; retry with the same key (--idempotency-key) in a moment.";
-    case "IDEMPOTENCY_UNAVAILABLE":
+    case REASONS.IDEMPOTENCY_UNAVAILABLE.reason:
       return `the idempotency store is down and nothing was executed; ${wait} with the same key (--idempotency-key).`;
-    case "IDEMPOTENCY_KEY_REUSED":
+    case REASONS.IDEMPOTENCY_KEY_REUSED.reason:
       return "this Idempotency-Key was already used for a different request; a different payout needs a new key.";
-    case "IDEMPOTENCY_KEY_MISSING":
+    case REASONS.IDEMPOTENCY_KEY_MISSING.reason:
       return "the request carried no Idempotency-Key; pass --idempotency-key or let the CLI mint one.";
-    case "NOT_AMBIGUOUS":
+    case REASONS.NOT_AMBIGUOUS.reason:
       return "only ambiguous submissions (TIMEOUT, or FORWARDING past the deadline) can be resolved; this one already has a clear outcome. See `railfence submissions get <payout_id>`.";
-    case "SUBMISSION_NOT_FOUND":
+    case REASONS.SUBMISSION_NOT_FOUND.reason:
       return "the rail-proxy never admitted this payout, so nothing was sent to the rail for it. Check the payout id.";
-    case "PAYOUT_NOT_FOUND":
+    case REASONS.PAYOUT_NOT_FOUND.reason:
       return "no payout with this id; check the id (payout ids are assigned by the payouts service).";
-    case "LOCK_HELD":
+    case REASONS.LOCK_HELD.reason:
       return "another holder has the lock; see who with `railfence locks inspect <key>` and wait for it to expire.";
-    case "LEASE_LOST":
+    case REASONS.LEASE_LOST.reason:
       return "the lease expired or was taken over; acquire the lock again (and expect a new fencing token).";
-    case "PAYDB_UNAVAILABLE":
-    case "PAYDB_NOT_PRIMARY":
-    case "RAIL_UNAVAILABLE":
-    case "LOCK_BACKEND_UNAVAILABLE":
+    case REASONS.PAYDB_UNAVAILABLE.reason:
+    case REASONS.PAYDB_NOT_PRIMARY.reason:
+    case REASONS.RAIL_UNAVAILABLE.reason:
+    case REASONS.LOCK_BACKEND_UNAVAILABLE.reason:
       return `a dependency behind the service is down; nothing was changed. ${wait[0]!.toUpperCase()}${wait.slice(1)}.`;
-    case "PAGE_TOKEN_INVALID":
+    case REASONS.PAGE_TOKEN_INVALID.reason:
       return "pass a --page-token exactly as a previous page printed it.";
   }
   if (field) return `fix the value of ${field} and try again.`;

@@ -12,6 +12,8 @@ export const EXIT_USAGE = 2;
 export const EXIT_UNREACHABLE = 3;
 /** The thing asked for does not exist (Connect not_found). */
 export const EXIT_NOT_FOUND = 4;
+/** `railfence check` found invariant violations (the report names them). */
+export const EXIT_VIOLATIONS = 5;
 
 /** A command-line or configuration mistake, reported with EXIT_USAGE before any call is made. */
 export class UsageError extends Error {

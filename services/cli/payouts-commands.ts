@@ -1,26 +1,28 @@
 /**
  * `railfence payouts ...`: the client-facing payouts API, for operators.
  *
- * `create` always sends an Idempotency-Key (SPEC: required). When the operator gives none,
- * the CLI mints a UUID and prints it *before* the call, so that after a timeout or a lost
- * answer the operator can retry with the same key and cannot create the payout twice.
+ * Every call goes through the railfence client library. `create` is one payout intent: one
+ * Idempotency-Key (the operator's --idempotency-key, or a UUID minted and printed *before* the
+ * call), reused by the library for every retry of a transient failure, and printed again on a
+ * failure, so that after a timeout or a lost answer the operator can repeat the command with
+ * the same key and cannot create the payout twice.
  */
 import { randomUUID } from "node:crypto";
+import { create as createMessage } from "@bufbuild/protobuf";
 import {
   CreatePayoutResponseSchema,
   GetPayoutResponseSchema,
   ListPayoutsResponseSchema,
-  PayoutService,
   PayoutState,
-} from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+} from "../../clients/typescript/src/index.js";
 import type { CommandContext, CommandSpec } from "./command.js";
 import { CallFailed } from "./clients.js";
 import { EXIT_OK, UsageError } from "./exit-codes.js";
 import { messageJson, printJson } from "./output.js";
 import { nextPageHint, payoutDetail, payoutTable } from "./views.js";
 
-function endpoint(ctx: CommandContext): string {
-  return ctx.endpoints.payouts!.value;
+function endpoints(ctx: CommandContext): { payouts: string } {
+  return { payouts: ctx.endpoints.payouts!.value };
 }
 
 /** Amount in minor units: digits only, > 0. "10.50" is refused rather than guessed at. */
@@ -66,20 +68,12 @@ const create: CommandSpec = {
     const key = given ?? randomUUID();
     // Printed first, on stderr: if the call hangs or the answer is lost, the key is on screen.
     if (!given && !ctx.json) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
-    let replayed = false;
     try {
-      const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) =>
-        c.createPayout(request, {
-          headers: { "idempotency-key": key },
-          onHeader: (h) => {
-            replayed ||= h.get("idempotency-replayed") === "true";
-          },
-        }),
-      );
+      const { payout, replayed } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) => (await rf.payouts.intent(request, { key })).submit());
       if (ctx.json) {
-        printJson(ctx.output, { idempotencyKey: key, replayed, ...(messageJson(CreatePayoutResponseSchema, res) as object) });
+        printJson(ctx.output, { idempotencyKey: key, replayed, ...(messageJson(CreatePayoutResponseSchema, createMessage(CreatePayoutResponseSchema, { payout })) as object) });
       } else {
-        ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(res.payout!)}\n\nidempotency-key: ${key}`);
+        ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}`);
       }
       return EXIT_OK;
     } catch (err) {
@@ -101,16 +95,16 @@ const get: CommandSpec = {
   positionals: 1,
   async run(ctx) {
     const payoutId = ctx.args[0]!;
-    const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) => c.getPayout({ payoutId }));
-    if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, res));
-    else ctx.output.out(payoutDetail(res.payout!));
+    const payout = await ctx.connections.withLibrary(endpoints(ctx), (rf) => rf.payouts.get(payoutId));
+    if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, createMessage(GetPayoutResponseSchema, { payout })));
+    else ctx.output.out(payoutDetail(payout));
     return EXIT_OK;
   },
 };
 
 const list: CommandSpec = {
   words: ["payouts", "list"],
-  usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN] [--page-size N] [--page-token T]",
+  usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN|NEEDS_ATTENTION] [--page-size N] [--page-token T]",
   summary: "list payouts, newest first",
   options: ["account", "state", "page-size", "page-token"],
   positionals: 0,
@@ -122,7 +116,7 @@ const list: CommandSpec = {
       pageSize: ctx.opts.integer("page-size", 1, 500) ?? 0,
       pageToken: ctx.opts.string("page-token") ?? "",
     };
-    const res = await ctx.connections.call(PayoutService, endpoint(ctx), (c) => c.listPayouts(req));
+    const res = await ctx.connections.withLibrary(endpoints(ctx), (rf) => rf.payouts.list(req));
     if (ctx.json) printJson(ctx.output, messageJson(ListPayoutsResponseSchema, res));
     else if (res.payouts.length === 0) ctx.output.out("no payouts");
     else ctx.output.out([payoutTable(res.payouts), ...nextPageHint(res.nextPageToken)].join("\n"));

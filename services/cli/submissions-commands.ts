@@ -1,8 +1,10 @@
 /**
  * `railfence submissions ...`: the intent ledger kept by the rail-proxy. These commands read
- * it and close ambiguous submissions (UC-07). Nothing here can submit to the rail: an
- * ambiguous submission is closed by a human verdict, never by trying again.
+ * it (through the railfence client library: retried reads, rotating over replicas) and close
+ * ambiguous submissions (UC-07; sent once, to the first replica that answers). Nothing here can
+ * submit to the rail: an ambiguous submission is closed by a human verdict, never by trying again.
  */
+import { create as createMessage } from "@bufbuild/protobuf";
 import {
   GetSubmissionResponseSchema,
   ListUnresolvedResponseSchema,
@@ -10,7 +12,7 @@ import {
   ResolutionOutcome,
   ResolveSubmissionResponseSchema,
   type Submission,
-} from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+} from "../../clients/typescript/src/index.js";
 import type { CommandContext, CommandSpec } from "./command.js";
 import { EXIT_OK, EXIT_USAGE, UsageError } from "./exit-codes.js";
 import { formatMoney, messageJson, printJson } from "./output.js";
@@ -36,9 +38,9 @@ const get: CommandSpec = {
   positionals: 1,
   async run(ctx) {
     const payoutId = ctx.args[0]!;
-    const res = await ctx.connections.callAny(RailProxyService, proxies(ctx), (c) => c.getSubmission({ payoutId }));
-    if (ctx.json) printJson(ctx.output, messageJson(GetSubmissionResponseSchema, res));
-    else ctx.output.out(submissionDetail(res.submission!));
+    const submission = await ctx.connections.withLibrary({ railProxy: proxies(ctx) }, (rf) => rf.railProxy.getSubmission(payoutId));
+    if (ctx.json) printJson(ctx.output, messageJson(GetSubmissionResponseSchema, createMessage(GetSubmissionResponseSchema, { submission })));
+    else ctx.output.out(submissionDetail(submission));
     return EXIT_OK;
   },
 };
@@ -52,7 +54,7 @@ const unresolved: CommandSpec = {
   async run(ctx) {
     const pageSize = ctx.opts.integer("page-size", 1, 500) ?? 0;
     const pageToken = ctx.opts.string("page-token") ?? "";
-    const res = await ctx.connections.callAny(RailProxyService, proxies(ctx), (c) => c.listUnresolved({ pageSize, pageToken }));
+    const res = await ctx.connections.withLibrary({ railProxy: proxies(ctx) }, (rf) => rf.railProxy.listUnresolved({ pageSize, pageToken }));
     if (ctx.json) {
       printJson(ctx.output, messageJson(ListUnresolvedResponseSchema, res));
     } else if (res.submissions.length === 0) {
@@ -97,8 +99,8 @@ const resolve: CommandSpec = {
     const outcomeName = outcome === ResolutionOutcome.PAID ? "PAID" : "NOT_PAID";
     if (!ctx.opts.flag("yes")) {
       // Show the operator what they are about to close; an unknown payout stops here (exit 4).
-      const current = await ctx.connections.callAny(RailProxyService, proxies(ctx), (c) => c.getSubmission({ payoutId }));
-      const ok = await ctx.confirm(describeForConfirmation(current.submission!, outcomeName, actor));
+      const current = await ctx.connections.withLibrary({ railProxy: proxies(ctx) }, (rf) => rf.railProxy.getSubmission(payoutId));
+      const ok = await ctx.confirm(describeForConfirmation(current, outcomeName, actor));
       if (!ok) {
         ctx.output.err("not confirmed: nothing was changed (pass --yes to skip the question)");
         return EXIT_USAGE;

@@ -3,9 +3,8 @@
  * tokens as plain integers; an ambiguous submission says so loudly, because that is the one
  * state where an operator must not act on a guess.
  */
-import { PayoutState, type Payout } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { PayoutState, ResolutionOutcome, SubmissionState, type Payout, type Submission } from "../../clients/typescript/src/index.js";
 import type { InspectResponse } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { enumName, formatFields, formatMoney, formatTable, formatTime } from "./output.js";
 
 /** "TIMEOUT (AMBIGUOUS: unresolved)" for ambiguous rows, the bare state otherwise. */
@@ -28,6 +27,7 @@ export function submissionDetail(s: Submission): string {
     ["created_at", formatTime(s.createdAt)],
     ["updated_at", formatTime(s.updatedAt)],
   ];
+  if (s.boundPayoutId && s.boundPayoutId !== s.payoutId) fields.splice(1, 0, ["bound_payout_id", s.boundPayoutId]);
   const r = s.resolution;
   if (r) {
     fields.push(
@@ -36,6 +36,18 @@ export function submissionDetail(s: Submission): string {
       ["resolved_at", formatTime(r.resolvedAt)],
       ["previous_state", enumName(SubmissionState, r.previousState)],
       ["note", r.note],
+    );
+  }
+  if (s.lateAnswer) {
+    fields.push(
+      ["LATE RAIL ANSWER", `${enumName(SubmissionState, s.lateAnswer.state)} ${s.lateAnswer.railReference} (after the resolution: a human must look)`],
+      ["late_answered_at", formatTime(s.lateAnswer.answeredAt)],
+    );
+  }
+  if (s.contradiction) {
+    fields.push(
+      ["CONTRADICTED", `the rail's statement shows payment ${s.contradiction.railReference} (found by ${s.contradiction.actor})`],
+      ["contradicted_at", formatTime(s.contradiction.recordedAt)],
     );
   }
   return formatFields(fields);
@@ -49,6 +61,12 @@ export function submissionTable(list: readonly Submission[]): string {
 }
 
 export function payoutDetail(p: Payout): string {
+  const attention: [string, string][] = p.attention
+    ? [
+        ["ATTENTION", `${p.attention.reason}: ${p.attention.detail}`],
+        ["flagged_at", formatTime(p.attention.flaggedAt)],
+      ]
+    : [];
   return formatFields([
     ["payout_id", p.payoutId],
     ["account_id", p.accountId],
@@ -59,6 +77,7 @@ export function payoutDetail(p: Payout): string {
     ["fence", p.fence.toString()],
     ["rail_reference", p.railReference],
     ["failure_reason", p.failureReason],
+    ...attention,
     ["created_at", formatTime(p.createdAt)],
     ["updated_at", formatTime(p.updatedAt)],
   ]);

@@ -2,6 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
+import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
 import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
@@ -18,9 +19,11 @@ const schema = z.object({
   LOCK_WAIT_MS: env.ms(1000, 0, 60_000),
   /** Bound of every call to the lock service and the proxy. Past it the answer is "lost". */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
-  /** Test/drill only: hold still right before SubmitPayout so a stale-holder window opens on demand. */
+  /** Harness only (refused in the image): hold still right before SubmitPayout so a stale-holder
+   * window opens on demand. */
   EXECUTOR_PAUSE_AFTER_FENCE_MS: env.ms(0, 0, 3_600_000),
-  /** "payout" (honest default) or "attempt" (drills: the untrusted worst case; see shared/submission-ref.ts). */
+  /** "payout" (honest default) or "attempt" (harness only, refused in the image: the untrusted worst
+   * case; see shared/submission-ref.ts). */
   EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
 });
 
@@ -38,8 +41,17 @@ export interface ExecutorConfig extends ProcessConfig {
   submissionReference: SubmissionReferenceMode;
 }
 
+/** The harness-only settings this configuration turns on, as "NAME=value". */
+export function harnessSettings(c: Pick<ExecutorConfig, "pauseAfterFenceMs" | "submissionReference">): string[] {
+  const on: string[] = [];
+  if (c.pauseAfterFenceMs > 0) on.push(`EXECUTOR_PAUSE_AFTER_FENCE_MS=${c.pauseAfterFenceMs}`);
+  if (c.submissionReference === "attempt") on.push("EXECUTOR_SUBMISSION_REFERENCE=attempt");
+  return on;
+}
+
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
   const c = loadConfig(schema, e);
+  refuseHarnessOnly(harnessSettings({ pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS, submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE }));
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     lockUrl: c.LOCK_URL,

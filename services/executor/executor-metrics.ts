@@ -6,13 +6,13 @@ export function createExecutorMetrics(registry: Registry) {
   return {
     payouts: new Counter({
       name: "executor_payouts_total",
-      help: "Payout attempts by outcome (PAID, FAILED, UNKNOWN, FENCED_OUT, DEFERRED, ABANDONED)",
+      help: "Payout attempts by outcome (PAID, FAILED, UNKNOWN, NEEDS_ATTENTION, FENCED_OUT, DEFERRED, ABANDONED)",
       labelNames: ["outcome"] as const,
       registers,
     }),
     endToEnd: new Histogram({
       name: "payout_end_to_end_seconds",
-      help: "Payout created_at -> terminal state (PAID, FAILED or UNKNOWN) recorded by an executor",
+      help: "Payout created_at -> terminal state (PAID, FAILED, UNKNOWN or NEEDS_ATTENTION) recorded by an executor",
       labelNames: ["state"] as const,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
@@ -31,6 +31,12 @@ export function createExecutorMetrics(registry: Registry) {
       registers,
     }),
     inFlight: new Gauge({ name: "executor_in_flight", help: "Payouts being worked on now", registers }),
+    needsAttention: new Counter({
+      name: "executor_needs_attention_total",
+      help: "Payouts put in NEEDS_ATTENTION (a refusal no retry can cure, or a contradicted outcome), by reason",
+      labelNames: ["reason"] as const,
+      registers,
+    }),
   };
 }
 

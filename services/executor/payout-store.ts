@@ -34,12 +34,17 @@ interface ClaimRow {
   created_at: Date;
 }
 
-export type TerminalState = "PAID" | "FAILED" | "UNKNOWN";
+export type TerminalState = "PAID" | "FAILED" | "UNKNOWN" | "NEEDS_ATTENTION";
 
 export interface OutcomeWrite {
   state: TerminalState;
   railReference?: string | null;
   failureReason?: string | null;
+  /** NEEDS_ATTENTION: why a human must look (upper-snake), and what was seen. */
+  attentionReason?: string;
+  attentionDetail?: string;
+  /** The submission reference the outcome comes from. */
+  submissionRef?: string;
 }
 
 /** Seconds with millisecond precision, as SQL text for make_interval. */
@@ -86,16 +91,16 @@ export function createPayoutStore(pool: Pool) {
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.
      */
-    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number, submissionRef: string): Promise<{ previousFence: bigint } | undefined> {
+    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
       const { rows } = await pool.query<{ previous_fence: string }>(
         `UPDATE payouts p
-            SET fence = $2, state = 'PROCESSING', claimed_by = $3, submission_ref = $5,
+            SET fence = $2, state = 'PROCESSING', claimed_by = $3,
                 claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
            FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
           WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
             AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
           RETURNING prev.previous_fence`,
-        [payoutId, token.toString(), executorId, secs(claimMs), submissionRef],
+        [payoutId, token.toString(), executorId, secs(claimMs)],
       );
       return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
     },
@@ -108,13 +113,26 @@ export function createPayoutStore(pool: Pool) {
      */
     async recordOutcome(payoutId: string, token: bigint, o: OutcomeWrite): Promise<{ ageSeconds: number } | undefined> {
       const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
+      const attention = o.state === "NEEDS_ATTENTION";
       const { rows } = await pool.query<{ age: number }>(
         `UPDATE payouts
-            SET state = $3, rail_reference = $4, failure_reason = $5,
+            SET state = $3, rail_reference = COALESCE($4, rail_reference), failure_reason = $5,
+                submission_ref = COALESCE($6, submission_ref),
+                attention_reason = COALESCE($7, attention_reason), attention_detail = COALESCE($8, attention_detail),
+                attention_at = CASE WHEN $7::text IS NULL THEN attention_at ELSE now() END,
                 claimed_by = NULL, claimed_until = NULL, updated_at = now()
           WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
           RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`,
-        [payoutId, token.toString(), o.state, o.railReference ?? null, o.failureReason ?? null],
+        [
+          payoutId,
+          token.toString(),
+          o.state,
+          o.railReference ?? null,
+          o.failureReason ?? null,
+          o.submissionRef ?? null,
+          attention ? (o.attentionReason ?? "UNSPECIFIED") : null,
+          attention ? (o.attentionDetail ?? null) : null,
+        ],
       );
       return rows[0] ? { ageSeconds: rows[0].age } : undefined;
     },

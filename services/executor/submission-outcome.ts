@@ -1,9 +1,10 @@
 /**
- * What a rail-proxy Submission means for the payout row. Pure, so the whole table is unit-tested.
+ * What rail-proxy's intent ledger means for the payout row. Pure, so every rule is unit-tested.
  *
  * The executor never decides that money did or did not move by itself: it copies what the
- * proxy's intent ledger says. An ambiguous submission becomes UNKNOWN and stays there until the
- * reconciler or a human resolves it (UC-07); nothing here ever leads to a resubmission.
+ * proxy's ledger says. An ambiguous submission becomes UNKNOWN and stays there until the
+ * reconciler or a human resolves it (UC-07); nothing here ever leads to a resubmission of a
+ * submission that may have paid.
  */
 import { SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import type { OutcomeWrite } from "./payout-store.js";
@@ -12,6 +13,10 @@ import type { OutcomeWrite } from "./payout-store.js";
 export type SubmissionVerdict = { kind: "record"; write: OutcomeWrite } | { kind: "wait" };
 
 export function verdictFor(s: Submission): SubmissionVerdict {
+  // The rail contradicted the resolution after the fact: the payout is a human's now.
+  if (s.contradiction || (s.lateAnswer && (s.state === SubmissionState.RESOLVED_NOT_PAID) === (s.lateAnswer.state === SubmissionState.ACCEPTED))) {
+    return { kind: "record", write: { state: "NEEDS_ATTENTION", attentionReason: s.contradiction ? "RESOLUTION_CONTRADICTED" : "LATE_RAIL_ANSWER" } };
+  }
   switch (s.state) {
     case SubmissionState.ACCEPTED:
     case SubmissionState.RESOLVED_PAID:
@@ -29,4 +34,25 @@ export function verdictFor(s: Submission): SubmissionVerdict {
     default:
       return { kind: "wait" };
   }
+}
+
+/** Submissions that did not pay and never will: only these may precede another submission. */
+const DEAD = new Set([SubmissionState.REJECTED, SubmissionState.RESOLVED_NOT_PAID, SubmissionState.NOT_FORWARDED]);
+
+/**
+ * What a payout's earlier submissions (ListPayoutSubmissions, oldest first) mean for an attempt:
+ * settle the one that decides the payout, or submit (and whether the plain payout id is taken,
+ * so the new submission needs an attempt reference).
+ */
+export type Prior = { kind: "settle"; submission: Submission } | { kind: "submit"; plainIdTaken: boolean };
+
+export function priorFor(payoutId: string, submissions: Submission[]): Prior {
+  // A live submission may have paid or still may: it decides the payout, never a new one.
+  const live = submissions.find((s) => !DEAD.has(s.state));
+  if (live) return { kind: "settle", submission: live };
+  // The rail refused it, or a human/the reconciler closed it NOT_PAID: the payout failed.
+  const final = [...submissions].reverse().find((s) => s.state === SubmissionState.REJECTED || s.state === SubmissionState.RESOLVED_NOT_PAID);
+  if (final) return { kind: "settle", submission: final };
+  // Only NOT_FORWARDED ones (the rail was never called), or none: pay it.
+  return { kind: "submit", plainIdTaken: submissions.some((s) => s.payoutId === payoutId) };
 }

@@ -12,10 +12,10 @@
  *   about who the caller is). The holder's own second Release answers released=false.
  * - Backend unreachable: UNAVAILABLE LOCK_BACKEND_UNAVAILABLE with a retry hint.
  */
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DomainError, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import { LeaseSchema, LockService, type Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import { signToken } from "../shared/token-signature.js";
 import { AcquireAbortedError, BackendUnavailableError, type LeaseGrant, type LockBackend } from "./lock-backend.js";
@@ -54,9 +54,9 @@ export function lockRoutes(deps: LockRoutesDeps) {
     } catch (err) {
       if (err instanceof BackendUnavailableError) {
         metrics.backendErrors.inc({ ...labels, op });
-        throw unavailable("LOCK_BACKEND_UNAVAILABLE", "the lock backend is unavailable; no lease was changed", BACKEND_RETRY_MS, err);
+        throw unavailable(REASONS.LOCK_BACKEND_UNAVAILABLE, "the lock backend is unavailable; no lease was changed", BACKEND_RETRY_MS, err);
       }
-      if (err instanceof AcquireAbortedError) throw new DomainError(Code.Canceled, "ACQUIRE_ABANDONED", err.message, {}, undefined, { cause: err });
+      if (err instanceof AcquireAbortedError) throw new DomainError(REASONS.ACQUIRE_ABANDONED, err.message, {}, undefined, { cause: err });
       throw err;
     }
   }
@@ -80,7 +80,7 @@ export function lockRoutes(deps: LockRoutesDeps) {
         if (!grant) {
           metrics.acquireSeconds.observe({ ...labels, result: "held" }, seconds());
           metrics.contention.inc(labels);
-          throw new DomainError(Code.Aborted, "LOCK_HELD", `key is held by another lease (waited ${waitMs} ms)`, { key });
+          throw new DomainError(REASONS.LOCK_HELD, `key is held by another lease (waited ${waitMs} ms)`, { key });
         }
         metrics.acquireSeconds.observe({ ...labels, result: "granted" }, seconds());
         metrics.grants.inc(labels);
@@ -94,7 +94,7 @@ export function lockRoutes(deps: LockRoutesDeps) {
         const grant = await call("renew", () => backend.renew({ key, leaseId, ttlMs }));
         if (!grant) {
           metrics.leaseLost.inc(labels);
-          throw new DomainError(Code.FailedPrecondition, "LEASE_LOST", "the lease is no longer held (expired, released or superseded); acquire again", { key });
+          throw new DomainError(REASONS.LEASE_LOST, "the lease is no longer held (expired, released or superseded); acquire again", { key });
         }
         return { lease: toLease(grant, deps.tokenSigningKey) };
       },
@@ -105,7 +105,7 @@ export function lockRoutes(deps: LockRoutesDeps) {
         const outcome = await call("release", () => backend.release({ key, leaseId }));
         metrics.releases.inc({ ...labels, outcome });
         if (outcome === "not_held") {
-          throw new DomainError(Code.FailedPrecondition, "LEASE_NOT_HELD", "this lease id is not the key's current lease; nothing was released", { key });
+          throw new DomainError(REASONS.LEASE_NOT_HELD, "this lease id is not the key's current lease; nothing was released", { key });
         }
         return { released: outcome === "released" };
       },

@@ -1,13 +1,17 @@
 /**
- * One-shot migration job: `node dist/services/migrate/main.js paydb|lockdb|raildb`.
+ * One-shot migration job: `node dist/services/migrate/main.js paydb|lockdb|raildb ...`.
  * Used by the Helm pre-install/pre-upgrade hook and by operators. Safe to run concurrently
- * (the runner holds an advisory lock). Env: DATABASE_URL, DATABASE_PASSWORD_FILE (optional).
+ * (the runner holds an advisory lock). Env: DATABASE_URL (logged in as the owner),
+ * DATABASE_PASSWORD_FILE (optional), and LOGIN_<COMPONENT>_USER / _PASSWORD_FILE for the login
+ * roles to create or update after migrating (login-config.ts, login-roles.ts).
  */
 import { z } from "zod";
 import { databaseUrl, loadConfig } from "../shared/config.js";
 import { createLogger } from "../shared/logger.js";
 import { runMain } from "../shared/lifecycle.js";
 import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { readLogins } from "./login-config.js";
+import { provisionLogins } from "./login-roles.js";
 
 const logger = createLogger("migrate");
 
@@ -22,9 +26,18 @@ runMain(logger, async () => {
     }),
     { ...process.env, KINDS: kinds } as unknown as NodeJS.ProcessEnv,
   );
+  const owner = URL.canParse(c.DATABASE_URL) ? decodeURIComponent(new URL(c.DATABASE_URL).username) || undefined : undefined;
+  // Read and checked before anything changes: a bad login setting migrates nothing.
+  const logins = readLogins(process.env, c.KINDS, owner);
   const url = databaseUrl(c.DATABASE_URL, c.DATABASE_PASSWORD_FILE, "DATABASE_PASSWORD_FILE");
   for (const kind of c.KINDS) {
     const applied = await migrate(url, kind);
     logger.info({ event: "migrated", database: kind, applied }, applied.length ? `applied ${applied.join(", ")}` : "up to date");
+    for (const r of await provisionLogins(url, kind, logins.get(kind) ?? [])) {
+      logger.info(
+        { event: "login_provisioned", database: kind, component: r.component, role: r.user, group: r.group, action: r.action, password: r.passwordSet ? "set" : "unchanged" },
+        `login ${r.user} ${r.action} (member of ${r.group} only)`,
+      );
+    }
   }
 });

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 import { ID_PATTERN } from "../shared/validation.js";
+import { parseDailyAmounts, type LimitsConfig } from "./limits.js";
 
 const DAY_MS = 86_400_000;
 
@@ -25,6 +26,27 @@ const schema = z.object({
     .default("client,operator")
     .transform((s) => s.split(",").map((v) => v.trim()).filter((v) => v.length > 0))
     .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
+  /** The money-limit store (limits.ts): paydb unless set; a database with the paydb migrations. */
+  LIMITS_DB_URL: env.url().optional(),
+  LIMITS_DB_PASSWORD_FILE: env.optionalFile(),
+  LIMITS_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
+  /** A limit store slower than this counts as unavailable: money movement refuses, fast. */
+  LIMITS_TIMEOUT_MS: env.ms(1000, 50, 30_000),
+  /** CreatePayout executions per client per LIMIT_CLIENT_WINDOW_MS (0 = off). */
+  LIMIT_CLIENT_REQUESTS: z.coerce.number().int().min(0).max(1_000_000_000).default(6000),
+  LIMIT_CLIENT_WINDOW_MS: env.ms(60_000, 1000, 86_400_000),
+  /** Amount per account per currency per UTC day, minor units: "EUR=500000000,*=1000000000" ("off" per currency). */
+  LIMIT_ACCOUNT_DAILY_AMOUNT: z
+    .string()
+    .default("*=1000000000")
+    .transform((s, ctx) => {
+      try {
+        return parseDailyAmounts(s);
+      } catch (err) {
+        ctx.addIssue({ code: "custom", message: (err as Error).message });
+        return z.NEVER;
+      }
+    }),
 });
 
 export interface PayoutsConfig extends ServerConfig {
@@ -35,6 +57,10 @@ export interface PayoutsConfig extends ServerConfig {
   lockMs: number;
   defaultClientId: string;
   clientIdentities: string[];
+  limitsDbUrl: string;
+  limitsPoolMax: number;
+  limitsTimeoutMs: number;
+  limits: LimitsConfig;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
@@ -47,6 +73,10 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     lockMs: c.IDEMPOTENCY_LOCK_MS,
     defaultClientId: c.PAYOUTS_DEFAULT_CLIENT_ID,
     clientIdentities: c.PAYOUTS_CLIENT_IDENTITIES,
+    limitsDbUrl: c.LIMITS_DB_URL ? databaseUrl(c.LIMITS_DB_URL, c.LIMITS_DB_PASSWORD_FILE, "LIMITS_DB_PASSWORD_FILE") : databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    limitsPoolMax: c.LIMITS_POOL_MAX,
+    limitsTimeoutMs: c.LIMITS_TIMEOUT_MS,
+    limits: { clientRequests: c.LIMIT_CLIENT_REQUESTS, clientWindowMs: c.LIMIT_CLIENT_WINDOW_MS, accountDailyAmount: c.LIMIT_ACCOUNT_DAILY_AMOUNT },
     ...serverConfig(c),
   };
 }

@@ -2,18 +2,21 @@
  * CreatePayout under the Idempotency-Key contract. Order of work:
  *
  *   1. settle the key (claim it, or answer replay / conflict / reused) — paydb down: refuse,
- *      IDEMPOTENCY_UNAVAILABLE, nothing executed;
- *   2. ONE transaction: insert the PENDING payout and pin the answer to the key (DONE). The
+ *      IDEMPOTENCY_UNAVAILABLE, nothing executed. A replay is answered here: it is never
+ *      refused by, nor counted against, a money limit;
+ *   2. consume the money limits (limits.ts) in the shared store — over a limit:
+ *      RESOURCE_EXHAUSTED; store unreachable: LIMITS_UNAVAILABLE (fail closed);
+ *   3. ONE transaction: insert the PENDING payout and pin the answer to the key (DONE). The
  *      pin only succeeds while we still hold the claim, so a request whose lease was taken
  *      over rolls its payout back: one key, one payout, always;
- *   3. on any failure after the claim, delete our marker: errors are not pinned.
+ *   4. on any failure after the claim, delete our marker: errors are not pinned. The limits
+ *      are given back only when the payout provably was not created.
  *
  * The caller's abort signal is deliberately not used: a client that hangs up must not leave a
  * half-finished attempt; the attempt finishes (or rolls back) and a retry replays it.
  */
-import { Code } from "@connectrpc/connect";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { DomainError, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { isUnavailableError } from "../shared/pg.js";
 import {
@@ -26,10 +29,16 @@ import type { IdempotencyStore } from "./idempotency-store.js";
 import { newPayoutId, toPayout } from "./payout-message.js";
 import { ROLLBACK, type NewPayout, type PayoutStore } from "./payout-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";
+import { dailyAmountLimit, limitExceeded, limitsUnavailable, type Consumption, type LimitsConfig } from "./limits.js";
+import type { LimitStore } from "./limit-store.js";
 
 export interface CreatePayoutDeps {
   payouts: PayoutStore;
   keys: IdempotencyStore;
+  limitStore: LimitStore;
+  limits: LimitsConfig;
+  /** A limit store slower than this is treated as unavailable. */
+  limitsTimeoutMs: number;
   metrics: PayoutsMetrics;
   logger: Logger;
   lockMs: number;
@@ -49,19 +58,72 @@ export interface CreatePayoutResult {
 }
 
 const storeUnavailable = (err: unknown) =>
-  unavailable("IDEMPOTENCY_UNAVAILABLE", "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
+  unavailable(REASONS.IDEMPOTENCY_UNAVAILABLE, "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
 
 const conflict = (retryAfterMs: number) =>
   new DomainError(
-    Code.Aborted,
-    "IDEMPOTENCY_CONFLICT",
+    REASONS.IDEMPOTENCY_CONFLICT,
     "a request with this idempotency-key is still in progress; retry with the same key shortly",
     { field: "idempotency-key" },
     retryAfterMs,
   );
 
 export function createPayoutCreator(deps: CreatePayoutDeps) {
-  const { payouts, keys, metrics, logger } = deps;
+  const { payouts, keys, metrics, logger, limitStore } = deps;
+
+  /**
+   * Consumes the money limits of a claimed request, or frees the key and refuses. Bounded by
+   * limitsTimeoutMs: a store that does not answer in time is unavailable (a late consumption
+   * then stays counted: fail closed).
+   */
+  async function consumeLimits(cmd: CreatePayoutCommand, claimId: string, done: (outcome: string) => void): Promise<Consumption> {
+    const amountLimit = dailyAmountLimit(deps.limits, cmd.currency);
+    if (deps.limits.clientRequests === 0 && amountLimit === null) return { rateWindow: null, dayWindow: null };
+    const started = performance.now();
+    let decision;
+    try {
+      decision = await withTimeout(
+        limitStore.consume({
+          clientId: cmd.clientId,
+          rateLimit: deps.limits.clientRequests,
+          rateWindowMs: deps.limits.clientWindowMs,
+          accountId: cmd.accountId,
+          currency: cmd.currency,
+          amountMinor: cmd.amountMinor,
+          amountLimit,
+        }),
+        deps.limitsTimeoutMs,
+      );
+    } catch (err) {
+      await keys.release(cmd.clientId, cmd.key, claimId).catch(() => false);
+      // A bug (bad SQL, a missing migration) is an internal error, not an outage to wait out.
+      if (!(err instanceof LimitTimeout) && !isUnavailableError(err)) {
+        done("error");
+        throw err;
+      }
+      metrics.limitStoreUnavailable.inc();
+      done("limits_unavailable");
+      // Logged once, at the boundary (reason LIMITS_UNAVAILABLE); counted and alerted on.
+      throw limitsUnavailable(err);
+    } finally {
+      metrics.limitCheckSeconds.observe((performance.now() - started) / 1000);
+    }
+    if (decision.kind === "exceeded") {
+      await keys.release(cmd.clientId, cmd.key, claimId).catch(() => false);
+      metrics.limitRefusals.inc({ limit: decision.limit === "CLIENT_RATE" ? "client_rate" : "account_daily_amount" });
+      done("limit_exceeded");
+      throw limitExceeded(decision, cmd);
+    }
+    return decision.consumption;
+  }
+
+  /** Gives limits back; a failure only leaves them counted (fail closed), so it is logged, not thrown. */
+  async function refund(cmd: CreatePayoutCommand, c: Consumption): Promise<void> {
+    if (!c.rateWindow && !c.dayWindow) return;
+    await limitStore.refund(cmd, c).catch((err: unknown) => {
+      logger.warn({ event: "limit_refund_failed", error: err instanceof Error ? err.message.slice(0, 200) : "error" }, "could not give money limits back; they stay counted");
+    });
+  }
 
   return async function createPayout(cmd: CreatePayoutCommand): Promise<CreatePayoutResult> {
     const started = performance.now();
@@ -92,8 +154,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         done("key_reused");
         // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
         throw new DomainError(
-          Code.InvalidArgument,
-          "IDEMPOTENCY_KEY_REUSED",
+          REASONS.IDEMPOTENCY_KEY_REUSED,
           "this idempotency-key was already used with a different request body; use a new key for a new payout",
           { field: "idempotency-key", http_status_in_ietf_draft: "422" },
         );
@@ -106,6 +167,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     }
 
     const claimId = claim.claimId;
+    const consumption = await consumeLimits(cmd, claimId, done);
     let outcome;
     try {
       outcome = await payouts.withTransaction(async (tx) => {
@@ -127,7 +189,9 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     } catch (err) {
       // Not pinned: free the key so a retry runs again. If paydb is gone this fails too and
       // the marker's lease frees the key by itself.
-      await keys.release(cmd.clientId, cmd.key, claimId).catch(() => {});
+      const released = await keys.release(cmd.clientId, cmd.key, claimId).catch(() => false);
+      // Our marker was still IN_PROGRESS: the payout was not committed, give the limits back.
+      if (released) await refund(cmd, consumption);
       if (isUnavailableError(err)) {
         metrics.unavailable.inc();
         done("unavailable");
@@ -137,7 +201,9 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       throw err;
     }
     if (outcome === ROLLBACK) {
-      // Our lease expired and another request took the key over: it owns the payout now.
+      // Our lease expired and another request took the key over: it owns the payout now (and
+      // consumed its own limits), ours was rolled back.
+      await refund(cmd, consumption);
       metrics.conflicts.inc();
       done("conflict");
       throw conflict(1000);
@@ -150,3 +216,15 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
 }
 
 export type CreatePayout = ReturnType<typeof createPayoutCreator>;
+
+class LimitTimeout extends Error {}
+
+/** Rejects after ms (the work itself is not cancelled: its late result is ignored). */
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LimitTimeout(`no answer within ${ms} ms`)), ms);
+  });
+  work.catch(() => {});
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+}

@@ -98,13 +98,18 @@ export function createIdempotencyStore(pool: Pool) {
       return res.rowCount === 1;
     },
 
-    /** Errors are not pinned: a failed attempt deletes its own marker (and only its own). */
-    async release(clientId: string, key: string, claimId: string): Promise<void> {
-      await pool.query(`DELETE FROM idempotency_keys WHERE client_id = $1 AND idempotency_key = $2 AND claim_id = $3 AND state = 'IN_PROGRESS'`, [
+    /**
+     * Errors are not pinned: a failed attempt deletes its own marker (and only its own). True when
+     * it did: the marker was still IN_PROGRESS, so the attempt's payout was never committed (the
+     * payout and the DONE update commit together).
+     */
+    async release(clientId: string, key: string, claimId: string): Promise<boolean> {
+      const res = await pool.query(`DELETE FROM idempotency_keys WHERE client_id = $1 AND idempotency_key = $2 AND claim_id = $3 AND state = 'IN_PROGRESS'`, [
         clientId,
         key,
         claimId,
       ]);
+      return res.rowCount === 1;
     },
 
     /**

@@ -7,10 +7,9 @@
  * success the answer is pinned, whether or not the purge job has run. After it the key is
  * new, whether or not the row has been purged yet, so the answer never depends on purge lag.
  */
-import { Code } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createHash, randomUUID } from "node:crypto";
-import { DomainError } from "../shared/errors.js";
+import { DomainError, REASONS } from "../shared/errors.js";
 import { CreatePayoutRequestSchema, type CreatePayoutRequest } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import type { ClaimParams, IdempotencyStore } from "./idempotency-store.js";
 
@@ -29,12 +28,12 @@ const KEY_PATTERN = /^[\x21-\x7e]+$/;
 export function readIdempotencyKey(headers: Headers): string {
   const key = headers.get(IDEMPOTENCY_KEY_HEADER);
   if (key === null || key === "") {
-    throw new DomainError(Code.InvalidArgument, "IDEMPOTENCY_KEY_MISSING", "header idempotency-key is required (a UUID is recommended)", {
+    throw new DomainError(REASONS.IDEMPOTENCY_KEY_MISSING, "header idempotency-key is required (a UUID is recommended)", {
       field: IDEMPOTENCY_KEY_HEADER,
     });
   }
   if (key.length > MAX_KEY_LENGTH || !KEY_PATTERN.test(key)) {
-    throw new DomainError(Code.InvalidArgument, "IDEMPOTENCY_KEY_INVALID", `header idempotency-key must be 1-${MAX_KEY_LENGTH} visible ASCII characters`, {
+    throw new DomainError(REASONS.IDEMPOTENCY_KEY_INVALID, `header idempotency-key must be 1-${MAX_KEY_LENGTH} visible ASCII characters`, {
       field: IDEMPOTENCY_KEY_HEADER,
     });
   }

@@ -1,53 +1,8 @@
-/** payouts composition root: config -> paydb (primary only) -> stores -> domain -> server. */
-import { onShutdown, runMain } from "../shared/lifecycle.js";
+/** The payouts API's process: read the environment, start it (payouts-service.ts), drain on signals. */
+import { runService } from "../shared/lifecycle.js";
 import { createLogger } from "../shared/logger.js";
-import { createRegistry } from "../shared/metrics.js";
-import { createPool } from "../shared/pg.js";
-import { startServiceServer } from "../shared/server.js";
-import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { POLICIES } from "../shared/authz.js";
-import { createCallerIdentity } from "./caller-identity.js";
 import { readConfig } from "./config.js";
-import { createPayoutCreator } from "./create-payout.js";
-import { createIdempotencyStore } from "./idempotency-store.js";
-import { payoutRoutes } from "./payout-handlers.js";
-import { createPayoutStore } from "./payout-store.js";
-import { createPayoutsMetrics } from "./payouts-metrics.js";
-import { startPurgeJob } from "./purge-job.js";
+import { startPayouts } from "./payouts-service.js";
 
 const logger = createLogger("payouts");
-
-runMain(logger, async () => {
-  const config = readConfig();
-  const pool = createPool({ url: config.paydbUrl, max: config.paydbPoolMax, primaryOnly: true, applicationName: "payouts" });
-  const payouts = createPayoutStore(pool);
-  const keys = createIdempotencyStore(pool);
-  await payouts.checkReady();
-
-  const registry = createRegistry("payouts");
-  const metrics = createPayoutsMetrics(registry);
-  const createPayout = createPayoutCreator({ payouts, keys, metrics, logger, lockMs: config.lockMs, retentionMs: config.retentionMs });
-  const stopPurge = startPurgeJob(keys, metrics, logger, config.purgeIntervalMs);
-
-  const server = await startServiceServer({
-    name: "payouts",
-    host: config.host,
-    port: config.port,
-    metricsPort: config.metricsPort,
-    serviceNames: [PayoutService.typeName],
-    routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId) }),
-    registry,
-    logger,
-    readMaxBytes: 16 * 1024,
-    tls: config.transport,
-    authz: POLICIES.payouts(config.clientIdentities),
-  });
-  logger.info({ event: "ready", port: server.port, metricsPort: server.metricsPort }, "payouts ready");
-
-  onShutdown(logger, config.drainMs + 2000, async () => {
-    await stopPurge();
-    // In-flight creates finish (payout + pinned answer commit, or roll back) before the pool closes.
-    await server.close(config.drainMs);
-    await pool.end();
-  });
-});
+runService(logger, () => startPayouts(readConfig(), { logger }));

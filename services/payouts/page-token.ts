@@ -4,7 +4,7 @@
  * this service never issued, is refused (PAGE_TOKEN_INVALID) instead of silently paging
  * through the wrong list.
  */
-import { invalidArgument } from "../shared/errors.js";
+import { invalidArgument, REASONS } from "../shared/errors.js";
 import type { PageCursor } from "./payout-store.js";
 
 interface TokenBody {
@@ -30,7 +30,7 @@ export function encodePageToken(cursor: PageCursor, filter: ListFilter): string 
 /** Undefined for an empty token (first page). */
 export function decodePageToken(token: string, filter: ListFilter): PageCursor | undefined {
   if (token === "") return undefined;
-  const invalid = () => invalidArgument("page_token", "PAGE_TOKEN_INVALID", "page_token is not a token this service issued for this filter");
+  const invalid = () => invalidArgument("page_token", REASONS.PAGE_TOKEN_INVALID, "page_token is not a token this service issued for this filter");
   let body: Partial<TokenBody>;
   try {
     if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) throw invalid();

@@ -3,8 +3,8 @@
  * this service that knows Connect codes and headers. Every input is checked before anything
  * is written, and every failure names its field.
  */
-import { Code, type ConnectRouter } from "@connectrpc/connect";
-import { DomainError, invalidArgument, unavailable } from "../shared/errors.js";
+import type { ConnectRouter } from "@connectrpc/connect";
+import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/errors.js";
 import { dbCall } from "../shared/pg.js";
 import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
@@ -62,7 +62,7 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
         const payoutId = checkId("payout_id", req.payoutId);
         const row = await readPaydb(() => payouts.get(callerIdentity(ctx), payoutId));
         // Another client's payout is indistinguishable from a missing one.
-        if (!row) throw new DomainError(Code.NotFound, "PAYOUT_NOT_FOUND", "no such payout", { payout_id: payoutId });
+        if (!row) throw new DomainError(REASONS.PAYOUT_NOT_FOUND, "no such payout", { payout_id: payoutId });
         return { payout: toPayout(row) };
       },
 
@@ -70,7 +70,7 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
         const accountId = req.accountId === "" ? undefined : checkId("account_id", req.accountId);
         const state = req.state === PayoutState.UNSPECIFIED ? undefined : stateName(req.state);
         if (req.state !== PayoutState.UNSPECIFIED && state === undefined) {
-          throw invalidArgument("state", "FIELD_INVALID", "state is not a known payout state");
+          throw invalidArgument("state", REASONS.FIELD_INVALID, "state is not a known payout state");
         }
         const limit = checkPageSize("page_size", req.pageSize, 50, 500);
         const filter = { accountId: req.accountId, state: req.state as number };

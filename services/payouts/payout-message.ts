@@ -11,6 +11,7 @@ export const STATE_NAMES: Record<PayoutStateName, PayoutState> = {
   PAID: PayoutState.PAID,
   FAILED: PayoutState.FAILED,
   UNKNOWN: PayoutState.UNKNOWN,
+  NEEDS_ATTENTION: PayoutState.NEEDS_ATTENTION,
 };
 
 /** The enum value -> the column value (UNSPECIFIED and unknown numbers have none). */
@@ -32,6 +33,9 @@ export function toPayout(r: PayoutRow): Payout {
     createdAt: timestampFromDate(r.created_at),
     updatedAt: timestampFromDate(r.updated_at),
     clientReference: r.client_reference,
+    attention: r.attention_reason
+      ? { reason: r.attention_reason, detail: r.attention_detail ?? "", flaggedAt: r.attention_at ? timestampFromDate(r.attention_at) : undefined }
+      : undefined,
   });
 }
 

@@ -8,7 +8,7 @@ import type { Pool, PoolClient } from "../shared/pg.js";
 /** A pool or a client inside an open transaction. */
 export type Queryable = Pool | PoolClient;
 
-export type PayoutStateName = "PENDING" | "PROCESSING" | "PAID" | "FAILED" | "UNKNOWN";
+export type PayoutStateName = "PENDING" | "PROCESSING" | "PAID" | "FAILED" | "UNKNOWN" | "NEEDS_ATTENTION";
 
 export interface PayoutRow {
   payout_id: string;
@@ -22,6 +22,9 @@ export interface PayoutRow {
   fence: string;
   rail_reference: string | null;
   failure_reason: string | null;
+  attention_reason: string | null;
+  attention_detail: string | null;
+  attention_at: Date | null;
   created_at: Date;
   updated_at: Date;
   /** created_at with microseconds, UTC, for keyset paging (a JS Date keeps only milliseconds). */
@@ -46,7 +49,7 @@ export interface PageCursor {
 }
 
 const COLUMNS = `payout_id, client_id, account_id, amount_minor, currency, beneficiary, client_reference, state, fence,
-  rail_reference, failure_reason, created_at, updated_at,
+  rail_reference, failure_reason, attention_reason, attention_detail, attention_at, created_at, updated_at,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor`;
 
 export function createPayoutStore(pool: Pool) {
@@ -109,6 +112,7 @@ export function createPayoutStore(pool: Pool) {
       if (rows[0]?.r !== false) throw new Error("paydb is a standby (pg_is_in_recovery() = true); payouts only runs against a primary");
       try {
         await pool.query("SELECT claim_id FROM idempotency_keys LIMIT 0");
+        await pool.query("SELECT used FROM payout_limit_usage LIMIT 0");
       } catch (err) {
         throw new Error(`paydb schema is not migrated (run: node dist/services/migrate/main.js paydb): ${(err as Error).message}`);
       }

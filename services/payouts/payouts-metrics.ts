@@ -11,6 +11,23 @@ export function createPayoutsMetrics(registry: Registry) {
     takeovers: new Counter({ name: "idempotency_takeovers_total", help: "Keys taken over after their in-progress lease or retention expired", registers }),
     unavailable: new Counter({ name: "idempotency_unavailable_total", help: "CreatePayout refused because the idempotency store (paydb) was unavailable", registers }),
     purged: new Counter({ name: "idempotency_purged_total", help: "Expired idempotency keys deleted by the purge job", registers }),
+    limitRefusals: new Counter({
+      name: "payout_limit_refusals_total",
+      help: "CreatePayout refused because a money limit would be exceeded",
+      labelNames: ["limit"] as const,
+      registers,
+    }),
+    limitStoreUnavailable: new Counter({
+      name: "payout_limit_store_unavailable_total",
+      help: "CreatePayout refused because the money-limit store was unreachable or too slow (fail closed)",
+      registers,
+    }),
+    limitCheckSeconds: new Histogram({
+      name: "payout_limit_check_seconds",
+      help: "Time to consume the money limits of one CreatePayout in the shared store",
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    }),
     createSeconds: new Histogram({
       name: "payouts_create_seconds",
       help: "CreatePayout latency by outcome",

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "../shared/logger.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
+import type { LimitStore } from "./limit-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";
 
 const BATCH = 1000;
@@ -12,7 +13,7 @@ const BATCH = 1000;
 const MAX_BATCHES_PER_TICK = 50;
 
 /** Starts the periodic purge; returns a stop function that also waits for a running tick. */
-export function startPurgeJob(store: IdempotencyStore, metrics: PayoutsMetrics, logger: Logger, intervalMs: number): () => Promise<void> {
+export function startPurgeJob(store: IdempotencyStore, metrics: PayoutsMetrics, logger: Logger, intervalMs: number, limits?: LimitStore): () => Promise<void> {
   let running: Promise<void> | undefined;
   let stopped = false;
   const tick = async () => {
@@ -25,6 +26,8 @@ export function startPurgeJob(store: IdempotencyStore, metrics: PayoutsMetrics, 
         if (n < BATCH) break;
       }
       if (total > 0) logger.debug({ event: "idempotency_purged", count: total }, "expired idempotency keys purged");
+      // Money-limit usage of windows long over: one batch a tick is plenty (a few rows per client and account a day).
+      if (limits && !stopped) await limits.purgeExpired(BATCH);
     } catch {
       // paydb down: the next tick tries again; nothing depends on a timely purge.
     }

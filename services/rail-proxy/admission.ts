@@ -1,93 +1,159 @@
 /**
- * The fence (SPEC C3 §3.5). Steps in fixed order:
- *   0 validate -> 1 token > mark -> 2 not a duplicate -> 3 mark + intent committed -> 4 forward once.
- * Steps 1-3 are one database statement (see submission-store.ts). The rail is called only
- * after the intent is durable, exactly once, with a deadline, and never retried.
+ * The fence (SPEC C3 §3.5, ADR-007 D2-D4), and its defense in depth (§3.9). In fixed order:
+ *   0 validate (proxy-handlers.ts)
+ *   1-3 one statement (submission-store.ts, rail_admit): payout binding, token > mark, intent
+ *       committed with the mark before anything is forwarded; a duplicate or a second live
+ *       submission of the payout rolls all of it back
+ *   the pre-forward budget: no rail call for a row the sweeper could already have declared
+ *       ambiguous (more than the budget since the admission statement was sent: NOT_FORWARDED)
+ *   4 forward once, with a deadline, never retried; the answer recorded; an answer for a row
+ *       resolved meanwhile recorded as a late answer, never dropped and never invented.
+ *
+ * Returns an outcome; proxy-handlers.ts alone turns outcomes into Connect codes. The harness's
+ * negative controls (fencing off, the in-memory mark, a guard removed) arrive as `guards` and
+ * `markPrecheck`; production passes every guard on and no precheck.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DomainError } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { dbUnavailable, retryWhileUnavailable } from "../shared/pg.js";
+import { retryWhileUnavailable } from "../shared/pg.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
-import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
+import type { AdmitResult, Intent, StatementGuards, SubmissionRow, SubmissionStore } from "./submission-store.js";
+
+export interface Guards extends StatementGuards {
+  /** Longest time from sending the admission statement to starting the rail call. undefined:
+   * the guard is removed (a harness negative control). Always below the ambiguity margin (config.ts). */
+  forwardBudgetMs: number | undefined;
+}
+
+/** A harness negative control deciding step 1 before the statement (ADR-007's rejected in-memory map). */
+export type MarkPrecheck = (accountId: string, token: bigint) => boolean;
 
 export interface AdmissionDeps {
   store: SubmissionStore;
   rail: RailClient;
   metrics: ProxyMetrics;
   logger: Logger;
-  fencingEnabled: boolean;
-  /** "memory": the rejected in-process map of ADR-007 §7.2, for harness negative controls only. */
-  markStore?: "paydb" | "memory";
+  guards: Guards;
+  markPrecheck?: MarkPrecheck;
   railDeadlineMs: number;
+  /** Monotonic milliseconds (tests may step it). */
+  now?: () => number;
 }
+
+export type Refusal = Exclude<AdmitResult, { kind: "ADMITTED" }>;
+
+export type SubmitOutcome =
+  /** The rail answered and the ledger holds the row (after a late answer: the resolved row with it). */
+  | { kind: "ANSWERED"; row: SubmissionRow }
+  /** Refused before anything was written or forwarded. */
+  | { kind: "REFUSED"; refusal: Refusal }
+  /** Admitted, then given up before the rail call: the rail was not called. */
+  | { kind: "NOT_FORWARDED"; forwardDelayMs: number }
+  /** The rail may or may not have moved money: recorded TIMEOUT (or left FORWARDING for the sweeper). */
+  | { kind: "AMBIGUOUS"; cause: "RAIL_DEADLINE" | "RAIL_ERROR" | "OUTCOME_NOT_RECORDED" }
+  /** paydb could not admit: nothing was forwarded. */
+  | { kind: "PAYDB_UNAVAILABLE"; error: unknown };
 
 /** Rail errors that prove the rail refused the call before booking anything. */
 const RAIL_REFUSALS = new Set([Code.Unauthenticated, Code.PermissionDenied, Code.InvalidArgument]);
 
 export function createAdmission(deps: AdmissionDeps) {
-  const { store, rail, metrics, logger } = deps;
-  // ADR-007 §7.2's ConcurrentHashMap<accountId, token>: forgets on restart (i) and differs per
-  // replica (ii). Used only when a drill asks for it, to show the checker catches what it lets through.
-  const memoryMarks = deps.markStore === "memory" ? new Map<string, bigint>() : undefined;
+  const { store, rail, metrics, logger, guards } = deps;
+  const now = deps.now ?? (() => performance.now());
 
-  /** Writing the outcome is a paydb write, not a rail call: retrying it is safe. */
-  async function recordOutcome(...args: Parameters<SubmissionStore["recordOutcome"]>): Promise<SubmissionRow | undefined> {
+  /** Writing to the ledger is a paydb write, not a rail call: retrying it is safe. */
+  async function write<T>(what: string, reference: string, fn: () => Promise<T>): Promise<T | undefined | "FAILED"> {
     try {
-      return await retryWhileUnavailable(() => store.recordOutcome(...args));
-    } catch {
+      return await retryWhileUnavailable(fn);
+    } catch (err) {
       // The row stays FORWARDING; the sweeper makes it ambiguous and the reconciler closes it.
-      logger.error({ event: "outcome_not_recorded", payout_id: args[0], state: args[1] }, "could not record rail outcome");
-      return undefined;
+      logger.error({ event: "ledger_write_failed", what, payout_id: reference, error: err instanceof Error ? err.message : String(err) }, "could not write to the intent ledger");
+      return "FAILED";
     }
   }
 
-  return async function submit(intent: Intent): Promise<SubmissionRow> {
-    // Steps 1-3.
-    const started = performance.now();
-    let result;
-    try {
-      if (memoryMarks) {
-        const seen = memoryMarks.get(intent.accountId) ?? 0n;
-        if (intent.token > seen) memoryMarks.set(intent.accountId, intent.token);
-        result = intent.token > seen ? await store.admit(intent, false) : "FENCED_OUT";
-      } else {
-        result = await store.admit(intent, deps.fencingEnabled);
-      }
-    } catch (err) {
-      metrics.admissionSeconds.observe({ result: "ERROR" }, (performance.now() - started) / 1000);
-      annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
-      // The money path refuses: retry later, nothing was forwarded.
-      dbUnavailable("PAYDB", err, "nothing was forwarded");
-    }
-    metrics.admissionSeconds.observe({ result }, (performance.now() - started) / 1000);
-    annotate({ "railfence.admission": result === "DUPLICATE" ? "DUPLICATE_SUBMISSION" : result });
-    if (result === "FENCED_OUT") {
-      metrics.fencedOut.inc();
-      throw new DomainError(Code.Aborted, "FENCED_OUT", "fencing token is not above the account's high-water mark; the rail was not called", {
-        account_id: intent.accountId,
-      });
-    }
-    if (result === "DUPLICATE") {
+  function refused(refusal: Refusal, intent: Intent): SubmitOutcome {
+    annotate({ "railfence.admission": refusal.kind === "DUPLICATE" ? "DUPLICATE_SUBMISSION" : refusal.kind });
+    if (refusal.kind === "FENCED_OUT") metrics.fencedOut.inc();
+    else if (refusal.kind === "DUPLICATE") {
       metrics.duplicate.inc();
-      logger.warn({ event: "duplicate_submission", payout_id: intent.payoutId }, "payout submitted twice (caller must not retry)");
-      throw new DomainError(Code.AlreadyExists, "DUPLICATE_SUBMISSION", "this payout was already submitted; call GetSubmission", {
-        payout_id: intent.payoutId,
-      });
+      logger.warn({ event: "duplicate_submission", payout_id: intent.reference }, "payout submitted twice under one reference (caller must not retry)");
+    } else {
+      metrics.bindingRefused.inc({ reason: refusal.kind });
+      logger.warn({ event: "binding_refused", reason: refusal.kind, payout_id: intent.reference, bound_payout_id: intent.payoutId }, "submission does not match a payable payout");
     }
-    metrics.admitted.inc();
+    return { kind: "REFUSED", refusal };
+  }
 
-    // Step 4: forward once. Not tied to the caller's signal: a caller that leaves must not
-    // stop us from recording what the rail did.
-    const railStarted = performance.now();
+  /** The answer arrived for a row no longer waiting for one: record it on the ledger, never drop it. */
+  async function lateAnswer(intent: Intent, state: "ACCEPTED" | "REJECTED", railReference: string, railReason: string | null): Promise<SubmitOutcome> {
+    const row = await write("late_answer", intent.reference, () => store.recordLateAnswer(intent.reference, state, railReference, railReason));
+    if (row && row !== "FAILED") {
+      metrics.lateAnswer.inc({ previous_state: row.state });
+      logger.error(
+        { event: "rail_late_answer", payout_id: intent.reference, bound_payout_id: intent.payoutId, previous_state: row.state, answer: state, rail_reference: railReference },
+        "the rail answered a submission that was already resolved; the payout is flagged for a human",
+      );
+      return { kind: "ANSWERED", row };
+    }
+    // Not resolved either (or the write failed): whatever the ledger holds is the answer.
+    const current = row === "FAILED" ? undefined : await store.get(intent.reference).catch(() => undefined);
+    logger.error(
+      { event: "rail_answer_unrecorded", payout_id: intent.reference, answer: state, rail_reference: railReference, ledger_state: current?.state ?? null },
+      "the rail answered but the ledger could not take the answer",
+    );
+    return current ? { kind: "ANSWERED", row: current } : { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" };
+  }
+
+  return async function submit(intent: Intent): Promise<SubmitOutcome> {
+    const sent = now();
+    if (deps.markPrecheck && !deps.markPrecheck(intent.accountId, intent.token)) return refused({ kind: "FENCED_OUT" }, intent);
+
+    // Binding + steps 1-3: one statement.
+    let admitted: AdmitResult;
+    try {
+      admitted = await store.admit(intent, guards);
+    } catch (error) {
+      metrics.admissionSeconds.observe({ result: "ERROR" }, (now() - sent) / 1000);
+      annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
+      return { kind: "PAYDB_UNAVAILABLE", error };
+    }
+    metrics.admissionSeconds.observe({ result: admitted.kind }, (now() - sent) / 1000);
+    if (admitted.kind !== "ADMITTED") return refused(admitted, intent);
+    metrics.admitted.inc();
+    annotate({ "railfence.admission": "ADMITTED" });
+
+    // No rail call for a row the sweeper could already have declared ambiguous: it sweeps a row
+    // deadline + margin after created_at, which is after `sent`; a call started within the
+    // budget (< margin) has ended, answered or timed out, before that.
+    const forwardDelayMs = now() - sent;
+    if (guards.forwardBudgetMs !== undefined && forwardDelayMs > guards.forwardBudgetMs) {
+      metrics.notForwarded.inc();
+      annotate({ "railfence.rail_outcome": "NOT_FORWARDED" });
+      logger.warn(
+        { event: "not_forwarded", payout_id: intent.reference, forward_delay_ms: Math.round(forwardDelayMs), budget_ms: guards.forwardBudgetMs },
+        "admission took longer than the pre-forward budget; the rail was not called",
+      );
+      await write("not_forwarded", intent.reference, () => store.markNotForwarded(intent.reference, forwardDelayMs));
+      return { kind: "NOT_FORWARDED", forwardDelayMs };
+    }
+
+    // Step 4: forward once. Not tied to the caller's signal: a caller that leaves must not stop
+    // us from recording what the rail did.
+    const railStarted = now();
+    const observe = (outcome: string) => {
+      metrics.railOutcome.inc({ outcome });
+      metrics.railCallSeconds.observe({ outcome }, (now() - railStarted) / 1000);
+      annotate({ "railfence.rail_outcome": outcome });
+    };
     let answer;
     try {
       answer = await rail.submitPayment(
         {
-          clientReference: intent.payoutId,
+          clientReference: intent.reference,
           accountId: intent.accountId,
           beneficiary: intent.beneficiary,
           amount: { amountMinor: intent.amountMinor, currency: intent.currency },
@@ -97,53 +163,36 @@ export function createAdmission(deps: AdmissionDeps) {
     } catch (err) {
       const ce = ConnectError.from(err);
       if (RAIL_REFUSALS.has(ce.code)) {
-        metrics.railOutcome.inc({ outcome: "REFUSED" });
-        metrics.railCallSeconds.observe({ outcome: "REFUSED" }, (performance.now() - railStarted) / 1000);
-        logger.error({ event: "rail_refused", code: Code[ce.code], payout_id: intent.payoutId }, "rail refused the call");
-        const row = await recordOutcome(intent.payoutId, "REJECTED", null, `RAIL_${Code[ce.code].toUpperCase()}`, null);
-        if (row) return row;
-        throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "rail refused the call but the outcome could not be recorded");
+        observe("REFUSED");
+        logger.error({ event: "rail_refused", code: Code[ce.code], payout_id: intent.reference }, "rail refused the call");
+        const reason = `RAIL_${Code[ce.code].toUpperCase()}`;
+        const row = await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, "REJECTED", null, reason, null, forwardDelayMs));
+        if (row && row !== "FAILED") return { kind: "ANSWERED", row };
+        return row === "FAILED" ? { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" } : lateAnswer(intent, "REJECTED", "", reason);
       }
-      metrics.railOutcome.inc({ outcome: "TIMEOUT" });
-      annotate({ "railfence.rail_outcome": "TIMEOUT" });
-      metrics.railCallSeconds.observe({ outcome: "TIMEOUT" }, (performance.now() - railStarted) / 1000);
-      await recordOutcome(intent.payoutId, "TIMEOUT", null, null, ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR");
-      throw new DomainError(Code.Aborted, "RAIL_AMBIGUOUS", "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
-        payout_id: intent.payoutId,
-      });
+      observe("TIMEOUT");
+      const cause = ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR";
+      await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, "TIMEOUT", null, null, cause, forwardDelayMs));
+      return { kind: "AMBIGUOUS", cause };
     }
-    const accepted = answer.status === PaymentStatus.ACCEPTED;
-    annotate({ "railfence.rail_outcome": accepted ? "ACCEPTED" : "REJECTED" });
-    const outcome = accepted ? "ACCEPTED" : "REJECTED";
-    metrics.railOutcome.inc({ outcome });
-    metrics.railCallSeconds.observe({ outcome }, (performance.now() - railStarted) / 1000);
-    const row = await recordOutcome(intent.payoutId, outcome, answer.railReference, accepted ? null : answer.reason, null);
-    if (row) return row;
-    // Money may have moved and the ledger could not say so: report the rail's answer anyway. The
-    // row stays FORWARDING, the sweeper makes it ambiguous and the reconciler closes it.
-    const now = new Date();
-    return {
-      payout_id: intent.payoutId,
-      account_id: intent.accountId,
-      fencing_token: intent.token.toString(),
-      amount_minor: intent.amountMinor.toString(),
-      currency: intent.currency,
-      beneficiary: intent.beneficiary,
-      state: outcome,
-      rail_reference: answer.railReference,
-      rail_reason: accepted ? null : answer.reason,
-      replica_id: intent.replicaId,
-      mark_advanced: true,
-      created_at: now,
-      updated_at: now,
-      ambiguity_cause: null,
-      previous_state: null,
-      resolution_outcome: null,
-      resolution_actor: null,
-      resolution_note: null,
-      resolved_at: null,
-      ambiguous: false,
-      cursor: now.toISOString(),
-    };
+    const state = answer.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : "REJECTED";
+    observe(state);
+    const reason = state === "ACCEPTED" ? null : answer.reason;
+    const row = await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, state, answer.railReference, reason, null, forwardDelayMs));
+    if (row === "FAILED") {
+      // Money may have moved and the ledger could not say so: the row stays FORWARDING, the
+      // sweeper makes it ambiguous and the reconciler closes it from the statement.
+      logger.error({ event: "rail_answer_unrecorded", payout_id: intent.reference, answer: state, rail_reference: answer.railReference }, "the rail answered but the ledger could not take the answer");
+      return { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" };
+    }
+    if (!row) return lateAnswer(intent, state, answer.railReference, reason);
+    if (row.ambiguity_cause === "STALE_FORWARDING") {
+      // Swept as ambiguous while the call was in flight, not yet resolved: the answer closes it.
+      metrics.lateAnswer.inc({ previous_state: "TIMEOUT" });
+      logger.warn({ event: "rail_late_answer", payout_id: intent.reference, previous_state: "TIMEOUT", answer: state }, "the rail answered a submission the sweeper had declared ambiguous");
+    }
+    return { kind: "ANSWERED", row };
   };
 }
+
+export type Submit = ReturnType<typeof createAdmission>;

@@ -2,10 +2,16 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
+import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
-const schema = z.object({
+/** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
+export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget"] as const;
+export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
+
+const schema = z
+  .object({
   ...serverEnvShape(7200, 9200),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
@@ -16,17 +22,49 @@ const schema = z.object({
   /** Deadline of the single rail call; past it the submission is TIMEOUT (ambiguous). */
   RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
   /** FORWARDING rows older than deadline + margin belong to a dead replica: ambiguous. */
-  AMBIGUITY_MARGIN_MS: env.ms(5000, 0, 600_000),
+  AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+  /** statement_timeout of the proxy's paydb statements, admission included. */
+  ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
+  /**
+   * Longest time from sending the admission statement to starting the rail call; past it the
+   * proxy does not forward (NOT_FORWARDED). Must be below AMBIGUITY_MARGIN_MS, so a call started
+   * in time has ended before the sweeper may declare the row ambiguous. Default: half the
+   * margin, at most 2 s.
+   */
+  RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
   SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
-  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it. */
+  /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
+   * it (shared/harness-only.ts), as it refuses the two below. */
   RAIL_PROXY_FENCING_ENABLED: env.bool(true),
   /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
    * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
   RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
+  /** Harness only, negative controls: a comma list of guards to remove (REMOVABLE_GUARDS). The
+   * Helm chart cannot set it. */
+  RAIL_PROXY_DISABLED_GUARDS: z
+    .string()
+    .default("")
+    .transform((s) => s.split(",").map((g) => g.trim()).filter((g) => g.length > 0))
+    .pipe(z.array(z.enum(REMOVABLE_GUARDS))),
   /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
   RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
   REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
-});
+})
+  .superRefine((c, ctx) => {
+    const budget = c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS);
+    if (budget >= c.AMBIGUITY_MARGIN_MS) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["RAIL_FORWARD_BUDGET_MS"],
+        message: `must be below AMBIGUITY_MARGIN_MS (${c.AMBIGUITY_MARGIN_MS}): a rail call started later could still be running when the sweeper declares its row ambiguous`,
+      });
+    }
+  });
+
+/** Half the margin, at most 2 s. */
+export function defaultForwardBudget(marginMs: number): number {
+  return Math.max(1, Math.min(2000, Math.floor(marginMs / 2)));
+}
 
 export interface RailProxyConfig extends ServerConfig {
   paydbUrl: string;
@@ -35,6 +73,9 @@ export interface RailProxyConfig extends ServerConfig {
   railCredential: string;
   railDeadlineMs: number;
   ambiguityMarginMs: number;
+  admissionTimeoutMs: number;
+  forwardBudgetMs: number;
+  disabledGuards: readonly RemovableGuard[];
   sweepIntervalMs: number;
   fencingEnabled: boolean;
   markStore: "paydb" | "memory";
@@ -42,8 +83,19 @@ export interface RailProxyConfig extends ServerConfig {
   replicaId: string;
 }
 
+/** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
+export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards">): string[] {
+  const on: string[] = [];
+  if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
+  if (c.markStore === "memory") on.push("RAIL_PROXY_MARK_STORE=memory");
+  if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
+  return on;
+}
+
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
   const c = loadConfig(schema, e);
+  // Before any secret is read: a negative control outside a development checkout is refused (exit 78).
+  refuseHarnessOnly(harnessSettings({ fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED, markStore: c.RAIL_PROXY_MARK_STORE, disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS }));
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
@@ -51,6 +103,9 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     railCredential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
     railDeadlineMs: c.RAIL_DEADLINE_MS,
     ambiguityMarginMs: c.AMBIGUITY_MARGIN_MS,
+    admissionTimeoutMs: c.ADMISSION_TIMEOUT_MS,
+    forwardBudgetMs: c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS),
+    disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,
     fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
     markStore: c.RAIL_PROXY_MARK_STORE,

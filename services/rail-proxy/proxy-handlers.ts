@@ -2,12 +2,13 @@
  * RailProxyService handlers: validate (step 0), call the domain, map rows to messages.
  * The only layer that knows Connect codes for this service.
  */
-import { Code, type ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DomainError, invalidArgument } from "../shared/errors.js";
-import { dbCall } from "../shared/pg.js";
-import { unavailable } from "../shared/errors.js";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/errors.js";
+import { dbCall, dbUnavailable } from "../shared/pg.js";
+import type { Logger } from "../shared/logger.js";
+import { parseSubmissionRef } from "../shared/submission-ref.js";
 import {
   RailProxyService,
   ResolutionOutcome,
@@ -19,8 +20,8 @@ import { annotate } from "../shared/tracing.js";
 import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
-import type { SubmissionRow, SubmissionStore } from "./submission-store.js";
-import type { createAdmission } from "./admission.js";
+import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
+import type { Refusal, Submit, SubmitOutcome } from "./admission.js";
 import type { RailClient } from "./rail-client.js";
 
 export function toSubmission(r: SubmissionRow): Submission {
@@ -37,6 +38,18 @@ export function toSubmission(r: SubmissionRow): Submission {
     createdAt: timestampFromDate(r.created_at),
     updatedAt: timestampFromDate(r.updated_at),
     ambiguous: r.ambiguous,
+    boundPayoutId: r.bound_payout_id,
+    lateAnswer: r.late_answered_at
+      ? {
+          state: r.late_answer_state === "ACCEPTED" ? SubmissionState.ACCEPTED : SubmissionState.REJECTED,
+          railReference: r.late_rail_reference ?? "",
+          railReason: r.late_rail_reason ?? "",
+          answeredAt: timestampFromDate(r.late_answered_at),
+        }
+      : undefined,
+    contradiction: r.contradicted_at
+      ? { railReference: r.contradicting_rail_reference ?? "", actor: r.contradiction_actor ?? "", recordedAt: timestampFromDate(r.contradicted_at) }
+      : undefined,
     resolution: r.resolved_at
       ? {
           outcome: r.resolution_outcome === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID,
@@ -71,7 +84,7 @@ function isCursorTimestamp(text: string): boolean {
 function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | undefined): void {
   if (ts === undefined) return;
   if (ts.seconds < -62_135_596_800n || ts.seconds > 253_402_300_799n || ts.nanos < 0 || ts.nanos > 999_999_999) {
-    throw invalidArgument(field, "TIMESTAMP_INVALID", `${field} must be a valid timestamp between 0001-01-01 and 9999-12-31`);
+    throw invalidArgument(field, REASONS.TIMESTAMP_INVALID, `${field} must be a valid timestamp between 0001-01-01 and 9999-12-31`);
   }
 }
 
@@ -84,7 +97,65 @@ function decodeCursor(token: string): { cursor: string; payoutId: string } | und
   } catch {
     // fall through
   }
-  throw invalidArgument("page_token", "PAGE_TOKEN_INVALID", "page_token is not a token this service issued");
+  throw invalidArgument("page_token", REASONS.PAGE_TOKEN_INVALID, "page_token is not a token this service issued");
+}
+
+/** Maps an admission outcome to the answer: the one place that picks its catalogue entries. */
+export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission {
+  switch (outcome.kind) {
+    case "ANSWERED":
+      return toSubmission(outcome.row);
+    case "REFUSED":
+      throw refusalError(outcome.refusal, intent);
+    case "NOT_FORWARDED":
+      throw new DomainError(REASONS.NOT_FORWARDED, "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference", {
+        payout_id: intent.reference,
+      });
+    case "AMBIGUOUS":
+      throw new DomainError(REASONS.RAIL_AMBIGUOUS, "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled", {
+        payout_id: intent.reference,
+      });
+    case "PAYDB_UNAVAILABLE":
+      // The money path refuses: retry later, nothing was forwarded.
+      return dbUnavailable("PAYDB", outcome.error, "nothing was forwarded");
+  }
+}
+
+function refusalError(r: Refusal, intent: Intent): DomainError {
+  const payout = { payout_id: intent.reference, bound_payout_id: intent.payoutId };
+  switch (r.kind) {
+    case "FENCED_OUT":
+      return new DomainError(REASONS.FENCED_OUT, "fencing token is not above the account's high-water mark; the rail was not called", { account_id: intent.accountId });
+    case "DUPLICATE":
+      return new DomainError(REASONS.DUPLICATE_SUBMISSION, "this reference was already submitted; call GetSubmission", { payout_id: intent.reference });
+    case "PAYOUT_ALREADY_SUBMITTED":
+      return new DomainError(REASONS.PAYOUT_ALREADY_SUBMITTED, "the payout already has a live submission; settle that one (GetSubmission), never submit it again", {
+        ...payout,
+        live_submission: r.live ?? "",
+      });
+    case "PAYOUT_NOT_FOUND":
+      // Wire reason PAYOUT_NOT_FOUND, code failed_precondition (GetPayout's is not_found).
+      return new DomainError(REASONS.BOUND_PAYOUT_NOT_FOUND, "no payout with this id exists in paydb; the rail was not called", payout);
+    case "PAYOUT_MISMATCH":
+      return new DomainError(REASONS.PAYOUT_MISMATCH, `${r.field} differs from the payout's; the rail was not called`, { ...payout, field: r.field });
+    case "PAYOUT_NOT_PAYABLE":
+      return new DomainError(REASONS.PAYOUT_NOT_PAYABLE, `the payout is ${r.state}, not PROCESSING; the rail was not called`, { ...payout, state: r.state });
+    case "PAYOUT_FENCE_MISMATCH":
+      return new DomainError(
+        REASONS.PAYOUT_FENCE_MISMATCH,
+        r.holder === "NEWER" ? "a newer token fenced this payout; the rail was not called" : "the payout was not fenced with this token; the rail was not called",
+        { ...payout, holder: r.holder },
+      );
+  }
+}
+
+/** The payout a reference pays; an attempt reference must name the token it comes with. */
+function bindReference(reference: string, token: bigint): string {
+  const { payoutId, token: named } = parseSubmissionRef(reference);
+  if (named !== undefined && named !== token) {
+    throw invalidArgument("payout_id", REASONS.FIELD_INVALID, "an attempt reference <payout id>:t<token> must name the fencing_token it is submitted with");
+  }
+  return payoutId;
 }
 
 export function proxyRoutes(deps: {
@@ -93,9 +164,10 @@ export function proxyRoutes(deps: {
   rail: RailClient;
   railDeadlineMs: number;
   store: SubmissionStore;
-  submit: ReturnType<typeof createAdmission>;
+  submit: Submit;
   metrics: ProxyMetrics;
   replicaId: string;
+  logger?: Logger;
 }) {
   const { store, submit, metrics } = deps;
   return (router: ConnectRouter) =>
@@ -103,24 +175,25 @@ export function proxyRoutes(deps: {
       async submitPayout(req) {
         // Step 0: validate every field before anything is written or forwarded.
         const accountId = checkId("account_id", req.accountId);
-        const payoutId = checkId("payout_id", req.payoutId);
+        const reference = checkId("payout_id", req.payoutId);
         const token = checkToken("fencing_token", req.fencingToken);
         const amount = checkMoney("amount", req.amount);
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
+        const payoutId = bindReference(reference, token);
         if (deps.tokenKey && !tokenSignatureValid(deps.tokenKey, accountLockKey(accountId), token, req.fencingTokenSignature)) {
-          throw new DomainError(Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID", "fencing_token was not issued by the lock service for this account", {
+          throw new DomainError(REASONS.TOKEN_SIGNATURE_INVALID, "fencing_token was not issued by the lock service for this account", {
             field: "fencing_token_signature",
           });
         }
         annotate({ "railfence.account_id": accountId, "railfence.payout_id": payoutId, "railfence.fencing_token": token.toString() });
-        const row = await submit({ accountId, payoutId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId });
-        return { submission: toSubmission(row) };
+        const intent: Intent = { reference, payoutId, accountId, token, amountMinor: amount.amountMinor, currency: amount.currency, beneficiary, replicaId: deps.replicaId };
+        return { submission: submitAnswer(await submit(intent), intent) };
       },
 
       async getSubmission(req) {
         const payoutId = checkId("payout_id", req.payoutId);
         const row = await readPaydb(() => store.get(payoutId));
-        if (!row) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: payoutId });
+        if (!row) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });
         return { submission: toSubmission(row) };
       },
 
@@ -138,7 +211,7 @@ export function proxyRoutes(deps: {
       async resolveSubmission(req) {
         const payoutId = checkId("payout_id", req.payoutId);
         if (req.outcome !== ResolutionOutcome.PAID && req.outcome !== ResolutionOutcome.NOT_PAID) {
-          throw invalidArgument("outcome", "FIELD_INVALID", "outcome must be PAID or NOT_PAID");
+          throw invalidArgument("outcome", REASONS.FIELD_INVALID, "outcome must be PAID or NOT_PAID");
         }
         const actor = checkText("actor", req.actor, 1, 128);
         const note = checkText("note", req.note, 0, 1000);
@@ -149,8 +222,8 @@ export function proxyRoutes(deps: {
           return { submission: toSubmission(row) };
         }
         const existing = await readPaydb(() => store.get(payoutId));
-        if (!existing) throw new DomainError(Code.NotFound, "SUBMISSION_NOT_FOUND", "no submission for this payout", { payout_id: payoutId });
-        throw new DomainError(Code.FailedPrecondition, "NOT_AMBIGUOUS", `submission is ${existing.state}, not ambiguous; only ambiguous submissions can be resolved`, {
+        if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });
+        throw new DomainError(REASONS.NOT_AMBIGUOUS, `submission is ${existing.state}, not ambiguous; only ambiguous submissions can be resolved`, {
           payout_id: payoutId,
           state: existing.state,
         });
@@ -163,8 +236,49 @@ export function proxyRoutes(deps: {
           const page = await deps.rail.listPayments({ since: req.since, afterSequence: req.afterSequence, pageSize }, { timeoutMs: deps.railDeadlineMs });
           return { payments: page.payments, hasMore: page.hasMore, coveredUntil: page.coveredUntil };
         } catch (err) {
-          throw unavailable("RAIL_UNAVAILABLE", "the rail's statement could not be read", 2000, err);
+          throw unavailable(REASONS.RAIL_UNAVAILABLE, "the rail's statement could not be read", 2000, err);
         }
+      },
+
+      async listPayoutSubmissions(req) {
+        const payoutId = checkId("payout_id", req.payoutId);
+        const rows = await readPaydb(() => store.listForPayout(payoutId, 100));
+        return { submissions: rows.map(toSubmission) };
+      },
+
+      async listNotPaidResolutions(req) {
+        if (!req.resolvedSince) throw invalidArgument("resolved_since", REASONS.FIELD_REQUIRED, "resolved_since is required");
+        checkTimestamp("resolved_since", req.resolvedSince);
+        const limit = checkPageSize("page_size", req.pageSize, 100, 500);
+        const after = decodeCursor(req.pageToken);
+        const rows = await readPaydb(() => store.listNotPaidResolutions(timestampDate(req.resolvedSince!), limit + 1, after));
+        const page = rows.slice(0, limit);
+        return {
+          submissions: page.map(toSubmission),
+          nextPageToken: rows.length > limit ? encodeCursor(page[page.length - 1]!) : "",
+        };
+      },
+
+      async recordContradiction(req) {
+        const reference = checkId("payout_id", req.payoutId);
+        const railReference = checkText("rail_reference", req.railReference, 1, 128);
+        const actor = checkText("actor", req.actor, 1, 128);
+        const row = await readPaydb(() => store.recordContradiction(reference, railReference, actor));
+        if (row) {
+          metrics.contradicted.inc();
+          deps.logger?.error(
+            { event: "resolution_contradicted", payout_id: reference, bound_payout_id: row.bound_payout_id, rail_reference: railReference, actor },
+            "a NOT_PAID resolution is contradicted by the rail's statement; the payout needs a human",
+          );
+          return { submission: toSubmission(row) };
+        }
+        const existing = await readPaydb(() => store.get(reference));
+        if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: reference });
+        if (existing.contradicted_at) return { submission: toSubmission(existing) };
+        throw new DomainError(REASONS.NOT_RESOLVED_NOT_PAID, `submission is ${existing.state}; only a NOT_PAID resolution can be contradicted`, {
+          payout_id: reference,
+          state: existing.state,
+        });
       },
     });
 }

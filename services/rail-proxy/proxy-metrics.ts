@@ -12,6 +12,26 @@ export function createProxyMetrics(registry: Registry) {
     ambiguousOldestAge: new Gauge({ name: "rail_ambiguous_oldest_age_seconds", help: "Age of the oldest unresolved ambiguous submission", registers }),
     fencingEnabled: new Gauge({ name: "rail_proxy_fencing_enabled", help: "1 when high-water fencing is enforced (0 only in harness scenario C5 §5.2)", registers }),
     resolved: new Counter({ name: "rail_proxy_resolutions_total", help: "Ambiguous submissions resolved", labelNames: ["outcome"] as const, registers }),
+    guardEnabled: new Gauge({
+      name: "rail_proxy_guard_enabled",
+      help: "1 when a guard is enforced: mark, payout_binding, one_live, forward_budget (0 only in harness negative controls)",
+      labelNames: ["guard"] as const,
+      registers,
+    }),
+    bindingRefused: new Counter({
+      name: "rail_proxy_binding_refused_total",
+      help: "Submissions refused because they do not match a payable payout (PAYOUT_NOT_FOUND, PAYOUT_MISMATCH, PAYOUT_NOT_PAYABLE, PAYOUT_FENCE_MISMATCH, PAYOUT_ALREADY_SUBMITTED)",
+      labelNames: ["reason"] as const,
+      registers,
+    }),
+    notForwarded: new Counter({ name: "rail_proxy_not_forwarded_total", help: "Admitted submissions not forwarded: the pre-forward budget had passed", registers }),
+    lateAnswer: new Counter({
+      name: "rail_late_answer_total",
+      help: "Rail answers for submissions no longer waiting for one (previous_state RESOLVED_*: must be zero, page)",
+      labelNames: ["previous_state"] as const,
+      registers,
+    }),
+    contradicted: new Counter({ name: "rail_proxy_contradictions_recorded_total", help: "NOT_PAID resolutions recorded as contradicted by the rail statement", registers }),
     admissionSeconds: new Histogram({
       name: "rail_proxy_admission_seconds",
       help: "Admission transaction latency (mark + intent)",

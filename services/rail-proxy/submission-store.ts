@@ -1,22 +1,24 @@
 /**
  * paydb access for rail-proxy: the high-water mark and the intent ledger. The only layer that
- * knows SQL. Admission is ONE statement (one round trip, one implicit transaction):
+ * knows SQL. Admission is ONE statement, `SELECT * FROM rail_admit(...)` (one round trip, one
+ * implicit transaction; the function is migrations/paydb/007_money_safety.sql):
  *
- *   WITH advanced AS (INSERT INTO rail_high_water .. ON CONFLICT DO UPDATE .. WHERE mark < $token)
- *   INSERT INTO rail_submissions .. SELECT .. FROM advanced
- *
- * - token <= mark: `advanced` is empty, nothing is inserted, 0 rows -> FENCED_OUT;
- * - payout already submitted: the intent insert violates the primary key, the whole statement
- *   (mark advance included) rolls back -> DUPLICATE_SUBMISSION, nothing changed;
- * - otherwise mark and intent commit together, before the rail is called.
+ * - the payout binding (SPEC C3 §3.9): the payout exists, same account/amount/currency/
+ *   beneficiary, PROCESSING, fence = token; else a refusal, nothing written;
+ * - step 1, the mark: INSERT .. ON CONFLICT DO UPDATE .. WHERE mark < $token; not advanced:
+ *   FENCED_OUT, nothing written;
+ * - steps 2-3, the intent: a second submission under the same reference violates the primary
+ *   key (DUPLICATE), a second live submission of the payout violates the one-live index
+ *   (PAYOUT_ALREADY_SUBMITTED); either way the whole statement, mark included, rolls back.
  * The mark is never read into the process and never cached (ADR-007 failures i-iii).
  */
 import type { Pool } from "../shared/pg.js";
 
-export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID";
+export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID" | "NOT_FORWARDED";
 
 export interface SubmissionRow {
   payout_id: string;
+  bound_payout_id: string;
   account_id: string;
   fencing_token: string;
   amount_minor: string;
@@ -35,13 +37,23 @@ export interface SubmissionRow {
   resolution_actor: string | null;
   resolution_note: string | null;
   resolved_at: Date | null;
+  late_answer_state: "ACCEPTED" | "REJECTED" | null;
+  late_rail_reference: string | null;
+  late_rail_reason: string | null;
+  late_answered_at: Date | null;
+  contradicted_at: Date | null;
+  contradicting_rail_reference: string | null;
+  contradiction_actor: string | null;
   ambiguous: boolean;
   cursor: string;
 }
 
 export interface Intent {
-  accountId: string;
+  /** The reference the caller presented (the ledger's primary key). */
+  reference: string;
+  /** The payout it pays (shared/submission-ref.ts). */
   payoutId: string;
+  accountId: string;
   token: bigint;
   amountMinor: bigint;
   currency: string;
@@ -49,79 +61,138 @@ export interface Intent {
   replicaId: string;
 }
 
-export type AdmitResult = "ADMITTED" | "FENCED_OUT" | "DUPLICATE";
+/** Which guards the admission statement applies. Production: all of them. */
+export interface StatementGuards {
+  mark: boolean;
+  binding: boolean;
+  oneLive: boolean;
+}
 
-const ADVANCE_MARK = `
-  INSERT INTO rail_high_water AS h (account_id, mark) VALUES ($1, $2)
-  ON CONFLICT (account_id) DO UPDATE SET mark = EXCLUDED.mark, updated_at = now()
-  WHERE h.mark < EXCLUDED.mark
-  RETURNING mark`;
+export type AdmitResult =
+  | { kind: "ADMITTED" }
+  | { kind: "FENCED_OUT" }
+  | { kind: "DUPLICATE" }
+  | { kind: "PAYOUT_ALREADY_SUBMITTED"; live: string | undefined }
+  | { kind: "PAYOUT_NOT_FOUND" }
+  | { kind: "PAYOUT_MISMATCH"; field: string }
+  | { kind: "PAYOUT_NOT_PAYABLE"; state: string }
+  | { kind: "PAYOUT_FENCE_MISMATCH"; holder: "NEWER" | "OLDER" };
 
-const ADMIT_FENCED = `
-  WITH advanced AS (${ADVANCE_MARK})
-  INSERT INTO rail_submissions
-    (payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced)
-  SELECT $3, $1, $2, $4, $5, $6, 'FORWARDING', $7, true FROM advanced`;
+const ADMIT = "SELECT outcome, detail FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
-/** D7 harness-only variant: step 1 skipped. The mark still advances when it can, but admission
- * no longer depends on it; mark_advanced records whether it did, for the drill checker. */
-const ADMIT_UNFENCED = `
-  WITH advanced AS (${ADVANCE_MARK})
-  INSERT INTO rail_submissions
-    (payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced)
-  VALUES ($3, $1, $2, $4, $5, $6, 'FORWARDING', $7, (SELECT count(*) FROM advanced) > 0)`;
-
+/** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */
 const RECORD_OUTCOME = `
   UPDATE rail_submissions
-     SET state = $2, rail_reference = $3, rail_reason = $4, ambiguity_cause = $5, updated_at = now(),
+     SET state = $2, rail_reference = $3, rail_reason = $4, forward_delay_ms = $6, updated_at = now(),
+         -- A row the sweeper declared stale keeps saying so: the answer came late.
+         ambiguity_cause = CASE WHEN state = 'TIMEOUT' THEN ambiguity_cause ELSE $5 END,
          answered_at = CASE WHEN $2 IN ('ACCEPTED', 'REJECTED') THEN now() END
    WHERE payout_id = $1
      AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
 
 /** The exact statements of the admission path, for the benchmark's raw floor (B0). */
-export const ADMISSION_SQL = { admit: ADMIT_FENCED, recordOutcome: RECORD_OUTCOME } as const;
+export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as const;
 
-const SELECT_COLUMNS = (ambiguousAfterSeconds: string) => `*,
-  (state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${ambiguousAfterSeconds}))) AS ambiguous,
-  created_at::text AS cursor`;
+/** Seconds (3 decimals) as SQL text: ambiguity thresholds are configuration, not input. */
+const secs = (ms: number) => (ms / 1000).toFixed(3);
 
 export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
-  const ambiguousAfterSeconds = (ambiguousAfterMs / 1000).toFixed(3);
-  const columns = SELECT_COLUMNS(ambiguousAfterSeconds);
-  const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${ambiguousAfterSeconds})))`;
+  // The one definition of "ambiguous" (SPEC C3 §3.7): TIMEOUT, or FORWARDING past deadline + margin.
+  const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${secs(ambiguousAfterMs)})))`;
+  const columns = `*, ${isAmbiguous} AS ambiguous, created_at::text AS cursor`;
+  const one = async (sql: string, values: unknown[], name?: string): Promise<SubmissionRow | undefined> =>
+    (await pool.query<SubmissionRow>(name ? { name, text: sql, values } : { text: sql, values })).rows[0];
+
+  /** The reference of the payout's live submission, if any (for an honest executor to settle). */
+  async function liveReference(payoutId: string): Promise<string | undefined> {
+    const { rows } = await pool.query<{ payout_id: string }>(
+      "SELECT payout_id FROM rail_submissions WHERE bound_payout_id = $1 AND state NOT IN ('REJECTED', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED') ORDER BY created_at LIMIT 1",
+      [payoutId],
+    );
+    return rows[0]?.payout_id;
+  }
 
   return {
-    /** Steps 1-3 of C3 §3.5 in one statement. */
-    async admit(i: Intent, fencingEnabled: boolean): Promise<AdmitResult> {
+    /** Binding + steps 1-3 of C3 §3.5 in one statement. */
+    async admit(i: Intent, guards: StatementGuards): Promise<AdmitResult> {
       try {
         // Named: prepared once per connection, so each admission skips parse and plan.
-        const res = await pool.query({
-          name: fencingEnabled ? "rf_admit_fenced" : "rf_admit_unfenced",
-          text: fencingEnabled ? ADMIT_FENCED : ADMIT_UNFENCED,
-          values: [i.accountId, i.token.toString(), i.payoutId, i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId],
+        const { rows } = await pool.query<{ outcome: string; detail: string | null }>({
+          name: "rf_admit",
+          text: ADMIT,
+          values: [i.reference, i.payoutId, i.accountId, i.token.toString(), i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId, guards.mark, guards.binding, guards.oneLive],
         });
-        return res.rowCount === 1 ? "ADMITTED" : "FENCED_OUT";
+        const { outcome, detail } = rows[0]!;
+        switch (outcome) {
+          case "ADMITTED":
+          case "FENCED_OUT":
+          case "PAYOUT_NOT_FOUND":
+            return { kind: outcome };
+          case "PAYOUT_MISMATCH":
+            return { kind: outcome, field: detail ?? "" };
+          case "PAYOUT_NOT_PAYABLE":
+            return { kind: outcome, state: detail ?? "" };
+          case "PAYOUT_FENCE_MISMATCH":
+            return { kind: outcome, holder: detail === "NEWER" ? "NEWER" : "OLDER" };
+          default:
+            throw new Error(`rail_admit answered ${outcome}`);
+        }
       } catch (err) {
         const e = err as { code?: string; constraint?: string };
-        if (e.code === "23505" && e.constraint === "rail_submissions_pkey") return "DUPLICATE";
+        if (e.code === "23505" && e.constraint === "rail_submissions_pkey") return { kind: "DUPLICATE" };
+        if (e.code === "23505" && e.constraint === "rail_submissions_one_live_per_payout") {
+          return { kind: "PAYOUT_ALREADY_SUBMITTED", live: await liveReference(i.payoutId).catch(() => undefined) };
+        }
         throw err;
       }
     },
 
-    /** Records the rail's answer (or its absence) on a row this replica is forwarding. A row the
-     * sweeper already declared stale-ambiguous still takes the late answer: it is the rail's truth. */
-    async recordOutcome(payoutId: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT", railReference: string | null, railReason: string | null, ambiguityCause: string | null): Promise<SubmissionRow | undefined> {
-      const { rows } = await pool.query<SubmissionRow>({
-        name: "rf_record_outcome",
-        text: `${RECORD_OUTCOME} RETURNING ${columns}`,
-        values: [payoutId, state, railReference, railReason, ambiguityCause],
-      });
-      return rows[0];
+    /** Records the rail's answer (or its absence). undefined: the row is no longer waiting for one. */
+    recordOutcome(reference: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT", railReference: string | null, railReason: string | null, ambiguityCause: string | null, forwardDelayMs: number) {
+      return one(`${RECORD_OUTCOME} RETURNING ${columns}`, [reference, state, railReference, railReason, ambiguityCause, Math.round(forwardDelayMs)], "rf_record_outcome");
     },
 
-    async get(payoutId: string): Promise<SubmissionRow | undefined> {
-      const { rows } = await pool.query<SubmissionRow>(`SELECT ${columns} FROM rail_submissions WHERE payout_id = $1`, [payoutId]);
-      return rows[0];
+    /**
+     * A rail answer for a row that was resolved before it arrived: recorded on the row (once) and
+     * the payout flagged. When the answer contradicts the resolution (money moved on a NOT_PAID
+     * verdict, or a PAID verdict's payment was refused), the payout becomes NEEDS_ATTENTION.
+     */
+    recordLateAnswer(reference: string, state: "ACCEPTED" | "REJECTED", railReference: string, railReason: string | null) {
+      return one(
+        `WITH late AS (
+           UPDATE rail_submissions
+              SET late_answer_state = $2, late_rail_reference = $3, late_rail_reason = $4, late_answered_at = now(), updated_at = now()
+            WHERE payout_id = $1 AND state IN ('RESOLVED_PAID', 'RESOLVED_NOT_PAID') AND late_answered_at IS NULL
+            RETURNING *),
+         flagged AS (
+           UPDATE payouts p
+              SET attention_reason = 'LATE_RAIL_ANSWER', attention_at = now(), updated_at = now(),
+                  attention_detail = format('the rail answered %s (%s) for submission %s after it was resolved %s', late.late_answer_state, late.late_rail_reference, late.payout_id, late.state),
+                  state = CASE WHEN (late.state = 'RESOLVED_NOT_PAID') = (late.late_answer_state = 'ACCEPTED') THEN 'NEEDS_ATTENTION' ELSE p.state END
+             FROM late WHERE p.payout_id = late.bound_payout_id
+            RETURNING p.payout_id)
+         SELECT late.*, false AS ambiguous, late.created_at::text AS cursor FROM late`,
+        [reference, state, railReference, railReason],
+      );
+    },
+
+    /** The pre-forward budget passed: the rail was not called. Only a row still FORWARDING. */
+    markNotForwarded(reference: string, forwardDelayMs: number) {
+      return one(
+        `UPDATE rail_submissions SET state = 'NOT_FORWARDED', forward_delay_ms = $2, updated_at = now()
+          WHERE payout_id = $1 AND state = 'FORWARDING' RETURNING ${columns}`,
+        [reference, Math.round(forwardDelayMs)],
+      );
+    },
+
+    get(reference: string) {
+      return one(`SELECT ${columns} FROM rail_submissions WHERE payout_id = $1`, [reference]);
+    },
+
+    /** Every submission bound to a payout, oldest first. */
+    async listForPayout(payoutId: string, limit: number): Promise<SubmissionRow[]> {
+      const { rows } = await pool.query<SubmissionRow>(`SELECT ${columns} FROM rail_submissions WHERE bound_payout_id = $1 ORDER BY created_at, payout_id LIMIT $2`, [payoutId, limit]);
+      return rows;
     },
 
     /** Ambiguous rows, oldest first, keyset-paged on (created_at, payout_id). */
@@ -136,9 +207,21 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
       return rows;
     },
 
-    /** Closes an ambiguous row. Returns undefined when the row is not ambiguous (or absent). */
-    async resolve(payoutId: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string): Promise<SubmissionRow | undefined> {
+    /** NOT_PAID resolutions since an instant, oldest resolution first, keyset-paged on (resolved_at, payout_id). */
+    async listNotPaidResolutions(since: Date, limit: number, after?: { cursor: string; payoutId: string }): Promise<SubmissionRow[]> {
       const { rows } = await pool.query<SubmissionRow>(
+        `SELECT *, false AS ambiguous, resolved_at::text AS cursor FROM rail_submissions
+          WHERE state = 'RESOLVED_NOT_PAID' AND resolved_at >= $2
+            AND ($3::timestamptz IS NULL OR (resolved_at, payout_id) > ($3::timestamptz, $4::text))
+          ORDER BY resolved_at, payout_id LIMIT $1`,
+        [limit, since, after?.cursor ?? null, after?.payoutId ?? ""],
+      );
+      return rows;
+    },
+
+    /** Closes an ambiguous row. Returns undefined when the row is not ambiguous (or absent). */
+    resolve(reference: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string) {
+      return one(
         `UPDATE rail_submissions
             SET previous_state = state,
                 state = CASE WHEN $2 = 'PAID' THEN 'RESOLVED_PAID' ELSE 'RESOLVED_NOT_PAID' END,
@@ -146,16 +229,36 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
                 resolved_at = now(), updated_at = now()
           WHERE payout_id = $1 AND ${isAmbiguous}
           RETURNING ${columns}`,
-        [payoutId, outcome, actor, note],
+        [reference, outcome, actor, note],
       );
-      return rows[0];
+    },
+
+    /**
+     * The rail's statement shows a payment for a NOT_PAID resolution: recorded once on the row,
+     * and the payout becomes NEEDS_ATTENTION. undefined: not a NOT_PAID row, or already recorded.
+     */
+    recordContradiction(reference: string, railReference: string, actor: string) {
+      return one(
+        `WITH c AS (
+           UPDATE rail_submissions SET contradicted_at = now(), contradicting_rail_reference = $2, contradiction_actor = $3, updated_at = now()
+            WHERE payout_id = $1 AND state = 'RESOLVED_NOT_PAID' AND contradicted_at IS NULL
+            RETURNING *),
+         flagged AS (
+           UPDATE payouts p
+              SET state = 'NEEDS_ATTENTION', attention_reason = 'RESOLUTION_CONTRADICTED', attention_at = now(), updated_at = now(),
+                  attention_detail = format('submission %s was resolved NOT_PAID, but the rail''s statement shows payment %s', c.payout_id, c.contradicting_rail_reference)
+             FROM c WHERE p.payout_id = c.bound_payout_id
+            RETURNING p.payout_id)
+         SELECT c.*, false AS ambiguous, c.created_at::text AS cursor FROM c`,
+        [reference, railReference, actor],
+      );
     },
 
     /** Turns FORWARDING rows whose replica must have died into TIMEOUT. Never forwards. */
     async sweepStaleForwarding(): Promise<number> {
       const res = await pool.query(
         `UPDATE rail_submissions SET state = 'TIMEOUT', ambiguity_cause = 'STALE_FORWARDING', updated_at = now()
-          WHERE state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${ambiguousAfterSeconds})`,
+          WHERE state = 'FORWARDING' AND ${isAmbiguous}`,
       );
       return res.rowCount ?? 0;
     },
@@ -166,11 +269,6 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
            FROM rail_submissions WHERE state IN ('FORWARDING', 'TIMEOUT') AND ${isAmbiguous}`,
       );
       return { count: Number(rows[0]?.count ?? 0), oldestAgeSeconds: rows[0]?.oldest ?? 0 };
-    },
-
-    async isPrimary(): Promise<boolean> {
-      const { rows } = await pool.query<{ r: boolean }>("SELECT pg_is_in_recovery() AS r");
-      return rows[0]?.r === false;
     },
   };
 }

@@ -3,9 +3,8 @@
  * time (both sides hashed first so lengths never leak either). Anything else: unauthenticated.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
-import { Code } from "@connectrpc/connect";
 import type { Interceptor } from "@connectrpc/connect";
-import { railError } from "../shared/errors.js";
+import { railError, REASONS } from "../shared/errors.js";
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 
@@ -21,7 +20,7 @@ export function requireCredential(serviceTypeName: string, credential: string): 
   const expected = digest(credential);
   return (next) => async (req) => {
     if (req.service.typeName === serviceTypeName && !credentialMatches(req.header.get("authorization"), expected)) {
-      throw railError(Code.Unauthenticated, "RAIL_CREDENTIAL_INVALID", "missing or wrong rail credential");
+      throw railError(REASONS.RAIL_CREDENTIAL_INVALID, "missing or wrong rail credential");
     }
     return next(req);
   };

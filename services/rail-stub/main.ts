@@ -1,67 +1,8 @@
-/** rail-stub composition root: config -> raildb -> ledger -> servers. */
-import { Counter } from "prom-client";
-import { onShutdown, runMain } from "../shared/lifecycle.js";
+/** The rail stub's process: read the environment, start it (rail-stub.ts), drain on signals. */
+import { runService } from "../shared/lifecycle.js";
 import { createLogger } from "../shared/logger.js";
-import { createRegistry } from "../shared/metrics.js";
-import { migrate } from "../shared/migrate.js";
-import { createPool } from "../shared/pg.js";
-import { POLICIES } from "../shared/authz.js";
-import { startServiceServer } from "../shared/server.js";
-import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
-import { RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { requireCredential } from "./auth.js";
 import { readConfig } from "./config.js";
-import { controlRoutes } from "./control-handlers.js";
-import { FaultPlan, parseFaults } from "./faults.js";
-import { createLedgerStore } from "./ledger-store.js";
-import { railRoutes } from "./rail-handlers.js";
+import { startRailStub } from "./rail-stub.js";
 
 const logger = createLogger("rail-stub");
-
-runMain(logger, async () => {
-  const config = readConfig();
-  // The stub owns raildb outright (it plays a third party), so it migrates its own schema.
-  await migrate(config.raildbUrl, "raildb");
-  const pool = createPool({ url: config.raildbUrl, max: 20, applicationName: "rail-stub" });
-  const registry = createRegistry("rail-stub");
-  const metrics = {
-    payments: new Counter({ name: "rail_stub_payments_total", help: "Payments booked by the stub rail", labelNames: ["status"] as const, registers: [registry] }),
-  };
-  const faults = new FaultPlan();
-  if (config.faultsJson) faults.replace(parseFaults(config.faultsJson));
-
-  const server = await startServiceServer({
-    name: "rail-stub",
-    host: config.host,
-    port: config.port,
-    metricsPort: config.metricsPort,
-    serviceNames: [RailService.typeName],
-    routes: railRoutes(createLedgerStore(pool), faults, metrics),
-    registry,
-    logger,
-    interceptors: [requireCredential(RailService.typeName, config.credential)],
-    tls: config.transport,
-    authz: POLICIES.railStub,
-  });
-  const control =
-    config.controlPort === undefined
-      ? undefined
-      : await startServiceServer({
-          name: "rail-stub-control",
-          host: config.host,
-          port: config.controlPort,
-          metricsPort: 0,
-          serviceNames: [RailControlService.typeName],
-          routes: controlRoutes(faults),
-          registry,
-          logger,
-          tls: config.transport,
-          authz: POLICIES.railControl,
-        });
-  logger.info({ event: "ready", port: server.port, metricsPort: server.metricsPort, controlPort: control?.port }, "rail-stub ready");
-
-  onShutdown(logger, config.drainMs + 2000, async () => {
-    await Promise.all([server.close(config.drainMs), control?.close(config.drainMs)]);
-    await pool.end();
-  });
-});
+runService(logger, () => startRailStub(readConfig(), { logger }));

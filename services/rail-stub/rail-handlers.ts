@@ -4,13 +4,12 @@
  */
 import { randomBytes } from "node:crypto";
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Counter } from "prom-client";
-import { invalidArgument } from "../shared/errors.js";
+import { invalidArgument, railError, REASONS } from "../shared/errors.js";
 import { FaultKind } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { PaymentStatus, RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
-import { checkPageSize } from "../shared/validation.js";
+import { checkPageSize, checkText } from "../shared/validation.js";
 import type { FaultPlan } from "./faults.js";
 import type { BookedPayment, LedgerStore } from "./ledger-store.js";
 
@@ -25,19 +24,16 @@ const sleep = (ms: number, signal: AbortSignal) =>
 const hangUntilCallerLeaves = (signal: AbortSignal) =>
   new Promise<never>((_, reject) => {
     if (signal.aborted) return reject(signal.reason);
-    signal.addEventListener("abort", () => reject(new ConnectError("caller left", Code.Canceled)), { once: true });
+    signal.addEventListener("abort", () => reject(railError(REASONS.CANCELED, "caller left")), { once: true });
   });
 
 /**
- * Required, bounded text without control characters. A NUL in particular cannot be stored in
- * PostgreSQL text: unchecked, it turned a hostile body into an internal error.
+ * Required, bounded free text (the shared character rules: no control, bidi or invisible
+ * characters). A NUL in particular cannot be stored in PostgreSQL text: unchecked, it turned a
+ * hostile body into an internal error.
  */
 function checkRailText(field: string, value: string, max: number): void {
-  if (!value) throw invalidArgument(field, "FIELD_REQUIRED", `${field} is required`);
-  // eslint-disable-next-line no-control-regex
-  if (value.length > max || /[\u0000-\u001f\u007f]/.test(value)) {
-    throw invalidArgument(field, "FIELD_INVALID", `${field} must be 1-${max} characters without control characters`);
-  }
+  checkText(field, value, 1, max);
 }
 
 export interface RailMetrics {
@@ -64,7 +60,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
         checkRailText("account_id", req.accountId, 128);
         checkRailText("beneficiary", req.beneficiary, 256);
         if (!req.amount || req.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(req.amount.currency)) {
-          throw invalidArgument("amount", "AMOUNT_INVALID", "amount must be > 0 with an ISO-4217 currency");
+          throw invalidArgument("amount", REASONS.AMOUNT_INVALID, "amount must be > 0 with an ISO-4217 currency");
         }
         const payment = { clientReference: req.clientReference, accountId: req.accountId, beneficiary: req.beneficiary, amountMinor: req.amount.amountMinor, currency: req.amount.currency };
         const fault = faults.take(req.clientReference);
@@ -91,7 +87,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
         const limit = checkPageSize("page_size", req.pageSize, 500, 1000);
         // google.protobuf.Timestamp's valid range; outside it the date is not one PostgreSQL (or JS) can hold.
         if (req.since && (req.since.seconds < -62_135_596_800n || req.since.seconds > 253_402_300_799n || req.since.nanos < 0 || req.since.nanos > 999_999_999)) {
-          throw invalidArgument("since", "TIMESTAMP_INVALID", "since must be a valid timestamp between 0001-01-01 and 9999-12-31");
+          throw invalidArgument("since", REASONS.TIMESTAMP_INVALID, "since must be a valid timestamp between 0001-01-01 and 9999-12-31");
         }
         const page = await ledger.list(BigInt(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);
         return {

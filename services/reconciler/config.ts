@@ -3,25 +3,46 @@ import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
 import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
 
-const schema = z.object({
+const schema = z
+  .object({
   ...processEnvShape(9600),
   PAYDB_URL: env.url(),
   PAYDB_PASSWORD_FILE: env.optionalFile(),
   RAIL_PROXY_URLS: env.urlList("rail-proxy"),
   /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
-  SETTLEMENT_WINDOW_MS: env.ms(60_000, 0, 7 * 86_400_000),
+  SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
+  /** The proxies' settings (same names and defaults as rail-proxy's): the window must outlast them. */
+  RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
+  AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+  ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
+  /** How long every NOT_PAID resolution keeps being checked against the rail's statement. */
+  CONTRADICTION_WATCH_MS: env.ms(7 * 86_400_000, 0, 90 * 86_400_000),
   /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */
   RECONCILE_INTERVAL_MS: env.ms(0, 0, 86_400_000),
   RECONCILER_DRY_RUN: env.bool(false),
   RECONCILER_ACTOR: z.string().min(1).max(128).regex(/^[\x20-\x7e]+$/, "printable ASCII").default("reconciler"),
   /** Bound of every call to a rail-proxy. */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
-});
+})
+  .superRefine((c, ctx) => {
+    // A submission's rail call starts at most (admission timeout) after its intent's created_at
+    // and lasts at most the deadline; the margin covers the rest. Absent from the statement means
+    // not paid only after all of that.
+    const bound = c.RAIL_DEADLINE_MS + c.AMBIGUITY_MARGIN_MS + c.ADMISSION_TIMEOUT_MS;
+    if (c.SETTLEMENT_WINDOW_MS <= bound) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["SETTLEMENT_WINDOW_MS"],
+        message: `must be greater than RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS (${bound}): a payment could still be booked after a NOT_PAID verdict`,
+      });
+    }
+  });
 
 export interface ReconcilerConfig extends ProcessConfig {
   paydbUrl: string;
   railProxyUrls: string[];
   settlementWindowMs: number;
+  contradictionWatchMs: number;
   intervalMs: number;
   dryRun: boolean;
   actor: string;
@@ -34,6 +55,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     railProxyUrls: c.RAIL_PROXY_URLS,
     settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
+    contradictionWatchMs: c.CONTRADICTION_WATCH_MS,
     intervalMs: c.RECONCILE_INTERVAL_MS,
     dryRun: c.RECONCILER_DRY_RUN,
     actor: c.RECONCILER_ACTOR,

@@ -53,6 +53,13 @@ describe("reconciler decision table", () => {
     expect(decide(sub, [], settled)).toMatchObject({ decision: "NOT_PAID", failureReason: "NOT_ON_RAIL_STATEMENT" });
   });
 
+  it("an accepted payment of the same payout under another reference goes to a human, never NOT_PAID", () => {
+    expect(decide(sub, [], settled, [entry({ clientReference: "po-1.retry", railReference: "rr_9" })])).toMatchObject({ decision: "HUMAN" });
+    expect(decide(sub, [entry()], settled, [entry({ clientReference: "po-1:t7", railReference: "rr_9" })])).toMatchObject({ decision: "HUMAN" });
+  });
+  it("a rejected payment of the same payout under another reference does not matter", () => {
+    expect(decide(sub, [], settled, [entry({ clientReference: "po-1:t7", status: "REJECTED" })])).toMatchObject({ decision: "NOT_PAID" });
+  });
   it("absent while the window is open: WAIT", () => {
     expect(decide(sub, [], early)).toMatchObject({ decision: "WAIT" });
   });

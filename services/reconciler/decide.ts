@@ -2,14 +2,20 @@
  * The reconciler's verdict on one ambiguous submission, from the rail's statement alone.
  * Pure (no I/O, the clock passed in), so every row of the decision table is unit-tested.
  *
- * | statement entries for client_reference = payout_id            | decision  |
- * |---------------------------------------------------------------|-----------|
- * | any entry with another account, amount, currency, beneficiary | HUMAN     |
- * | more than one ACCEPTED (the rail paid twice)                  | HUMAN     |
- * | exactly one ACCEPTED                                          | PAID      |
- * | only REJECTED                                                 | NOT_PAID  |
- * | none, window passed AND statement covers created_at + window  | NOT_PAID  |
- * | none, otherwise                                               | WAIT      |
+ * | statement entries (own: the submission's reference; others: other payments of its payout) | decision |
+ * |-----------------------------------------------------------------------|-----------|
+ * | an own entry with another account, amount, currency, beneficiary      | HUMAN     |
+ * | an accepted payment of the same payout under another reference         | HUMAN     |
+ * | more than one own ACCEPTED (the rail paid twice)                       | HUMAN     |
+ * | exactly one own ACCEPTED                                               | PAID      |
+ * | only own REJECTED                                                      | NOT_PAID  |
+ * | none, window passed AND statement covers created_at + window           | NOT_PAID  |
+ * | none, otherwise                                                        | WAIT      |
+ *
+ * "Other payments of its payout" are those whose reference names the same payout, and those
+ * whose reference names no payout but which pay exactly what the payout pays
+ * (shared/payment-match.ts): a second payment of a payout, under whatever reference, is never
+ * mistaken for "nothing happened".
  *
  * "Absent" only means "not paid" once the rail has had the whole settlement window to book it
  * and its statement provably covers that window: a payment booked late must not be declared
@@ -48,8 +54,13 @@ export interface DecideContext {
   settlementWindowMs: number;
 }
 
-export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: DecideContext): Decision {
+export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: DecideContext, others: StatementEntry[] = []): Decision {
   const mine = entries.filter((e) => e.clientReference === s.payoutId);
+  const elsewhere = others.filter((e) => e.clientReference !== s.payoutId && e.status === "ACCEPTED");
+  if (elsewhere.length > 0) {
+    const refs = elsewhere.map((e) => `${e.railReference} (${e.clientReference})`).join(",");
+    return { decision: "HUMAN", note: `the rail also paid this payout under another reference: ${refs}; never resolve it by guessing` };
+  }
   const mismatched = mine.filter(
     (e) => e.accountId !== s.accountId || e.amountMinor !== s.amountMinor || e.currency !== s.currency || e.beneficiary !== s.beneficiary || e.status === "UNSPECIFIED",
   );

@@ -1,18 +1,14 @@
 /**
- * paydb writes of the reconciler: a resolved ambiguous submission closes its payout. The only
- * layer of the reconciler that knows SQL. A payout already PAID or FAILED is never touched, so
- * running the reconciler twice (or beside a human with the CLI) changes nothing the second time.
+ * paydb writes of the reconciler: a resolved submission closes its payout. The only layer of the
+ * reconciler that knows SQL. A payout already PAID, FAILED or NEEDS_ATTENTION is never touched,
+ * so running the reconciler twice (or beside a human with the CLI) changes nothing the second time.
  */
 import type { Pool } from "../shared/pg.js";
-import { payoutIdOf } from "../shared/submission-ref.js";
 
 export function createReconcilerStore(pool: Pool) {
   return {
-    /** Returns true when the payout row changed. */
-    /** `ref` is the submission's reference (the payout id, or an attempt reference of it).
-     * Money moved for the payout whichever attempt moved it: PAID applies to any attempt. */
-    async markPaid(ref: string, railReference: string): Promise<boolean> {
-      const payoutId = payoutIdOf(ref);
+    /** Money moved for the payout (whichever of its submissions moved it). Returns true when the row changed. */
+    async markPaid(payoutId: string, railReference: string): Promise<boolean> {
       const res = await pool.query(
         `UPDATE payouts SET state = 'PAID', rail_reference = $2, failure_reason = NULL,
                 claimed_by = NULL, claimed_until = NULL, updated_at = now()
@@ -22,26 +18,29 @@ export function createReconcilerStore(pool: Pool) {
       return res.rowCount === 1;
     },
 
-    /** FAILED applies only when `ref` is the attempt the payout is waiting on: an older attempt
-     * that did not pay says nothing about a newer one still in flight. */
-    async markFailed(ref: string, reason: string): Promise<boolean> {
+    /**
+     * A submission that did not pay fails its payout only if nobody fenced the payout with a newer
+     * token since (fence <= the submission's token): a newer holder's attempt is its own business.
+     */
+    async markFailed(payoutId: string, submissionToken: bigint, reason: string): Promise<boolean> {
       const res = await pool.query(
-        `UPDATE payouts SET state = 'FAILED', failure_reason = $2,
+        `UPDATE payouts SET state = 'FAILED', failure_reason = $3,
                 claimed_by = NULL, claimed_until = NULL, updated_at = now()
-          WHERE payout_id = $1 AND state IN ('UNKNOWN', 'PROCESSING', 'PENDING')
-            AND (submission_ref IS NULL OR submission_ref = $3)`,
-        [payoutIdOf(ref), reason, ref],
+          WHERE payout_id = $1 AND state IN ('UNKNOWN', 'PROCESSING', 'PENDING') AND fence <= $2`,
+        [payoutId, submissionToken.toString(), reason],
       );
       return res.rowCount === 1;
     },
 
+    /** Which of these ids are payouts. */
+    async existingPayouts(ids: readonly string[]): Promise<Set<string>> {
+      const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE payout_id = ANY($1)", [ids]);
+      return new Set(rows.map((r) => r.payout_id));
+    },
+
     /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
     async listUnknown(limit: number): Promise<string[]> {
-      const { rows } = await pool.query<{ payout_id: string }>(
-        `SELECT COALESCE(submission_ref, payout_id) AS payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1`,
-        [limit],
-      );
-      // The references of the attempts these payouts wait on.
+      const { rows } = await pool.query<{ payout_id: string }>("SELECT payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1", [limit]);
       return rows.map((r) => r.payout_id);
     },
   };

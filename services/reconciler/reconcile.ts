@@ -6,16 +6,22 @@
  * A second pass brings UNKNOWN payouts in line with submissions that were closed elsewhere
  * (by a human with the CLI, by a late rail answer, or by a previous run that stopped between
  * ResolveSubmission and the payout write), so a run can always be repeated safely.
+ *
+ * A third pass keeps watching its NOT_PAID verdicts: every submission resolved NOT_PAID within
+ * the watch period is checked against the statement again; a payment that appears later is
+ * recorded on the ledger (RecordContradiction), counted, paged, and its payout becomes
+ * NEEDS_ATTENTION.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { errorReason } from "../shared/errors.js";
+import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
+import { contentKey, referencedPayout } from "../shared/payment-match.js";
 import type { ReconcilerStore } from "./payout-store.js";
-import type { RailProxyClient } from "./proxy-clients.js";
+import type { RailProxyClient } from "../shared/proxy-pool.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
 
 /** Read the statement from a little before the oldest submission: the two clocks differ. */
@@ -28,13 +34,15 @@ export interface ReconcileDeps {
   metrics: ReconcilerMetrics;
   logger: Logger;
   settlementWindowMs: number;
+  /** How long NOT_PAID verdicts keep being checked against the statement (0: not at all). */
+  contradictionWatchMs: number;
   dryRun: boolean;
   actor: string;
   callTimeoutMs: number;
   now?: () => Date;
 }
 
-export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "ERROR";
+export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "CONTRADICTED" | "ERROR";
 
 export interface RunSummary {
   event: "reconcile_summary";
@@ -43,6 +51,7 @@ export interface RunSummary {
   decisions: Record<DecisionName, number>;
   left_unresolved: number;
   oldest_unresolved_age_seconds: number;
+  not_paid_watched: number;
   statement_payments_read: number;
   covered_until: string | null;
   duration_ms: number;
@@ -59,25 +68,38 @@ function toAmbiguous(s: Submission): AmbiguousSubmission {
   };
 }
 
+/** Submissions that did not pay and never will. */
+const DEAD = new Set([SubmissionState.REJECTED, SubmissionState.RESOLVED_NOT_PAID, SubmissionState.NOT_FORWARDED]);
+
 export function createReconciler(deps: ReconcileDeps) {
   const { store, metrics, logger } = deps;
   const now = deps.now ?? (() => new Date());
   const opts = () => ({ timeoutMs: deps.callTimeoutMs });
 
-  async function listUnresolved(): Promise<Submission[]> {
+  async function listAll(page: (token: string) => Promise<{ submissions: Submission[]; nextPageToken: string }>): Promise<Submission[]> {
     const all: Submission[] = [];
     let pageToken = "";
     do {
-      const page = await deps.proxy().listUnresolved({ pageSize: 500, pageToken }, opts());
-      all.push(...page.submissions);
-      pageToken = page.nextPageToken;
+      const res = await page(pageToken);
+      all.push(...res.submissions);
+      pageToken = res.nextPageToken;
     } while (pageToken);
     return all;
   }
 
-  /** Statement entries for the given references only, and the instant the statement covers. */
-  async function readStatement(since: Date, refs: Set<string>) {
+  /**
+   * The statement entries that concern the given submissions, and the instant the statement
+   * covers: by exact reference; by the payout a reference names (shared/submission-ref.ts); and by
+   * content (shared/payment-match.ts) for entries whose reference names no payout we know.
+   */
+  async function readStatement(since: Date, subs: readonly Submission[]) {
+    const refs = new Set(subs.map((s) => s.payoutId));
+    const payouts = new Set(subs.map((s) => s.boundPayoutId));
+    const contents = new Set(subs.map((s) => contentKey(toAmbiguous(s))));
     const byRef = new Map<string, StatementEntry[]>();
+    const byPayout = new Map<string, StatementEntry[]>();
+    const byContent = new Map<string, StatementEntry[]>();
+    const push = (m: Map<string, StatementEntry[]>, k: string, e: StatementEntry) => m.set(k, [...(m.get(k) ?? []), e]);
     let afterSequence = 0n;
     let coveredUntil: Date | undefined;
     let read = 0;
@@ -89,7 +111,6 @@ export function createReconciler(deps: ReconcileDeps) {
       for (const p of page.payments) {
         read++;
         if (p.sequence > afterSequence) afterSequence = p.sequence;
-        if (!refs.has(p.clientReference)) continue;
         const entry: StatementEntry = {
           railReference: p.railReference,
           clientReference: p.clientReference,
@@ -100,11 +121,21 @@ export function createReconciler(deps: ReconcileDeps) {
           status: p.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : p.status === PaymentStatus.REJECTED ? "REJECTED" : "UNSPECIFIED",
           reason: p.reason,
         };
-        byRef.set(p.clientReference, [...(byRef.get(p.clientReference) ?? []), entry]);
+        if (refs.has(entry.clientReference)) push(byRef, entry.clientReference, entry);
+        const named = referencedPayout(entry.clientReference);
+        if (payouts.has(named)) push(byPayout, named, entry);
+        else if (contents.has(contentKey(entry))) push(byContent, contentKey(entry), entry);
       }
       if (!page.hasMore || page.payments.length === 0) break;
     }
-    return { byRef, coveredUntil: coveredUntil ?? new Date(0), read };
+    // Content matches count only when their reference names no payout at all (a payout of its own
+    // with the same content is another payout's payment, not this one's).
+    const named = [...new Set([...byContent.values()].flat().map((e) => referencedPayout(e.clientReference)))];
+    const existing = named.length ? await store.existingPayouts(named) : new Set<string>();
+    for (const [k, list] of byContent) byContent.set(k, list.filter((e) => !existing.has(referencedPayout(e.clientReference))));
+    /** Other payments of a submission's payout: same payout by reference, or same content under an unknown reference. */
+    const othersOf = (s: Submission) => [...(byPayout.get(s.boundPayoutId) ?? []), ...(byContent.get(contentKey(toAmbiguous(s))) ?? [])];
+    return { byRef, othersOf, coveredUntil: coveredUntil ?? new Date(0), read };
   }
 
   /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
@@ -112,37 +143,53 @@ export function createReconciler(deps: ReconcileDeps) {
     switch (s.state) {
       case SubmissionState.ACCEPTED:
       case SubmissionState.RESOLVED_PAID:
-        return store.markPaid(s.payoutId, s.railReference);
+        return store.markPaid(s.boundPayoutId, s.railReference);
       case SubmissionState.REJECTED:
-        return store.markFailed(s.payoutId, s.railReason || "RAIL_REJECTED");
+        return store.markFailed(s.boundPayoutId, s.fencingToken, s.railReason || "RAIL_REJECTED");
       case SubmissionState.RESOLVED_NOT_PAID:
-        return store.markFailed(s.payoutId, "RESOLVED_NOT_PAID");
+        return store.markFailed(s.boundPayoutId, s.fencingToken, "RESOLVED_NOT_PAID");
       default:
         return false;
     }
   }
 
+  /** The submission that decides a payout: its live one, else the last that did not pay. */
+  function deciding(submissions: Submission[]): Submission | undefined {
+    return submissions.find((s) => !DEAD.has(s.state)) ?? [...submissions].reverse().find((s) => s.state !== SubmissionState.NOT_FORWARDED);
+  }
+
   return async function runOnce(): Promise<RunSummary> {
     const started = performance.now();
-    const counts: Record<DecisionName, number> = { PAID: 0, NOT_PAID: 0, WAIT: 0, HUMAN: 0, SYNCED: 0, RACED: 0, ERROR: 0 };
+    const counts: Record<DecisionName, number> = { PAID: 0, NOT_PAID: 0, WAIT: 0, HUMAN: 0, SYNCED: 0, RACED: 0, CONTRADICTED: 0, ERROR: 0 };
     const count = (d: DecisionName) => {
       counts[d] += 1;
       metrics.decisions.inc({ decision: d });
     };
-    const unresolved = (await listUnresolved()).map((s) => ({ raw: s, sub: toAmbiguous(s) }));
+    const unresolved = await listAll((pageToken) => deps.proxy().listUnresolved({ pageSize: 500, pageToken }, opts()));
+    const watched =
+      deps.contradictionWatchMs > 0
+        ? (await listAll((pageToken) => deps.proxy().listNotPaidResolutions({ resolvedSince: timestampFromDate(new Date(now().getTime() - deps.contradictionWatchMs)), pageSize: 500, pageToken }, opts()))).filter(
+            // Already flagged: by a late answer that paid, or by an earlier run.
+            (s) => !s.contradiction && s.lateAnswer?.state !== SubmissionState.ACCEPTED,
+          )
+        : [];
     const left: AmbiguousSubmission[] = [];
     let statementRead = 0;
     let coveredUntil: Date | undefined;
-
-    if (unresolved.length > 0) {
-      const oldest = Math.min(...unresolved.map((u) => u.sub.createdAt.getTime()));
-      const statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), new Set(unresolved.map((u) => u.sub.payoutId)));
+    let statement: Awaited<ReturnType<typeof readStatement>> | undefined;
+    if (unresolved.length + watched.length > 0) {
+      const oldest = Math.min(...[...unresolved, ...watched].map((s) => toAmbiguous(s).createdAt.getTime()));
+      statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), [...unresolved, ...watched]);
       statementRead = statement.read;
       coveredUntil = statement.coveredUntil;
-      const ctx = { now: now(), coveredUntil: statement.coveredUntil, settlementWindowMs: deps.settlementWindowMs };
+    }
 
-      for (const { sub } of unresolved) {
-        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx);
+    // First pass: close what the statement makes clear.
+    if (statement) {
+      const ctx = { now: now(), coveredUntil: statement.coveredUntil, settlementWindowMs: deps.settlementWindowMs };
+      for (const raw of unresolved) {
+        const sub = toAmbiguous(raw);
+        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
         const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
         if (d.decision === "HUMAN") logger.warn(line, "needs a human");
         else logger.info(line, `decision ${d.decision}`);
@@ -156,11 +203,11 @@ export function createReconciler(deps: ReconcileDeps) {
             { payoutId: sub.payoutId, outcome: d.decision === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
             opts(),
           );
-          if (d.decision === "PAID") await store.markPaid(sub.payoutId, d.railReference);
-          else await store.markFailed(sub.payoutId, d.failureReason);
+          if (d.decision === "PAID") await store.markPaid(raw.boundPayoutId, d.railReference);
+          else await store.markFailed(raw.boundPayoutId, raw.fencingToken, d.failureReason);
           count(d.decision);
         } catch (err) {
-          if (ConnectError.from(err).code === Code.FailedPrecondition && errorReason(err) === "NOT_AMBIGUOUS") {
+          if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {
             // Closed meanwhile (a late rail answer, or a human): take the proxy's word for it.
             logger.info({ event: "resolve_raced", payout_id: sub.payoutId }, "submission was closed meanwhile");
             try {
@@ -179,19 +226,38 @@ export function createReconciler(deps: ReconcileDeps) {
       }
     }
 
-    // Second pass: UNKNOWN payouts whose submission is no longer ambiguous.
     if (!deps.dryRun) {
-      const open = new Set(unresolved.map((u) => u.sub.payoutId));
+      // Second pass: UNKNOWN payouts whose deciding submission is no longer ambiguous.
+      const open = new Set(unresolved.map((s) => s.boundPayoutId));
       for (const payoutId of await store.listUnknown(UNKNOWN_SYNC_LIMIT)) {
         if (open.has(payoutId)) continue;
         try {
-          const got = await deps.proxy().getSubmission({ payoutId }, opts());
-          if (got.submission && !got.submission.ambiguous && (await syncPayout(got.submission))) {
-            logger.info({ event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[got.submission.state] }, "payout synced from its closed submission");
+          const got = await deps.proxy().listPayoutSubmissions({ payoutId }, opts());
+          const s = deciding(got.submissions);
+          if (s && !s.ambiguous && (await syncPayout(s))) {
+            logger.info({ event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[s.state] }, "payout synced from its closed submission");
             count("SYNCED");
           }
+        } catch {
+          count("ERROR");
+        }
+      }
+
+      // Third pass: a NOT_PAID verdict the statement now contradicts.
+      for (const s of watched) {
+        const paid = (statement?.byRef.get(s.payoutId) ?? []).find((e) => e.status === "ACCEPTED");
+        if (!paid) continue;
+        try {
+          await deps.proxy().recordContradiction({ payoutId: s.payoutId, railReference: paid.railReference, actor: deps.actor }, opts());
+          metrics.contradicted.inc();
+          logger.error(
+            { event: "resolution_contradicted", payout_id: s.payoutId, bound_payout_id: s.boundPayoutId, rail_reference: paid.railReference },
+            "a NOT_PAID resolution is contradicted by the rail's statement: the payout was paid; it needs a human",
+          );
+          count("CONTRADICTED");
         } catch (err) {
-          if (ConnectError.from(err).code !== Code.NotFound) count("ERROR");
+          logger.error({ event: "contradiction_not_recorded", payout_id: s.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) }, "could not record a contradicted resolution");
+          count("ERROR");
         }
       }
     }
@@ -207,6 +273,7 @@ export function createReconciler(deps: ReconcileDeps) {
       decisions: counts,
       left_unresolved: left.length,
       oldest_unresolved_age_seconds: Math.round(oldestLeft * 1000) / 1000,
+      not_paid_watched: watched.length,
       statement_payments_read: statementRead,
       covered_until: coveredUntil?.toISOString() ?? null,
       duration_ms: Math.round(performance.now() - started),

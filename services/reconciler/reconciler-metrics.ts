@@ -8,8 +8,13 @@ export function createReconcilerMetrics(registry: Registry) {
     oldestAge: new Gauge({ name: "rail_ambiguous_oldest_age_seconds", help: "Age of the oldest ambiguous submission left after the last run", registers }),
     decisions: new Counter({
       name: "reconciler_decisions_total",
-      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, ERROR)",
+      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, CONTRADICTED, ERROR)",
       labelNames: ["decision"] as const,
+      registers,
+    }),
+    contradicted: new Counter({
+      name: "rail_resolution_contradicted_total",
+      help: "NOT_PAID resolutions the rail's statement later contradicted (must be zero: page)",
       registers,
     }),
     runs: new Counter({ name: "reconciler_runs_total", help: "Reconciler runs by result", labelNames: ["result"] as const, registers }),

@@ -3,18 +3,19 @@
  * `<Service>/*`) to the identities allowed to call it. Active whenever the server runs mutual
  * TLS (callers are identified by their certificates; see identity.ts). Default deny: a method
  * the policy does not name is refused. grpc.health.v1 is open to everyone (probes carry no
- * certificate).
+ * certificate). gRPC reflection is open to every verified identity (reflection.ts).
  *
  * Denials are permission_denied with ErrorInfo reason PERMISSION_DENIED (metadata: identity,
  * method), counted in rpc_permission_denied_total{service,grpc_service,method} (`service` is the
  * registry's default label, the component; identities stay out of labels: unbounded cardinality)
  * and logged once, here.
  */
-import { Code, type Interceptor } from "@connectrpc/connect";
+import type { Interceptor } from "@connectrpc/connect";
 import { Counter, type Registry } from "prom-client";
-import { railError } from "./errors.js";
+import { railError, REASONS } from "./errors.js";
 import { peerIdentityKey } from "./identity.js";
 import type { Logger } from "./logger.js";
+import { REFLECTION_SERVICES } from "./reflection.js";
 
 /** Method (or `Service/*`) -> identities allowed. */
 export type AuthzPolicy = Readonly<Record<string, readonly string[]>>;
@@ -43,12 +44,13 @@ export function authorization(policy: AuthzPolicy, registry: Registry, logger: L
     const method = req.method.name;
     const identity = req.contextValues.get(peerIdentityKey);
     if (identity !== undefined && allowedIdentities(policy, service, method).includes(identity)) return next(req);
+    // Reflection describes the schema (public in the repository), never state: any verified identity.
+    if (identity !== undefined && REFLECTION_SERVICES.includes(service)) return next(req);
     denied.inc({ grpc_service: service, method });
     const procedure = `${service}/${method}`;
     logger.warn({ event: "permission_denied", identity: identity ?? null, procedure }, "call refused by authorization policy");
     throw railError(
-      Code.PermissionDenied,
-      "PERMISSION_DENIED",
+      REASONS.PERMISSION_DENIED,
       identity === undefined ? `${procedure} needs a verified client certificate` : `identity ${identity} may not call ${procedure}`,
       { identity: identity ?? "", method: procedure },
     );
@@ -65,6 +67,12 @@ const S = {
 } as const;
 
 const PROXY_READERS = ["executor", "reconciler", "operator"];
+/**
+ * The daily audit (`railfence check` in the audit CronJob) reads the rail's statement and
+ * nothing else: its own identity rather than the operator's, whose certificate could resolve
+ * submissions and create payouts.
+ */
+const AUDITOR = "auditor";
 
 /** The railfence policy per server (docs/security.md has the same table). */
 export const POLICIES = {
@@ -77,7 +85,10 @@ export const POLICIES = {
     [`${S.proxy}/ResolveSubmission`]: ["reconciler", "operator"],
     [`${S.proxy}/ListUnresolved`]: PROXY_READERS,
     [`${S.proxy}/GetSubmission`]: PROXY_READERS,
-    [`${S.proxy}/GetRailStatement`]: PROXY_READERS,
+    [`${S.proxy}/GetRailStatement`]: [...PROXY_READERS, AUDITOR],
+    [`${S.proxy}/ListPayoutSubmissions`]: PROXY_READERS,
+    [`${S.proxy}/ListNotPaidResolutions`]: ["reconciler", "operator"],
+    [`${S.proxy}/RecordContradiction`]: ["reconciler", "operator"],
   },
   lock: {
     [`${S.lock}/Acquire`]: ["executor"],

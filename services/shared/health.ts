@@ -3,7 +3,7 @@
  * Status per service name; "" is the whole server. Watch streams changes until the caller leaves.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { DomainError, REASONS } from "./errors.js";
 import { EventEmitter, on } from "node:events";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "./gen/grpc/health/v1/health_pb.js";
 
@@ -36,7 +36,8 @@ export class HealthState {
     router.service(Health, {
       check: (req) => {
         const status = this.get(req.service);
-        if (status === undefined) throw new ConnectError(`unknown service ${req.service}`, Code.NotFound);
+        // The name is caller text: not echoed back (nor into logs).
+        if (status === undefined) throw new DomainError(REASONS.SERVICE_UNKNOWN, "unknown service");
         return { status };
       },
       watch: async function* (this: void, req, ctx) {

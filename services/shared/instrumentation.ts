@@ -10,6 +10,7 @@
  * - otherwise tracing stays off (the API's no-op tracer; no SDK is even loaded).
  */
 import { register } from "node:module";
+import { telemetryStarted } from "./telemetry.js";
 
 const env = process.env;
 const otlp = env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
@@ -28,13 +29,13 @@ if (env.OTEL_SDK_DISABLED !== "true" && (otlp || file)) {
     spanProcessors.push(new BatchSpanProcessor(new JsonLinesSpanExporter(file), { scheduledDelayMillis: 500 }));
   }
   const sdk = new NodeSDK({
-    instrumentations: [new PgInstrumentation({ enhancedDatabaseReporting: false })],
+    // requireParentSpan: a query outside any traced call (the executor's claim poll, the sweeper,
+    // the purge job) makes no span of its own, so a quiet mesh exports payouts, not its polling.
+    instrumentations: [new PgInstrumentation({ enhancedDatabaseReporting: false, requireParentSpan: true })],
     ...(spanProcessors.length ? { spanProcessors } : {}),
   });
   sdk.start();
-  (globalThis as { __railfenceTracing?: boolean }).__railfenceTracing = true;
-  // Flush on the way out; the services' own SIGTERM handlers call process.exit after draining.
-  const flush = () => void sdk.shutdown().catch(() => {});
-  process.once("beforeExit", flush);
-  (globalThis as { __railfenceTelemetryShutdown?: () => Promise<void> }).__railfenceTelemetryShutdown = () => sdk.shutdown();
+  // Flush on the way out; the services' own SIGTERM handlers flush before process.exit.
+  process.once("beforeExit", () => void sdk.shutdown().catch(() => {}));
+  telemetryStarted(() => sdk.shutdown());
 }

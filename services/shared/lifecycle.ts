@@ -3,6 +3,7 @@
  * reported as one JSON line with an explicit exit code.
  */
 import type { Logger } from "./logger.js";
+import { flushTelemetry } from "./telemetry.js";
 
 export const EXIT_OK = 0;
 export const EXIT_CONFIG = 78; // EX_CONFIG
@@ -51,15 +52,7 @@ function safeLog(write: () => void): void {
   }
 }
 
-/**
- * Flushes spans (bounded) when the telemetry SDK was started by instrumentation.ts. Call it
- * before any process.exit: buffered spans die with the process (a CronJob run exports nothing).
- */
-export async function flushTelemetry(): Promise<void> {
-  const shutdown = (globalThis as { __railfenceTelemetryShutdown?: () => Promise<void> }).__railfenceTelemetryShutdown;
-  if (!shutdown) return;
-  await Promise.race([shutdown().catch(() => {}), new Promise((r) => setTimeout(r, 2000))]);
-}
+export { flushTelemetry } from "./telemetry.js";
 
 /** Runs main(); a ConfigError exits 78, anything else 70, each reported as one JSON line. */
 export function runMain(logger: Logger, main: () => Promise<void>): void {
@@ -67,5 +60,29 @@ export function runMain(logger: Logger, main: () => Promise<void>): void {
     const isConfig = err instanceof Error && err.name === "ConfigError";
     logger.fatal({ event: "startup_failed", error: err instanceof Error ? err.message : String(err) }, "start-up failed");
     process.exit(isConfig ? EXIT_CONFIG : EXIT_STARTUP);
+  });
+}
+
+/**
+ * A service started in process by its factory (`startRailProxy(config, deps)`, ...): what its
+ * ready line says, and how to stop it. main.ts only reads the environment and wires signals, so a
+ * test can start the same service in process with fakes, and the cross-process tests keep the
+ * real processes.
+ */
+export interface RunningService {
+  /** Fields of the `"event":"ready"` line (the ports first; 0 for a worker without an RPC port). */
+  ready: { port: number; metricsPort: number } & Record<string, unknown>;
+  /** How long close() may take before the process gives up (EXIT_DRAIN_TIMEOUT). */
+  drainBoundMs: number;
+  /** Graceful, bounded stop: in-flight work finishes, pools close. */
+  close(): Promise<void>;
+}
+
+/** The whole of a service's main.ts: start it, log ready, drain on SIGTERM/SIGINT. */
+export function runService(logger: Logger, start: () => Promise<RunningService>): void {
+  runMain(logger, async () => {
+    const service = await start();
+    logger.info({ event: "ready", ...service.ready }, "ready");
+    onShutdown(logger, service.drainBoundMs, () => service.close());
   });
 }

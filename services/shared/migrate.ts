@@ -74,3 +74,23 @@ export async function migrate(url: string, kind: DatabaseKind, dir?: string): Pr
   }
   return applied;
 }
+
+/**
+ * Refuses to run against a database whose schema is older than this build needs. Services do not
+ * migrate (their roles cannot: least privilege); the migration job does, before they start.
+ */
+export async function requireMigrated(db: { query: pg.Pool["query"] }, kind: DatabaseKind): Promise<void> {
+  const files = migrationFiles(kind);
+  const needed = files[files.length - 1]?.version;
+  if (!needed) return;
+  let applied: string | null = null;
+  try {
+    const { rows } = await db.query<{ v: string | null }>("SELECT max(version) AS v FROM schema_migrations");
+    applied = rows[0]?.v ?? null;
+  } catch (err) {
+    if ((err as { code?: string }).code !== "42P01") throw err;
+  }
+  if (applied === null || applied < needed) {
+    throw new Error(`${kind} is at migration ${applied ?? "none"}; this build needs ${needed}: run the migration job (node dist/services/migrate/main.js ${kind})`);
+  }
+}

@@ -5,7 +5,7 @@
  * (ADR-007 failure iii: a stale read of the mark is the same bug with one extra hop).
  */
 import pg from "pg";
-import { unavailable } from "./errors.js";
+import { REASONS, unavailable } from "./errors.js";
 
 export interface PoolOptions {
   url: string;
@@ -45,6 +45,9 @@ export function createPool(opts: PoolOptions): pg.Pool {
   });
   // An idle client losing its connection must not crash the process; the next query fails.
   pool.on("error", () => {});
+  // Nor may a checked-out one (a transaction in flight when the database goes away): its
+  // pending query rejects, which is how the caller learns; the event itself needs a listener.
+  pool.on("connect", (client) => client.on("error", () => {}));
   if (opts.primaryOnly) {
     const rawConnect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
     const checkedConnect = async (): Promise<pg.PoolClient> => {
@@ -75,20 +78,6 @@ export function createPool(opts: PoolOptions): pg.Pool {
   return pool;
 }
 
-/** Runs fn on one pooled client and always releases it (destroying it after an error). */
-export async function withClient<T>(pool: pg.Pool, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let failed = false;
-  try {
-    return await fn(client);
-  } catch (err) {
-    failed = true;
-    throw err;
-  } finally {
-    client.release(failed);
-  }
-}
-
 /** SQLSTATE classes and codes that mean "the database is not reachable or not usable now". */
 export function isUnavailableError(err: unknown): boolean {
   if (err instanceof StandbyRefusedError) return true;
@@ -110,20 +99,30 @@ export function isUnavailableError(err: unknown): boolean {
 }
 
 /**
+ * The refusals of each database a handler reads through dbCall. Only paydb is one today; a
+ * database added here needs its own catalogue entries (reasons.ts), never a reason made up
+ * from its name.
+ */
+const DB_REASONS = {
+  PAYDB: { notPrimary: REASONS.PAYDB_NOT_PRIMARY, unavailable: REASONS.PAYDB_UNAVAILABLE },
+} as const;
+export type HandlerDatabase = keyof typeof DB_REASONS;
+
+/**
  * Turns "this database cannot be used now" into the retryable answer clients see:
  * `<DB>_NOT_PRIMARY` for a standby, `<DB>_UNAVAILABLE` when unreachable (UNAVAILABLE with a
  * retry hint). Anything else is rethrown unchanged. `consequence` tells the caller what did
  * not happen ("nothing was forwarded").
  */
-export function dbUnavailable(db: "PAYDB" | "LOCKDB" | "RAILDB", err: unknown, consequence = "retry later"): never {
+export function dbUnavailable(db: HandlerDatabase, err: unknown, consequence = "retry later"): never {
   const name = db.toLowerCase();
-  if (err instanceof StandbyRefusedError) throw unavailable(`${db}_NOT_PRIMARY`, `${name} is a standby; only a primary is used`, 1000, err);
-  if (isUnavailableError(err)) throw unavailable(`${db}_UNAVAILABLE`, `${name} is unavailable; ${consequence}`, 1000, err);
+  if (err instanceof StandbyRefusedError) throw unavailable(DB_REASONS[db].notPrimary, `${name} is a standby; only a primary is used`, 1000, err);
+  if (isUnavailableError(err)) throw unavailable(DB_REASONS[db].unavailable, `${name} is unavailable; ${consequence}`, 1000, err);
   throw err;
 }
 
 /** Runs a database call, mapping unavailability with dbUnavailable. */
-export async function dbCall<T>(db: "PAYDB" | "LOCKDB" | "RAILDB", fn: () => Promise<T>, consequence?: string): Promise<T> {
+export async function dbCall<T>(db: HandlerDatabase, fn: () => Promise<T>, consequence?: string): Promise<T> {
   try {
     return await fn();
   } catch (err) {
@@ -144,5 +143,24 @@ export async function retryWhileUnavailable<T>(fn: () => Promise<T>, tries = 5):
       if (attempt >= tries || !isUnavailableError(err)) throw err;
       await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)));
     }
+  }
+}
+
+/**
+ * paydb must fail over only to a synchronous standby: an asynchronous one can lose intents the
+ * proxy already acknowledged and forwarded (docs/deploy.md). A primary with no synchronous
+ * standby is fine for development and says so at start.
+ */
+export async function warnIfAsynchronous(pool: pg.Pool, logger: { warn: (obj: object, msg: string) => void }): Promise<void> {
+  try {
+    const { rows } = await pool.query<{ synchronous_standby_names: string }>("SHOW synchronous_standby_names");
+    if (!rows[0]?.synchronous_standby_names) {
+      logger.warn(
+        { event: "paydb_replication_asynchronous" },
+        "paydb has no synchronous standby (synchronous_standby_names is empty): a failover could lose acknowledged intents. Fine for a single-node database; in production fail over only to a synchronous standby",
+      );
+    }
+  } catch {
+    // Not worth refusing to start over a diagnostic.
   }
 }

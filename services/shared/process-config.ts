@@ -4,6 +4,7 @@
  * config spreads these into its own zod schema and its result.
  */
 import { env } from "./config.js";
+import { LIMITS } from "./limits.js";
 import { assertTransportAllowed, tlsEnvShape, tlsFromEnv, type TlsConfig, type TlsEnv } from "./tls.js";
 
 /** Env fields of any process (servers add PORT with serverEnvShape). */
@@ -14,8 +15,12 @@ export const processEnvShape = (metricsPort: number) => ({
   ...tlsEnvShape,
 });
 
-/** Env fields of a process that serves RPCs. */
-export const serverEnvShape = (port: number, metricsPort: number) => ({ PORT: env.port(port), ...processEnvShape(metricsPort) });
+/** Env fields of a process that serves RPCs. READ_TIMEOUT_MS may lower the request body deadline, never raise it. */
+export const serverEnvShape = (port: number, metricsPort: number) => ({
+  PORT: env.port(port),
+  READ_TIMEOUT_MS: env.ms(LIMITS.readTimeoutMs, 100, LIMITS.readTimeoutMs),
+  ...processEnvShape(metricsPort),
+});
 
 export interface ProcessConfig {
   host: string;
@@ -27,6 +32,8 @@ export interface ProcessConfig {
 
 export interface ServerConfig extends ProcessConfig {
   port: number;
+  /** Longest wait for a complete request body (services/shared/request-gate.ts). */
+  readTimeoutMs: number;
 }
 
 type ProcessEnv = TlsEnv & { HOST: string; METRICS_PORT: number; DRAIN_MS: number };
@@ -41,8 +48,8 @@ export function processConfig(c: ProcessEnv): ProcessConfig {
  * configuration errors (exit 78), before the service touches a database: `docker run` without
  * TLS and without ALLOW_INSECURE must say so, not fail later on whatever it reaches first.
  */
-export function serverConfig(c: ProcessEnv & { PORT: number }): ServerConfig {
+export function serverConfig(c: ProcessEnv & { PORT: number; READ_TIMEOUT_MS: number }): ServerConfig {
   const shared = processConfig(c);
   assertTransportAllowed(shared.host, shared.transport);
-  return { port: c.PORT, ...shared };
+  return { port: c.PORT, readTimeoutMs: c.READ_TIMEOUT_MS, ...shared };
 }

@@ -1,26 +1,31 @@
 /**
  * The one way every railfence service serves: an HTTP/2 server (TLS with ALPN h2 and, when a CA
  * is configured, mutual TLS; cleartext h2c on loopback or when explicitly allowed) whose single
- * connect-node adapter speaks gRPC, gRPC-Web and Connect on one port, grpc.health.v1 beside the
+ * connect-node router speaks gRPC, gRPC-Web and Connect on one port, grpc.health.v1 beside the
  * service, and Prometheus /metrics on a second port.
  *
- * Errors: an interceptor maps every failure to a ConnectError with ErrorInfo (never leaking an
- * internal message) and logs it once, here, at the boundary.
+ * Every request first passes the request gate (request-gate.ts via gated-adapter.ts): read
+ * deadline, size limit and strict decoding, refused with ErrorInfo before any handler runs.
+ * Errors: an interceptor maps every handler failure to a ConnectError with ErrorInfo (never
+ * leaking an internal message) and logs it once, here, at the boundary.
  */
-import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Code, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { Server as HttpServer } from "node:http";
 import type { Registry } from "prom-client";
-import { errorReason, toConnectError } from "./errors.js";
+import { errorReason, railError, REASONS, toConnectError } from "./errors.js";
 import { HealthState, ServingStatus } from "./health.js";
 import type { Logger } from "./logger.js";
 import { serveMetrics } from "./metrics.js";
+import { registerReflection } from "./reflection.js";
 import { serverTracing } from "./tracing.js";
 import { authorization, type AuthzPolicy } from "./authz.js";
 import { identityContextValues } from "./identity.js";
 import { assertTransportAllowed, readTlsMaterial, serverSecureOptions, watchTlsFiles, type TlsConfig } from "./tls.js";
+import { gatedConnectAdapter } from "./gated-adapter.js";
+import { LIMITS } from "./limits.js";
 
 export interface ServiceServerOptions {
   /** Service name for logs. */
@@ -34,8 +39,10 @@ export interface ServiceServerOptions {
   routes: (router: ConnectRouter) => void;
   registry: Registry;
   logger: Logger;
-  /** Largest request message accepted (bytes); larger: resource_exhausted. */
-  readMaxBytes?: number;
+  /** Largest request message accepted (bytes, services/shared/limits.ts); larger: resource_exhausted. */
+  readMaxBytes: number;
+  /** Longest wait for a complete request body (READ_TIMEOUT_MS); at most LIMITS.readTimeoutMs. */
+  readTimeoutMs?: number;
   interceptors?: Interceptor[];
   /** Longest a call may run on this server (its deadline if the client set none). */
   maxCallMs?: number;
@@ -45,19 +52,6 @@ export interface ServiceServerOptions {
   authz?: AuthzPolicy;
 }
 
-/** Server limits (documented in README "Limits"). */
-export const LIMITS = {
-  readMaxBytes: 64 * 1024,
-  writeMaxBytes: 4 * 1024 * 1024,
-  maxConcurrentStreams: 256,
-  maxConnections: 1024,
-  maxCallMs: 90_000,
-  /** A client may not ask for a longer deadline than this (invalid_argument). */
-  maxTimeoutMs: 120_000,
-  /** A connection with no traffic at all for this long is closed. */
-  idleSessionMs: 120_000,
-} as const;
-
 /** Every call gets a deadline: the client's, or the server's own bound if it set none. */
 function deadlineInterceptor(maxCallMs: number): Interceptor {
   return (next) => async (req) => {
@@ -66,7 +60,7 @@ function deadlineInterceptor(maxCallMs: number): Interceptor {
     if (req.header.has("grpc-timeout") || req.header.has("connect-timeout-ms")) return next(req);
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ConnectError(`call exceeded the server's ${maxCallMs} ms bound`, Code.DeadlineExceeded)), maxCallMs);
+      timer = setTimeout(() => reject(railError(REASONS.CALL_TIMEOUT, `call exceeded the server's ${maxCallMs} ms bound`)), maxCallMs);
     });
     try {
       return await Promise.race([next(req), expired]);
@@ -149,10 +143,11 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
   const mutual = opts.tls?.tls?.caFile !== undefined;
   const health = new HealthState(opts.serviceNames);
   const hardStop = new AbortController();
-  const handler = connectNodeAdapter({
+  const handler = gatedConnectAdapter({
     routes: (router) => {
       health.register(router);
       opts.routes(router);
+      registerReflection(router); // last: it describes every service registered above
     },
     // Tracing outermost (its span sees the final error), then authorization (logs its own denials
     // once), then the boundary log + error mapping.
@@ -164,7 +159,13 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       ...(opts.interceptors ?? []),
     ],
     contextValues: identityContextValues(),
-    readMaxBytes: opts.readMaxBytes ?? LIMITS.readMaxBytes,
+    // The gate (request-gate.ts) enforces these before connect-node sees a request; connect-node
+    // keeps them as a second line. It decompresses nothing itself any more (the gate hands it
+    // uncompressed messages) but still negotiates response compression with these.
+    limits: { maxMessageBytes: opts.readMaxBytes, readTimeoutMs: Math.min(opts.readTimeoutMs ?? LIMITS.readTimeoutMs, LIMITS.readTimeoutMs), maxTimeoutMs: LIMITS.maxTimeoutMs },
+    logger: opts.logger,
+    acceptCompression: [compressionGzip, compressionBrotli],
+    readMaxBytes: opts.readMaxBytes,
     writeMaxBytes: LIMITS.writeMaxBytes,
     maxTimeoutMs: LIMITS.maxTimeoutMs,
     // Aborted only when the drain bound is exceeded: in-flight calls get to finish first.
@@ -202,7 +203,7 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sessions) s.close(); // GOAWAY: no new streams, existing ones finish
       const timer = setTimeout(() => {
-        hardStop.abort(new ConnectError("server shutting down", Code.Unavailable));
+        hardStop.abort(railError(REASONS.SHUTTING_DOWN, "server shutting down", {}, { retryAfterMs: 1000 }));
         for (const s of sessions) s.destroy();
       }, drainMs);
       await closed;

@@ -9,12 +9,13 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from "@opentelemetry/api";
 import { errorReason } from "./errors.js";
+import { tracingOn } from "./telemetry.js";
 
 const TRACER = "railfence";
 
-/** True once instrumentation.ts started an SDK. Without one the interceptors step aside: even
- * non-recording spans and context switches cost measurable CPU per call (docs/benchmarks.md). */
-const tracingOn = () => (globalThis as { __railfenceTracing?: boolean }).__railfenceTracing === true;
+/** Probes and schema reads are polling, not work: they get no spans (a quiet mesh would export
+ * little else). */
+const UNTRACED_SERVICES = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
 
 const headerSetter = { set: (h: Headers, k: string, v: string) => h.set(k, v) };
 const headerGetter = {
@@ -63,7 +64,7 @@ export const clientTracing: Interceptor = (next) => async (req) => {
 
 /** Server side: the caller's context extracted, the handler run inside a SERVER span. */
 export const serverTracing: Interceptor = (next) => async (req) => {
-  if (!tracingOn()) return next(req);
+  if (!tracingOn() || UNTRACED_SERVICES.has(req.service.typeName)) return next(req);
   return rpcSpan(SpanKind.SERVER, req, propagation.extract(context.active(), req.header, headerGetter), () => next(req));
 };
 

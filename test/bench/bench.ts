@@ -17,14 +17,14 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { join } from "node:path";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
-import { seededRng } from "../../services/harness/drills/rng.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
-import { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { seededRng } from "../../tools/harness/drills/rng.js";
+import { connectClient } from "../../tools/harness/clients.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
+import { Mesh } from "../../tools/harness/mesh.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -72,6 +72,7 @@ async function main(): Promise<void> {
     const rawUrl = await server.createDatabase("paydb_raw");
     await migrate(rawUrl, "paydb");
     const raw = new pg.Pool({ connectionString: rawUrl, max: POOL });
+    const paydbOwner = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });
 
     // Tokens are minted here, strictly increasing per account, as a lock service would.
     const makeAccounts = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ id: `${prefix}-${i}`, next: 1n }));
@@ -81,18 +82,58 @@ async function main(): Promise<void> {
       a.next += 1n;
       return { accountId: a.id, token: t };
     };
+    /**
+     * The proxy pays only payouts an executor fenced (SPEC C3 §3.9). Each point's payouts are
+     * inserted before it is timed, fenced with the token each one will be submitted with, as an
+     * executor leaves them: the measured work is the proxy's alone.
+     */
+    const fencedPayouts = async (db: pg.Pool, prefix: string, accounts: Array<{ id: string; next: bigint }>, count: number) => {
+      const ops = Array.from({ length: count }, (_, k) => ({ payoutId: `${prefix}-${k}`, ...nextToken(accounts) }));
+      for (let i = 0; i < ops.length; i += 10_000) {
+        const chunk = ops.slice(i, i + 10_000);
+        await db.query(
+          // Claimed for a day: B3's executors must not take them over.
+          `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
+           SELECT id, 'bench', acc, 1050, 'EUR', 'ben-1', 'PROCESSING', tok, 'bench', now() + interval '1 day'
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, acc, tok)`,
+          [chunk.map((o) => o.payoutId), chunk.map((o) => o.accountId), chunk.map((o) => o.token.toString())],
+        );
+      }
+      let next = 0;
+      return () => {
+        const op = ops[next++];
+        if (!op) throw new ConnectError("bench ran out of prepared payouts", Code.ResourceExhausted);
+        return op;
+      };
+    };
+    /** After the points: the bench closes its payouts as an executor would (the checker reads them). */
+    const closeBenchPayouts = async (db: pg.Pool) => {
+      await db.query(
+        `UPDATE payouts p
+            SET state = CASE WHEN s.state = 'ACCEPTED' THEN 'PAID' WHEN s.state IN ('REJECTED', 'NOT_FORWARDED') THEN 'FAILED' ELSE 'UNKNOWN' END,
+                rail_reference = s.rail_reference, claimed_by = NULL, claimed_until = NULL
+           FROM rail_submissions s
+          WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
+      );
+      await db.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'");
+    };
+    /** Enough prepared payouts for a point, from a generous upper bound on its throughput. */
+    const PREPARED = Number(process.env.BENCH_PREPARED_PER_POINT ?? Math.ceil(8000 * (SECONDS + WARMUP)));
 
     // B0: the proxy's SQL, raw.
     for (const c of CONCURRENCY) {
-      const accounts = makeAccounts(10_000, `raw${c}`);
+      const next = await fencedPayouts(raw, `raw${c}`, makeAccounts(10_000, `raw${c}`), PREPARED);
       const cpu0 = process.cpuUsage();
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
-        const { accountId, token } = nextToken(accounts);
-        const id = randomUUID();
+        const { payoutId, accountId, token } = next();
         // Prepared, like the proxy's (same statements, same pool size).
-        const res = await raw.query({ name: "b0_admit", text: ADMISSION_SQL.admit, values: [accountId, token.toString(), id, "1050", "EUR", "ben-1", "raw"] });
-        if (res.rowCount !== 1) throw new ConnectError("fenced", Code.Aborted);
-        await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [id, "ACCEPTED", `rr_${id.slice(0, 8)}`, null, null] });
+        const res = await raw.query({
+          name: "b0_admit",
+          text: ADMISSION_SQL.admit,
+          values: [payoutId, payoutId, accountId, token.toString(), "1050", "EUR", "ben-1", "raw", true, true, true],
+        });
+        if (res.rows[0]?.outcome !== "ADMITTED") throw new ConnectError(res.rows[0]?.outcome ?? "refused", Code.Aborted);
+        await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [payoutId, "ACCEPTED", `rr_${payoutId.slice(-8)}`, null, null, 1] });
       }, reason);
       // The same CPU accounting as the proxy's: this process's user+sys per statement pair.
       const used = process.cpuUsage(cpu0);
@@ -108,7 +149,7 @@ async function main(): Promise<void> {
       env: { PORT: "0", METRICS_PORT: "0", RAILDB_URL: await server.createDatabase("raildb_direct"), RAIL_CREDENTIALS_FILE: mesh.credentialFile },
     });
     await directStub.start();
-    const rail = createClient(RailService, createGrpcTransport({ baseUrl: directStub.url }));
+    const rail = connectClient(RailService, directStub.url);
     const auth = { authorization: `Bearer ${mesh.credential}` };
     for (const c of CONCURRENCY) {
       const r = await closedLoop(c, SECONDS, WARMUP, async () => {
@@ -119,16 +160,17 @@ async function main(): Promise<void> {
     await directStub.stop();
 
     // B1 / B2: through the proxy.
-    const proxyClients = mesh.proxies.map((p) => createClient(RailProxyService, createGrpcTransport({ baseUrl: p.url })));
+    const proxyClients = mesh.proxies.map((p) => connectClient(RailProxyService, p.url));
     const proxyPids = mesh.proxies.map((p) => p.pid!);
     const throughProxy = async (workload: string, replicas: number, accountCount: number) => {
       for (const c of CONCURRENCY) {
-        const accounts = makeAccounts(accountCount, `${workload.replace(/\W/g, "")}${c}`);
+        const prefix = `${workload.replace(/\W/g, "")}${c}`;
+        const next = await fencedPayouts(paydbOwner, prefix, makeAccounts(accountCount, prefix), PREPARED);
         let i = 0;
         const cpuBefore = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0);
         const r = await closedLoop(c, SECONDS, WARMUP, async () => {
-          const { accountId, token } = nextToken(accounts);
-          await proxyClients[i++ % replicas]!.submitPayout({ accountId, payoutId: randomUUID(), fencingToken: token, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" });
+          const { payoutId, accountId, token } = next();
+          await proxyClients[i++ % replicas]!.submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" });
         }, reason);
         const cpu = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0) - cpuBefore;
         // CPU covers warm-up too: divide by every op the proxies served in the window.
@@ -139,6 +181,7 @@ async function main(): Promise<void> {
     await throughProxy("B1 proxy x1", 1, 10_000);
     await throughProxy("B1 proxy x2", 2, 10_000);
     await throughProxy("B2 hot (10 accounts)", 2, 10);
+    await closeBenchPayouts(paydbOwner);
     const proxyRss = mesh.proxies.map((p) => peakRssMb(p.pid!));
 
     // B5: the RPC floor. One unary call, same minimal client: bare servers per stack, then the
@@ -155,7 +198,7 @@ async function main(): Promise<void> {
     await mesh.startLock();
     await mesh.startPayouts();
     for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20" });
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const b3Count = Number(process.env.BENCH_B3_PAYOUTS ?? 1000);
     const b3Accounts = Array.from({ length: 200 }, (_, i) => `e2e-${i}`);
     const pdb = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });
@@ -168,12 +211,12 @@ async function main(): Promise<void> {
       );
     }
     for (;;) {
-      const { rows: open } = await pdb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING')");
+      const { rows: open } = await pdb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING') AND client_id <> 'bench'");
       if (open[0]!.n === 0 || performance.now() - t0 > 300_000) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     const b3Seconds = (performance.now() - t0) / 1000;
-    const { rows: lat } = await pdb.query<{ ms: number; state: string }>("SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts");
+    const { rows: lat } = await pdb.query<{ ms: number; state: string }>("SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts WHERE client_id <> 'bench'");
     const sorted = lat.map((l) => Number(l.ms)).sort((a, b) => a - b);
     const b3: PointResult = {
       ops: lat.filter((l) => l.state === "PAID").length,
@@ -191,8 +234,9 @@ async function main(): Promise<void> {
 
     // Zero invariant violations in every bench run.
     for (const e of mesh.executors) await e.stop();
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.dbUrl("raildb"), { quiescent: true });
+    const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
     await raw.end();
+    await paydbOwner.end();
     report(rss, check.violations.length, b3Count);
   } finally {
     await mesh.stop();

@@ -1,13 +1,16 @@
 /**
- * One unary gRPC method (grpc.health.v1.Health/Check) served three ways, for the RPC floor
- * workload (B5): `node:http2` by hand (the transport's own floor), `@grpc/grpc-js`, and
- * `@connectrpc/connect-node` (what railfence's services are built on). Forked by rpc-floor.ts;
- * prints nothing, sends its port to the parent.
+ * One unary gRPC method (grpc.health.v1.Health/Check) served four ways, for the RPC floor
+ * workload (B5): `node:http2` by hand (the transport's own floor), `@grpc/grpc-js`,
+ * `@connectrpc/connect-node` (what railfence's services are built on), and connect-node behind
+ * railfence's request gate (read deadline, size limit, strict decoding: what the gate costs).
+ * Forked by rpc-floor.ts; prints nothing, sends its port to the parent.
  */
 import http2 from "node:http2";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
+import { gatedConnectAdapter } from "../../services/shared/gated-adapter.js";
+import { createLogger } from "../../services/shared/logger.js";
 import {
   Health,
   HealthCheckRequestSchema,
@@ -59,7 +62,17 @@ function connectNode(): Promise<number> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)));
 }
 
-const kinds = { "node-http2": rawHttp2, "grpc-js": grpcJs, "connect-node": connectNode } as const;
+function connectNodeGated(): Promise<number> {
+  const handler = gatedConnectAdapter({
+    routes: (router) => router.rpc(Health.method.check, () => ({ status: HealthCheckResponse_ServingStatus.SERVING })),
+    limits: { maxMessageBytes: 16 * 1024, readTimeoutMs: 10_000, maxTimeoutMs: 120_000 },
+    logger: createLogger("rpc-floor"),
+  });
+  const server = http2.createServer(handler);
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)));
+}
+
+const kinds = { "node-http2": rawHttp2, "grpc-js": grpcJs, "connect-node": connectNode, "connect-node-gated": connectNodeGated } as const;
 const kind = process.argv[2] as keyof typeof kinds;
 process.send!(await kinds[kind]());
 process.on("SIGTERM", () => process.exit(0));

@@ -9,7 +9,7 @@ import { codeName, describeError, exitCodeFor, formatErrorReport } from "../../s
 import { EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE } from "../../services/cli/exit-codes.js";
 import { formatFields, formatMoney, formatTable, messageJson } from "../../services/cli/output.js";
 import { submissionDetail, submissionTable } from "../../services/cli/views.js";
-import { railError } from "../../services/shared/errors.js";
+import { railError, REASONS, type ReasonEntry } from "../../services/shared/errors.js";
 import { ListUnresolvedResponseSchema, SubmissionSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 
 const submission = create(SubmissionSchema, {
@@ -84,16 +84,16 @@ describe("error reports", () => {
   });
 
   it("maps codes to exit codes: not found 4, unavailable 3, other refusals 1", () => {
-    expect(exitCodeFor(railError(Code.NotFound, "SUBMISSION_NOT_FOUND", "x"))).toBe(EXIT_NOT_FOUND);
+    expect(exitCodeFor(railError(REASONS.SUBMISSION_NOT_FOUND, "x"))).toBe(EXIT_NOT_FOUND);
     expect(exitCodeFor(new ConnectError("connect ECONNREFUSED", Code.Unavailable))).toBe(EXIT_UNREACHABLE);
-    expect(exitCodeFor(railError(Code.Unavailable, "PAYDB_UNAVAILABLE", "x", {}, 1000))).toBe(EXIT_UNREACHABLE);
+    expect(exitCodeFor(railError(REASONS.PAYDB_UNAVAILABLE, "x", {}, { retryAfterMs: 1000 }))).toBe(EXIT_UNREACHABLE);
     expect(exitCodeFor(new ConnectError("deadline", Code.DeadlineExceeded))).toBe(EXIT_UNREACHABLE);
-    expect(exitCodeFor(railError(Code.Aborted, "FENCED_OUT", "x"))).toBe(EXIT_REFUSED);
-    expect(exitCodeFor(railError(Code.InvalidArgument, "FIELD_INVALID", "x", { field: "payout_id" }))).toBe(EXIT_REFUSED);
+    expect(exitCodeFor(railError(REASONS.FENCED_OUT, "x"))).toBe(EXIT_REFUSED);
+    expect(exitCodeFor(railError(REASONS.FIELD_INVALID, "x", { field: "payout_id" }))).toBe(EXIT_REFUSED);
   });
 
   it("prints code, reason, message and a hint; retry delays come from RetryInfo", () => {
-    const r = describeError(railError(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", "idempotency store down", {}, 2500));
+    const r = describeError(railError(REASONS.IDEMPOTENCY_UNAVAILABLE, "idempotency store down", {}, { retryAfterMs: 2500 }));
     expect(r).toMatchObject({ code: "unavailable", reason: "IDEMPOTENCY_UNAVAILABLE", message: "idempotency store down", retryAfterSeconds: 3 });
     expect(r.hint).toContain("retry after 3 s");
     const text = formatErrorReport(r);
@@ -101,23 +101,23 @@ describe("error reports", () => {
     expect(text).toContain("hint: ");
   });
 
-  const hints: Array<[string, Code, RegExp]> = [
-    ["FENCED_OUT", Code.Aborted, /do not resubmit/i],
-    ["DUPLICATE_SUBMISSION", Code.AlreadyExists, /never resubmit/i],
-    ["RAIL_AMBIGUOUS", Code.Aborted, /do not resubmit/i],
-    ["IDEMPOTENCY_CONFLICT", Code.Aborted, /same key/],
-    ["NOT_AMBIGUOUS", Code.FailedPrecondition, /clear outcome/],
-    ["SUBMISSION_NOT_FOUND", Code.NotFound, /never admitted/],
-    ["LOCK_HELD", Code.Aborted, /locks inspect/],
+  const hints: Array<[ReasonEntry, RegExp]> = [
+    [REASONS.FENCED_OUT, /do not resubmit/i],
+    [REASONS.DUPLICATE_SUBMISSION, /never resubmit/i],
+    [REASONS.RAIL_AMBIGUOUS, /do not resubmit/i],
+    [REASONS.IDEMPOTENCY_CONFLICT, /same key/],
+    [REASONS.NOT_AMBIGUOUS, /clear outcome/],
+    [REASONS.SUBMISSION_NOT_FOUND, /never admitted/],
+    [REASONS.LOCK_HELD, /locks inspect/],
   ];
-  for (const [reason, code, hint] of hints) {
-    it(`gives ${reason} a hint`, () => {
-      expect(describeError(railError(code, reason, "m")).hint).toMatch(hint);
+  for (const [entry, hint] of hints) {
+    it(`gives ${entry.reason} a hint`, () => {
+      expect(describeError(railError(entry, "m")).hint).toMatch(hint);
     });
   }
 
   it("names the bad field of an invalid argument", () => {
-    const r = describeError(railError(Code.InvalidArgument, "FIELD_INVALID", "payout_id must be ...", { field: "payout_id" }));
+    const r = describeError(railError(REASONS.FIELD_INVALID, "payout_id must be ...", { field: "payout_id" }));
     expect(r.hint).toContain("payout_id");
     expect(formatErrorReport(r)).toContain("details: field=payout_id");
   });

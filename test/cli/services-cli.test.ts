@@ -7,14 +7,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Code, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
-import { db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { connectClient, db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { railfence } from "./run-railfence.js";
 
@@ -26,19 +26,26 @@ let lock: ServiceProcess;
 let cwd: string;
 let endpointArgs: string[];
 const suffix = Date.now().toString(36);
+/**
+ * The proxy's timing, which the reconciler is told too: its settlement window must outlast
+ * deadline + margin + admission timeout (1000 + 5000 + 5000 ms, the last two the defaults).
+ */
+const PROXY_TIMING = { RAIL_DEADLINE_MS: "1000" };
+const SETTLEMENT_WINDOW_MS = "11001";
 
-const cli = (args: string[], input?: string) => railfence([...args, ...endpointArgs], { cwd, input });
+const cli = (args: string[], input?: string, env?: Record<string, string>) => railfence([...args, ...endpointArgs], { cwd, input, env });
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1, proxyEnv: { RAIL_DEADLINE_MS: "1000" } });
+  mesh = testMesh({ proxies: 1, proxyEnv: PROXY_TIMING });
   await mesh.start();
-  payouts = new ServiceProcess({ service: "payouts", env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: mesh.dbUrl("paydb") } });
-  lock = new ServiceProcess({ service: "lock", env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: mesh.dbUrl("lockdb") } });
+  payouts = new ServiceProcess({ service: "payouts", env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: mesh.roleUrl("paydb", "payouts") } });
+  lock = new ServiceProcess({ service: "lock", env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: mesh.roleUrl("lockdb", "lock") } });
   await Promise.all([payouts.start(), lock.start()]);
   paydb = await db(mesh.dbUrl("paydb"));
   raildb = await db(mesh.databases.raildb);
   cwd = mkdtempSync(join(tmpdir(), "railfence-cli-svc-"));
-  endpointArgs = ["--payouts", payouts.url, "--lock", lock.url, "--rail-proxy", mesh.proxies[0]!.url, "--paydb", mesh.dbUrl("paydb")];
+  // --paydb is for `reconcile` only: the reconciler it starts logs in as the reconciler.
+  endpointArgs = ["--payouts", payouts.url, "--lock", lock.url, "--rail-proxy", mesh.proxies[0]!.url, "--paydb", mesh.roleUrl("paydb", "reconciler")];
 });
 
 afterAll(async () => {
@@ -121,7 +128,7 @@ describe("payouts", () => {
 describe("locks inspect", () => {
   it("shows the holder and token of a held lock, never its lease id", async () => {
     const key = `account:acc-lock-${suffix}`;
-    const client = createClient(LockService, createGrpcTransport({ baseUrl: lock.url }));
+    const client = connectClient(LockService, lock.url);
     const { lease } = await client.acquire({ key, owner: "executor-7", ttlMs: 60_000, waitMs: 0 });
     try {
       const r = await cli(["locks", "inspect", key, "--json"]);
@@ -144,10 +151,10 @@ describe("reconcile", () => {
   it("--dry-run changes nothing; a real run resolves the lost-answer payment as PAID", async () => {
     const created = JSON.parse((await cli([...createArgs(`acc-rec-${suffix}`), "--json"])).stdout);
     const payoutId = created.payout.payoutId as string;
-    // Act as the executor would: submit the payout; the rail books it and the answer is lost.
+    // Act as the executor would: fence the payout, submit it; the rail books it and the answer is lost.
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 1, clientReferencePrefix: payoutId }] });
     await expectRejected(
-      proxyClient(mesh.proxies[0]!.url).submitPayout({ accountId: `acc-rec-${suffix}`, payoutId, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" }),
+      proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, { accountId: `acc-rec-${suffix}`, payoutId, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" })),
       Code.Aborted,
       "RAIL_AMBIGUOUS",
     );
@@ -155,19 +162,19 @@ describe("reconcile", () => {
     expect(await railBookings(raildb, payoutId)).toBe(1);
     const state = async () => (await paydb.query("SELECT state, resolution_actor FROM rail_submissions WHERE payout_id = $1", [payoutId])).rows[0];
 
-    const dry = await cli(["reconcile", "--dry-run", "--settlement-window-ms", "0"]);
+    const dry = await cli(["reconcile", "--dry-run", "--settlement-window-ms", SETTLEMENT_WINDOW_MS], undefined, PROXY_TIMING);
     expect(dry.code, dry.stderr + dry.stdout).toBe(0);
     expect(dry.stdout + dry.stderr).toContain("reconcile_summary");
     expect((await state()).state).toBe("TIMEOUT");
 
-    const real = await cli(["reconcile", "--settlement-window-ms", "0"]);
+    const real = await cli(["reconcile", "--settlement-window-ms", SETTLEMENT_WINDOW_MS], undefined, PROXY_TIMING);
     expect(real.code, real.stderr + real.stdout).toBe(0);
     expect(await state()).toMatchObject({ state: "RESOLVED_PAID", resolution_actor: "reconciler" });
     expect(await railBookings(raildb, payoutId)).toBe(1);
   });
 
   it("a reconciler that cannot start passes its exit code through (78: bad config)", async () => {
-    const r = await railfence(["reconcile", "--paydb", mesh.dbUrl("paydb"), "--rail-proxy", mesh.proxies[0]!.url], { cwd, env: { RECONCILER_ACTOR: "" } });
+    const r = await railfence(["reconcile", "--paydb", mesh.roleUrl("paydb", "reconciler"), "--rail-proxy", mesh.proxies[0]!.url], { cwd, env: { RECONCILER_ACTOR: "" } });
     expect(r.code).toBe(78);
   });
 });

@@ -10,8 +10,9 @@ import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { db, expectRejected, FaultKind, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { railfence } from "./run-railfence.js";
 
@@ -51,21 +52,16 @@ beforeAll(async () => {
   proxies = mesh.proxies.map((p) => p.url).join(",");
   deadUrl = `http://127.0.0.1:${await deadPort()}`;
 
+  // Submitted as the payouts' holder submits them: each payout fenced for its request.
   const proxy = proxyClient(mesh.proxies[0]!.url);
-  const accepted = await proxy.submitPayout({ accountId: `acc-ok-${suffix}`, payoutId: OK, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" });
+  const accepted = await proxy.submitPayout(await fencedFor(paydb, { accountId: `acc-ok-${suffix}`, payoutId: OK, fencingToken: 1n, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-001" }));
   expect(accepted.submission?.railReference).not.toBe("");
 
   // The rail books each payment, then its answer is lost: the proxy records TIMEOUT (ambiguous).
   await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 3, clientReferencePrefix: `p-amb-${suffix}` }] });
-  await Promise.all(
-    [AMB_LISTED, AMB_REFUSED, AMB_RESOLVED].map((payoutId, i) =>
-      expectRejected(
-        proxyClient(mesh.proxies[1]!.url).submitPayout({ accountId: `acc-amb-${suffix}-${i}`, payoutId, fencingToken: 1n, amount: { amountMinor: 700n, currency: "USD" }, beneficiary: "ben-002" }),
-        Code.Aborted,
-        "RAIL_AMBIGUOUS",
-      ),
-    ),
-  );
+  const ambiguous = [AMB_LISTED, AMB_REFUSED, AMB_RESOLVED].map((payoutId, i) => ({ accountId: `acc-amb-${suffix}-${i}`, payoutId, fencingToken: 1n, amount: { amountMinor: 700n, currency: "USD" }, beneficiary: "ben-002" }));
+  for (const req of ambiguous) await fencedFor(paydb, req);
+  await Promise.all(ambiguous.map((req) => expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(req), Code.Aborted, "RAIL_AMBIGUOUS")));
   await railControl(mesh).setFaults({ rules: [] });
 });
 

@@ -1,12 +1,13 @@
 /**
  * Bounded versions of every C5 scenario, for `npm test`. The full-size drills are
- * `npm run drill -- all`. Each scenario must meet its expectation: PASS, or, for fencing-off,
- * CORRUPTION_DETECTED (the checker found the double payment the missing guard let through).
+ * `npm run drill -- all`. Each scenario must meet its expectation: PASS, or, for a negative
+ * control, CORRUPTION_DETECTED with the invariant that proves the checker caught what the
+ * missing guard let through.
  */
 import { describe, expect, it, inject } from "vitest";
-import { SCENARIOS } from "../../services/harness/drills/catalogue.js";
-import type { LockBackend } from "../../services/harness/drills/drill-mesh.js";
-import { runScenario } from "../../services/harness/drills/run.js";
+import { BOUNDED_SOAK, SCENARIOS } from "../../tools/harness/drills/catalogue.js";
+import type { LockBackend } from "../../tools/harness/drills/drill-mesh.js";
+import { runScenario } from "../../tools/harness/drills/run.js";
 
 /** Small loads: enough to exercise each path, small enough for two cores. */
 const BOUNDED_PAYOUTS: Record<string, number> = {
@@ -24,8 +25,13 @@ export function drillSuite(lockBackend: LockBackend): void {
         const r = await runScenario(s, { lockBackend, seed, payouts: BOUNDED_PAYOUTS[s.name] ?? 6, postgresUrl: inject("pgUrl"), log: () => {} });
         const detail = JSON.stringify({ failures: r.failures, notes: r.notes, violations: r.violations.slice(0, 5) }, null, 1);
         expect(r.verdict, detail).toBe(expected);
-        if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain("INV-02");
+        if (s.expectsCorruption) expect(r.violations.map((v) => v.invariant)).toContain(s.caughtBy);
       }, 180_000);
     }
+    it("soak (bounded): every nemesis kind, reconciled, audited: PASS", async () => {
+      const r = await runScenario(BOUNDED_SOAK, { lockBackend, seed: 20261201, postgresUrl: inject("pgUrl"), log: () => {} });
+      expect(r.verdict, JSON.stringify({ failures: r.failures, violations: r.violations.slice(0, 5), notes: r.notes.slice(0, 3) }, null, 1)).toBe("PASS");
+      expect(r.counts.nemesisEvents).toBeGreaterThanOrEqual(9);
+    }, 600_000);
   });
 }

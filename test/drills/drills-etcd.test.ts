@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { etcdBinary } from "../../services/harness/etcd.js";
+import { etcdBinary } from "../../tools/harness/etcd.js";
 import { drillSuite } from "./drill-suite.js";
 
 // CI installs etcd-server; on a machine without it this file says so instead of failing.

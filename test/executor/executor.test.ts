@@ -8,11 +8,11 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, lockClient, logEvents, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock } from "./support.js";
+import { insertPayouts, lockClient, logEvents, PAYOUT_OF_REFERENCE, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock } from "./support.js";
 import { eventually } from "../support/clients.js";
 
 const TERMINAL = new Set(["PAID", "FAILED", "UNKNOWN"]);
@@ -76,8 +76,8 @@ describe("executors (UC-05)", () => {
     const counts = await railPaymentCounts(raildb, ids, "ANY");
     expect([...counts.entries()].filter(([, n]) => n !== 1)).toEqual([]);
     // Every payout's rail reference is the one the rail booked for it.
-    const { rows } = await raildb.query<{ client_reference: string; rail_reference: string }>("SELECT client_reference, rail_reference FROM payments WHERE client_reference = ANY($1)", [ids]);
-    for (const r of rows) expect(states.get(r.client_reference)?.rail_reference).toBe(r.rail_reference);
+    const { rows } = await raildb.query<{ payout_id: string; rail_reference: string }>(`SELECT ${PAYOUT_OF_REFERENCE} AS payout_id, rail_reference FROM payments WHERE ${PAYOUT_OF_REFERENCE} = ANY($1)`, [ids]);
+    for (const r of rows) expect(states.get(r.payout_id)?.rail_reference).toBe(r.rail_reference);
     // Both executors did work (claims are spread, not serialised behind one worker).
     const paidBy = (e: ServiceProcess) => logEvents(e).filter((l) => l.event === "payout_attempt" && l.outcome === "PAID").length;
     expect(paidBy(a!) + paidBy(b!)).toBe(200);
@@ -145,7 +145,7 @@ describe("executors (UC-05)", () => {
     expect(states.get(payoutId)?.state).toBe("PAID");
     expect(logEvents(e).some((l) => l.event === "submit_answer_lost" && l.payout_id === payoutId)).toBe(true);
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
-    const { rows } = await raildb.query<{ rail_reference: string }>("SELECT rail_reference FROM payments WHERE client_reference = $1", [payoutId]);
+    const { rows } = await raildb.query<{ rail_reference: string }>(`SELECT rail_reference FROM payments WHERE ${PAYOUT_OF_REFERENCE} = $1`, [payoutId]);
     expect(states.get(payoutId)?.rail_reference).toBe(rows[0]?.rail_reference);
   });
 

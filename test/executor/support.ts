@@ -4,15 +4,13 @@
  * and for reading the rail's own ledger (INV-02 is checked there, not in paydb), and helpers
  * to start executors and read their JSON log lines.
  */
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import type { FaultRuleSchema } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { proxyClient as proxyClientAt, railControl } from "../support/clients.js";
+import { connectClient, proxyClient as proxyClientAt, railControl } from "../support/clients.js";
 
 export interface PayoutSeed {
   payoutId: string;
@@ -50,14 +48,25 @@ export async function payoutStates(pool: pg.Pool, ids: string[]): Promise<Map<st
   return new Map(rows.map((r) => [r.payout_id, r]));
 }
 
-/** Accepted payments per client_reference on the rail's own ledger (raildb). */
-export async function railPaymentCounts(raildb: pg.Pool, refs: string[], status: "ACCEPTED" | "REJECTED" | "ANY" = "ACCEPTED"): Promise<Map<string, number>> {
-  const { rows } = await raildb.query<{ client_reference: string; n: string }>(
-    `SELECT client_reference, count(*) AS n FROM payments WHERE client_reference = ANY($1) AND ($2 = 'ANY' OR status = $2) GROUP BY client_reference`,
-    [refs, status],
+/**
+ * The payout a rail payment's client_reference belongs to, in SQL: the reference is the payout
+ * id or an attempt reference `<payout id>:t<token>` (services/shared/submission-ref.ts).
+ */
+export const PAYOUT_OF_REFERENCE = "regexp_replace(client_reference, ':t[0-9]{1,19}$', '')";
+
+/**
+ * Payments per payout on the rail's own ledger (raildb), under any reference of the payout: an
+ * executor submits under `<payout id>:t<token>` when an earlier attempt was not forwarded, and
+ * a payout paid once under each reference is paid twice.
+ */
+export async function railPaymentCounts(raildb: pg.Pool, payoutIds: string[], status: "ACCEPTED" | "REJECTED" | "ANY" = "ACCEPTED"): Promise<Map<string, number>> {
+  const { rows } = await raildb.query<{ payout_id: string; n: string }>(
+    `SELECT ${PAYOUT_OF_REFERENCE} AS payout_id, count(*) AS n FROM payments
+      WHERE ${PAYOUT_OF_REFERENCE} = ANY($1) AND ($2 = 'ANY' OR status = $2) GROUP BY 1`,
+    [payoutIds, status],
   );
-  const counts = new Map(refs.map((r) => [r, 0]));
-  for (const r of rows) counts.set(r.client_reference, Number(r.n));
+  const counts = new Map(payoutIds.map((r) => [r, 0]));
+  for (const r of rows) counts.set(r.payout_id, Number(r.n));
   return counts;
 }
 
@@ -74,24 +83,24 @@ export function logEvents(p: ServiceProcess): Array<Record<string, unknown>> {
   return out;
 }
 
-/** Starts the lock service (pg backend, on the mesh's lockdb). */
+/** Starts the lock service (pg backend, on the mesh's lockdb, as its own database role). */
 export async function startLock(mesh: Mesh): Promise<ServiceProcess> {
   const lock = new ServiceProcess({
     service: "lock",
-    env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: mesh.dbUrl("lockdb") },
+    env: { PORT: "0", METRICS_PORT: "0", LOCK_BACKEND: "pg", LOCKDB_URL: mesh.roleUrl("lockdb", "lock") },
   });
   await lock.start();
   return lock;
 }
 
-/** Starts one executor against the mesh's proxies and the lock service. */
+/** Starts one executor against the mesh's proxies and the lock service (paydb as the executor's role). */
 export async function startExecutor(mesh: Mesh, lock: ServiceProcess, id: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
   const executor = new ServiceProcess({
     service: "executor",
     name: id,
     env: {
       METRICS_PORT: "0",
-      PAYDB_URL: mesh.dbUrl("paydb"),
+      PAYDB_URL: mesh.roleUrl("paydb", "executor"),
       LOCK_URL: lock.url,
       RAIL_PROXY_URLS: mesh.proxies.map((p) => p.url).join(","),
       EXECUTOR_ID: id,
@@ -112,7 +121,7 @@ export async function setFaults(mesh: Mesh, rules: MessageInitShape<typeof Fault
 }
 
 export function lockClient(lock: ServiceProcess) {
-  return createClient(LockService, createGrpcTransport({ baseUrl: lock.url }));
+  return connectClient(LockService, lock.url);
 }
 
 export function proxyClient(mesh: Mesh, replica = 0) {

@@ -1,38 +1,18 @@
 /**
- * Clients over both protocols a service speaks on its one port: binary gRPC and Connect JSON
- * over HTTP/2. Each pair owns its HTTP/2 sessions so a test file can close them all.
+ * The fuzzers' clients, over both protocols a service speaks on its one port (binary gRPC and
+ * Connect JSON over HTTP/2): the tests' ClientPool (tools/harness/clients.ts) with every call
+ * bounded, each client on sessions of its own so a test file can close them all.
  */
-import type { DescService } from "@bufbuild/protobuf";
-import { createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
+import { ClientPool as SessionPool, PROTOCOLS, type Protocol } from "../support/clients.js";
 import { bounded } from "./outcome.js";
 
-export type Protocol = "grpc" | "connect-json";
-export const PROTOCOLS: readonly Protocol[] = ["grpc", "connect-json"];
+export { PROTOCOLS, type Protocol };
 
-/** Session managers opened by this module, closed by closeAllClients(). */
-export class ClientPool {
-  private readonly managers: Http2SessionManager[] = [];
-
-  /** A client of service at baseUrl over protocol. */
-  client<S extends DescService>(service: S, baseUrl: string, protocol: Protocol, timeoutMs = 10_000): Client<S> {
-    const sessionManager = new Http2SessionManager(baseUrl);
-    this.managers.push(sessionManager);
-    const transport =
-      protocol === "grpc"
-        ? createGrpcTransport({ baseUrl, sessionManager, defaultTimeoutMs: timeoutMs })
-        : createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: false, sessionManager, defaultTimeoutMs: timeoutMs });
-    return createClient(service, transport);
-  }
-
-  /** One client per protocol. */
-  both<S extends DescService>(service: S, baseUrl: string): Record<Protocol, Client<S>> {
-    return { grpc: this.client(service, baseUrl, "grpc"), "connect-json": this.client(service, baseUrl, "connect-json") };
-  }
-
-  close(): void {
-    for (const m of this.managers.splice(0)) m.abort();
+/** A ClientPool whose calls time out after 10 s unless a client says otherwise. */
+export class ClientPool extends SessionPool {
+  constructor() {
+    super({ timeoutMs: 10_000 });
   }
 }
 

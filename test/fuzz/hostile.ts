@@ -29,12 +29,65 @@ export const CONFUSABLES: readonly string[] = [
   "acc\u{1f600}",
   "\ufeffacc",
   "\u00e9",
+  "inv\u009b1", // C1 CSI: a terminal escape without ESC
+  "inv\u00851", // C1 NEL
+  "ref\u2028x", // line separator
+  "ref\u2029x", // paragraph separator
+  "ref\u2066x\u2069", // bidi isolate
+  "ref\u202dx", // left-to-right override
+  "ref\u061cx", // Arabic letter mark
+  "ref\u200dx", // zero-width joiner
+  "ref\u2060x", // word joiner
+  "ref\u3164x", // Hangul filler (invisible, a letter)
+  "ref\ufe0fx", // variation selector
+  "ref\u{e0041}x", // tag character
+  "ref\ufffex", // noncharacter
 ];
+
+/**
+ * Characters free text must refuse (the API docs' rule): control (Cc: C0, DEL, C1), format (Cf),
+ * surrogate (Cs), line and paragraph separators (Zl, Zp), default-ignorable and noncharacter
+ * code points. Written from the documented rule, not taken from the implementation.
+ */
+export const FORBIDDEN_IN_TEXT = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\p{Noncharacter_Code_Point}]/u;
+
+/** Samples of each forbidden family the issue names, plus the invisible ones decision 009 adds. */
+export const FORBIDDEN_SAMPLES: readonly string[] = [
+  "\u0000", "\u001b", "\u007f", // C0, DEL
+  "\u0080", "\u0085", "\u009b", "\u009f", // C1
+  "\u2028", "\u2029", // separators
+  "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u061c", "\u200e", "\u200f", // bidi
+  "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u3164", "\ufe0f", "\u{e0001}", "\u{e007f}", // invisible
+  "\ufffe", "\uffff", "\ufdd0", // noncharacters
+];
+
+/** Text with one forbidden character at a random place: the family that found C1 and bidi in client references. */
+export function textWithForbidden(maxLength = 60): fc.Arbitrary<string> {
+  return fc
+    .tuple(fc.stringMatching(/^[ -~]{0,60}$/), fc.constantFrom(...FORBIDDEN_SAMPLES), fc.nat())
+    .map(([text, bad, at]) => {
+      const base = text.slice(0, Math.max(0, maxLength - 2));
+      const i = at % (base.length + 1);
+      return base.slice(0, i) + bad + base.slice(i);
+    });
+}
+
+/**
+ * A lone surrogate has no UTF-8 form: a protobuf client replaces it with U+FFFD before it leaves
+ * (so the server never sees it), a JSON client sends it escaped. Strings for client-level
+ * properties are made well-formed; the raw-wire suite sends lone surrogates itself.
+ */
+const wellFormed = (s: string) => s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 
 /** Strings a careful API refuses (or must at least survive): confusables, arbitrary code points, controls. */
 export function hostileString(maxHuge = 2500): fc.Arbitrary<string> {
+  return hostileStringRaw(maxHuge).map(wellFormed);
+}
+
+function hostileStringRaw(maxHuge: number): fc.Arbitrary<string> {
   return fc.oneof(
     { weight: 3, arbitrary: fc.constantFrom(...CONFUSABLES) },
+    { weight: 2, arbitrary: textWithForbidden() },
     { weight: 2, arbitrary: fc.string({ unit: "binary", maxLength: 80 }) },
     { weight: 2, arbitrary: fc.string({ unit: "binary-ascii", maxLength: 80 }) },
     { weight: 1, arbitrary: fc.string({ unit: "grapheme", maxLength: 40 }) },
@@ -119,8 +172,7 @@ export function moneyViolation(field: string, m: MoneyInit | undefined): string 
   return undefined;
 }
 
-/** Printable text of bounded length without control characters (actors, notes, owners). */
+/** Free text of bounded length (client references, actors, notes, owners): true when the API must refuse it. */
 export function textViolation(value: string, min: number, max: number): boolean {
-  // eslint-disable-next-line no-control-regex
-  return value.length < min || value.length > max || /[\u0000-\u001f\u007f]/.test(value);
+  return value.length < min || value.length > max || FORBIDDEN_IN_TEXT.test(value);
 }

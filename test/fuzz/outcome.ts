@@ -31,7 +31,10 @@ export function expectNoLeak(text: string, what: string): void {
 export interface CleanErrorOptions {
   /** Codes this case may answer with. */
   codes: readonly Code[];
-  /** Handler refusals carry ErrorInfo; protocol-level refusals from the framework do not. */
+  /**
+   * Every refusal a server makes carries ErrorInfo, framework refusals included. Only an error
+   * the client made itself (it cancelled its own call) has none: set false for those alone.
+   */
   requireInfo?: boolean;
   /** When set, the ErrorInfo reason must be one of these. */
   reasons?: readonly string[];
@@ -54,7 +57,10 @@ export function expectCleanError(err: unknown, opts: CleanErrorOptions, what: st
     expect(info!.domain, label).toBe("railfence.dev");
     expect(info!.reason, label).toMatch(UPPER_SNAKE);
     if (opts.reasons) expect(opts.reasons, label).toContain(info!.reason);
-    if (ce.code === Code.InvalidArgument) {
+    if (ce.code === Code.InvalidArgument && info!.reason === "MALFORMED_REQUEST") {
+      // A body that is not a message at all may have no field to blame; it names the problem.
+      expect(info!.metadata.problem ?? "", `${label}: MALFORMED_REQUEST must name the problem`).not.toBe("");
+    } else if (ce.code === Code.InvalidArgument) {
       expect(info!.metadata.field ?? "", `${label}: invalid_argument must name the field`).not.toBe("");
       if (opts.field !== undefined) expect(info!.metadata.field, label).toBe(opts.field);
     }

@@ -6,7 +6,7 @@
 import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { testMesh } from "../support/test-mesh.js";
@@ -22,17 +22,22 @@ import {
   isValidId,
   moneyViolation,
   textViolation,
+  textWithForbidden,
   validBeneficiary,
   validId,
   validMoney,
   type MoneyInit,
 } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
+import { documentedRequestLimits } from "./wire-targets.js";
+import { errorInfo } from "../../services/shared/errors.js";
 import { lockdbState, paydbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
 const CALL_BOUND_MS = 10_000;
-const READ_MAX_BYTES = { payouts: 16 * 1024, lock: 4 * 1024 };
+const LIMITS = documentedRequestLimits(); // README "Limits"
+const READ_MAX_BYTES = { payouts: LIMITS.payouts!, lock: LIMITS.lock! };
 let mesh: Mesh;
 let pool: ClientPool;
 let payouts: Record<Protocol, ReturnType<typeof payoutsOf>>;
@@ -113,13 +118,13 @@ describe("PayoutService", () => {
           const [reason, field] = createViolation(key, req)!;
           const size = JSON.stringify(req, bigintJson).length;
           if (size > READ_MAX_BYTES.payouts - 512) {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "CreatePayout big");
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "CreatePayout big");
           } else {
             expectCleanError(res.error, { codes: [Code.InvalidArgument], field, reasons: reason ? [reason] : undefined }, `CreatePayout key=${key?.slice(0, 40)} ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
           }
         },
       ),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
     expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
   });
@@ -140,11 +145,27 @@ describe("PayoutService", () => {
             return;
           }
           // A reused random key may legitimately replay, conflict or be refused as reused.
-          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted], requireInfo: false }, "CreatePayout any");
+          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted] }, "CreatePayout any");
         },
       ),
-      { numRuns: 50 },
+      { numRuns: runs(50) },
     );
+  });
+
+  it("CreatePayout: a client_reference with a control, bidi or invisible character is FIELD_INVALID naming it, and nothing is written", async () => {
+    const before = await paydbState(mesh.dbUrl("paydb"));
+    await fc.assert(
+      fc.asyncProperty(fc.uuid(), validId, validMoney, validBeneficiary, textWithForbidden(128), protocolArb, async (key, accountId, amount, beneficiary, clientReference, protocol) => {
+        const res = await bounded(settle(payouts[protocol].createPayout({ accountId, amount, beneficiary, clientReference }, { headers: { "idempotency-key": key } })), CALL_BOUND_MS, "CreatePayout");
+        tally.recordSettled("CreatePayout/forbidden-text", res);
+        expect(res.ok, `created with client_reference ${JSON.stringify(clientReference)}`).toBe(false);
+        if (res.ok) return;
+        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field: "client_reference" }, `client_reference ${JSON.stringify(clientReference)}`);
+        expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
+      }),
+      { numRuns: runs(50) },
+    );
+    expect(await paydbState(mesh.dbUrl("paydb"))).toEqual(before);
   });
 
   it("GetPayout with any id: not_found or invalid_argument naming payout_id", async () => {
@@ -156,7 +177,7 @@ describe("PayoutService", () => {
         if (isValidId(payoutId)) expectCleanError(res.error, { codes: [Code.NotFound], reasons: ["PAYOUT_NOT_FOUND"] }, "GetPayout");
         else expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], field: "payout_id" }, "GetPayout");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -168,7 +189,7 @@ describe("PayoutService", () => {
         if (res.ok) return;
         expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], reasons: ["FIELD_INVALID", "FIELD_REQUIRED", "PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListPayouts ${state} ${pageSize}`);
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
   });
 });
@@ -199,11 +220,11 @@ describe("LockService", () => {
           tally.recordSettled("Acquire/invalid", res);
           expect(res.ok).toBe(false);
           if (res.ok) return;
-          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "Acquire big");
+          if (JSON.stringify(req).length > READ_MAX_BYTES.lock - 256) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "Acquire big");
           else expectCleanError(res.error, { codes: [Code.InvalidArgument], field: acquireViolation(req) }, `Acquire ${JSON.stringify(req).slice(0, 200)}`);
         },
       ),
-      { numRuns: 100 },
+      { numRuns: runs(100) },
     );
     expect(await lockdbState(mesh.dbUrl("lockdb"))).toEqual(before);
   });
@@ -220,7 +241,7 @@ describe("LockService", () => {
         if (last !== undefined) expect(token > last, `token for ${key} went ${last} -> ${token}`).toBe(true);
         tokens.set(key, token);
       }),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
   });
 
@@ -250,7 +271,7 @@ describe("LockService", () => {
           );
         },
       ),
-      { numRuns: 100 },
+      { numRuns: runs(100) },
     );
     expect(await lockdbState(mesh.dbUrl("lockdb"))).toEqual(before);
     const inspect = await lock.grpc.inspect({ key: held.key });

@@ -3,20 +3,25 @@
  * JSON, against a real rail-proxy, rail-stub and paydb. Every case gets a valid answer or a
  * clean refusal; invalid-only runs leave marks, intents and the rail ledger exactly as they
  * were; afterwards the proxy still answers health SERVING and the invariant checker finds
- * nothing paid wrongly.
+ * nothing paid wrongly. A valid request is submitted as the payout's holder would submit it
+ * (the payout fenced for it first), so the admission path, not only the binding, is fuzzed.
  */
 import { create, toBinary, toJsonString } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import {
   RailProxyService,
   SubmitPayoutRequestSchema,
   type SubmitPayoutRequest,
 } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { db } from "../support/clients.js";
+import { fencedFor, fencePayout } from "../support/fenced-payout.js";
+import { errorInfo } from "../../services/shared/errors.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
 import {
@@ -34,19 +39,23 @@ import {
   MAX_TOKEN,
   moneyViolation,
   textViolation,
+  textWithForbidden,
   validBeneficiary,
   validId,
   validMoney,
   type MoneyInit,
 } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
+import { documentedRequestLimits } from "./wire-targets.js";
 import { paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
-const READ_MAX_BYTES = 16 * 1024; // rail-proxy's configured readMaxBytes
+const READ_MAX_BYTES = documentedRequestLimits()["rail-proxy"]!; // README "Limits"
 const CALL_BOUND_MS = 10_000;
 
 let mesh: Mesh;
+let paydb: pg.Client;
 let pool: ClientPool;
 let proxy: Record<Protocol, ReturnType<typeof clientOf>>;
 const tally = new FuzzTally("rail-proxy");
@@ -60,6 +69,7 @@ async function state() {
 beforeAll(async () => {
   mesh = testMesh({ proxies: 1 });
   await mesh.start();
+  paydb = await db(mesh.dbUrl("paydb"));
   pool = new ClientPool();
   const url = mesh.proxies[0]!.url;
   proxy = { grpc: clientOf(pool, url, "grpc"), "connect-json": clientOf(pool, url, "connect-json") };
@@ -67,6 +77,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   pool?.close();
+  await paydb?.end();
   await mesh?.stop();
   tally.write();
   // Shrinking adds cases on failure; a passing run executes at least this many.
@@ -81,6 +92,9 @@ interface SubmitInit {
   beneficiary: string;
 }
 
+/** An attempt reference, `<payout id>:t<token>` (SPEC C3 §3.9). */
+const ATTEMPT_REFERENCE = /^(.+):t(\d{1,19})$/;
+
 /** SPEC C3 §3.5 step 0: the first invalid field in check order, or undefined. */
 function firstViolation(r: SubmitInit): string | undefined {
   if (!isValidId(r.accountId)) return "account_id";
@@ -89,6 +103,9 @@ function firstViolation(r: SubmitInit): string | undefined {
   const m = moneyViolation("amount", r.amount);
   if (m) return m;
   if (!isValidBeneficiary(r.beneficiary)) return "beneficiary";
+  // §3.9, checked last: an attempt reference must name the token it is submitted with.
+  const attempt = ATTEMPT_REFERENCE.exec(r.payoutId);
+  if (attempt && BigInt(attempt[2]!) !== r.fencingToken) return "payout_id";
   return undefined;
 }
 
@@ -120,13 +137,13 @@ describe("SubmitPayout", () => {
           expect(res.ok, `invalid request was accepted: ${JSON.stringify(req, bigintJson)}`).toBe(false);
           if (res.ok) return;
           if (wireSize(req, protocol) > READ_MAX_BYTES) {
-            expectCleanError(res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "SubmitPayout oversized");
+            expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "SubmitPayout oversized");
           } else {
             expectCleanError(res.error, { codes: [Code.InvalidArgument], field: firstViolation(req) }, `SubmitPayout ${JSON.stringify(req, bigintJson).slice(0, 200)}`);
           }
         },
       ),
-      { numRuns: 150 },
+      { numRuns: runs(150) },
     );
     expect(await state()).toEqual(before);
     expect(await railCalls()).toBe(callsBefore);
@@ -145,25 +162,36 @@ describe("SubmitPayout", () => {
         }),
         protocolArb,
         async (req, protocol) => {
+          const violation = firstViolation(req);
+          // A valid request comes from the payout's holder: the payout is created and fenced for
+          // it, unless an earlier case made that payout id pay something else or fenced it higher.
+          const held = violation === undefined && (await fencePayout(paydb, req));
           const res = await bounded(settle(proxy[protocol].submitPayout(req as SubmitPayoutRequest)), CALL_BOUND_MS, "SubmitPayout");
           tally.recordSettled("SubmitPayout/any", res);
-          const violation = firstViolation(req);
           if (res.ok) {
             expect(violation, "accepted a request the contract refuses").toBeUndefined();
+            expect(held, "admitted a request its payout does not match").toBe(true);
             expect(res.value.submission?.payoutId).toBe(req.payoutId);
             return;
           }
           if (violation !== undefined) {
-            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], requireInfo: false }, "SubmitPayout");
-          } else {
+            expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "SubmitPayout");
+          } else if (held) {
             // A valid request can still meet a higher mark or a reused payout id: fenced, never paid twice.
-            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION"] }, "SubmitPayout valid");
+            expectCleanError(res.error, { codes: [Code.Aborted, Code.AlreadyExists], reasons: ["FENCED_OUT", "DUPLICATE_SUBMISSION", "PAYOUT_ALREADY_SUBMITTED"] }, "SubmitPayout valid");
+          } else {
+            // The payout id was taken by an earlier case for another payment, or a newer token holds it.
+            expectCleanError(
+              res.error,
+              { codes: [Code.Aborted, Code.FailedPrecondition], reasons: ["FENCED_OUT", "PAYOUT_MISMATCH", "PAYOUT_FENCE_MISMATCH"] },
+              "SubmitPayout valid, payout not held",
+            );
           }
         },
       ),
-      { numRuns: 40 },
+      { numRuns: runs(40) },
     );
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
   });
 
@@ -175,9 +203,9 @@ describe("SubmitPayout", () => {
         const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
         tally.recordSettled("SubmitPayout/oversized", res);
         expect(res.ok).toBe(false);
-        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], requireInfo: false }, "oversized");
+        expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
       }),
-      { numRuns: 8 },
+      { numRuns: runs(8) },
     );
     expect(await state()).toEqual(before);
   });
@@ -188,7 +216,7 @@ describe("reads and resolution", () => {
     // One real submission, so the "the row" branch runs on every seed (not only when a random id
     // happens to match one another test created).
     const existing = { accountId: "acc-get-fz", payoutId: "p-get-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
-    await proxy.grpc.submitPayout(existing);
+    await proxy.grpc.submitPayout(await fencedFor(paydb, existing));
     await fc.assert(
       fc.asyncProperty(fc.oneof(anyId, fc.constant(existing.payoutId)), protocolArb, async (payoutId, protocol) => {
         const res = await bounded(settle(proxy[protocol].getSubmission({ payoutId })), CALL_BOUND_MS, "GetSubmission");
@@ -202,7 +230,7 @@ describe("reads and resolution", () => {
         if (isValidId(payoutId)) expectCleanError(res.error, { codes: [Code.NotFound], reasons: ["SUBMISSION_NOT_FOUND"] }, "GetSubmission");
         else expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted], field: "payout_id" }, "GetSubmission");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -217,15 +245,18 @@ describe("reads and resolution", () => {
         }
         expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "PAGE_TOKEN_INVALID"] }, `ListUnresolved ${pageSize} ${pageToken.slice(0, 80)}`);
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
   });
 
   it("ResolveSubmission with hostile input: a clean refusal, and nothing is resolved", async () => {
     // One real, non-ambiguous submission for the valid-id cases to find.
     const existing = { accountId: "acc-resolve-fz", payoutId: "p-resolve-fz", fencingToken: 1n, amount: { amountMinor: 10n, currency: "EUR" }, beneficiary: "ben" };
-    await proxy.grpc.submitPayout(existing).catch(() => {});
+    // Not caught: without this submission the NOT_AMBIGUOUS path below would never run.
+    const setUp = await proxy.grpc.submitPayout(await fencedFor(paydb, existing));
+    expect(setUp.submission?.ambiguous).toBe(false);
     const before = await state();
+    let notAmbiguous = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.oneof(anyId, fc.constant(existing.payoutId)),
@@ -240,10 +271,31 @@ describe("reads and resolution", () => {
           if (res.ok) return;
           const invalid = !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000);
           if (invalid) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "ResolveSubmission invalid");
-          else expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+          else {
+            expectCleanError(res.error, { codes: [Code.NotFound, Code.FailedPrecondition], reasons: ["SUBMISSION_NOT_FOUND", "NOT_AMBIGUOUS"] }, "ResolveSubmission");
+            if (errorInfo(res.error)?.reason === "NOT_AMBIGUOUS") notAmbiguous++;
+          }
         },
       ),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
+    );
+    expect(notAmbiguous, "the real submission was never asked to be resolved").toBeGreaterThan(0);
+    expect(await state()).toEqual(before);
+  });
+
+  it("ResolveSubmission: an actor or note with a control, bidi or invisible character is FIELD_INVALID naming it, and nothing is resolved", async () => {
+    const before = await state();
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("actor", "note"), textWithForbidden(100), protocolArb, async (field, text, protocol) => {
+        const req = { payoutId: "p-resolve-fz", outcome: 1, actor: "operator:alice", note: "matched", [field]: text };
+        const res = await bounded(settle(proxy[protocol].resolveSubmission(req)), CALL_BOUND_MS, "ResolveSubmission");
+        tally.recordSettled("ResolveSubmission/forbidden-text", res);
+        expect(res.ok, `accepted ${field}=${JSON.stringify(text)}`).toBe(false);
+        if (res.ok) return;
+        const ce = expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `ResolveSubmission ${field}=${JSON.stringify(text)}`);
+        expect(errorInfo(ce)?.metadata.code_point).toMatch(/^U\+[0-9A-F]{4,6}$/);
+      }),
+      { numRuns: runs(40) },
     );
     expect(await state()).toEqual(before);
   });
@@ -271,7 +323,7 @@ describe("reads and resolution", () => {
           expectCleanError(res.error, { codes: [Code.InvalidArgument] }, `GetRailStatement since=${JSON.stringify(since, bigintJson)} after=${afterSequence} size=${pageSize}`);
         },
       ),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 });
@@ -312,7 +364,7 @@ describe("after the fuzz runs", () => {
   it("the proxy still answers health SERVING and the invariant checker finds nothing paid wrongly", async () => {
     await expectServing(mesh.proxies[0]!.url);
     await expectServing(mesh.railStub.url);
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
     expect(mesh.proxies[0]!.running).toBe(true);
     expect(mesh.allLines().filter((l) => l.includes('"level":"error"') || l.includes('"level":"fatal"'))).toEqual([]);

@@ -8,16 +8,17 @@ import { Code } from "@connectrpc/connect";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
-import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, validBeneficiary, validId, validMoney, type MoneyInit } from "./hostile.js";
+import { anyMoney, anyU32, hostileString, I64_MAX, I64_MIN, textViolation, textWithForbidden, validBeneficiary, validId, validMoney, type MoneyInit } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
 import { raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { runs } from "../support/fast-check-seed.js";
 
 const CALL_BOUND_MS = 10_000;
 let mesh: Mesh;
@@ -67,7 +68,7 @@ const anyPayment: fc.Arbitrary<PaymentInit> = fc.record({
 
 /** The stub's own contract: it is a lax third party, but it refuses what it cannot book. */
 function stubRefuses(p: PaymentInit): boolean {
-  const badText = (v: string, max: number) => !v || v.length > max || /[\u0000-\u001f\u007f]/.test(v);
+  const badText = (v: string, max: number) => textViolation(v, 1, max);
   return badText(p.clientReference, 128) || badText(p.accountId, 128) || badText(p.beneficiary, 256) || !p.amount || p.amount.amountMinor <= 0n || !/^[A-Z]{3}$/.test(p.amount.currency);
 }
 
@@ -95,7 +96,7 @@ describe("RailService without the credential", () => {
           expect(ce.rawMessage).not.toContain(mesh.credential);
         }
       }),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
     expect(await raildbState(mesh.databases.raildb)).toEqual(before);
     expect((await control.grpc.getFaults({})).submitCalls).toBe(callsBefore);
@@ -114,7 +115,7 @@ describe("RailService with the credential", () => {
         expect(res.ok).toBe(false);
         if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument] }, "SubmitPayment");
       }),
-      { numRuns: 80 },
+      { numRuns: runs(80) },
     );
     expect(await raildbState(mesh.databases.raildb)).toEqual(before);
   });
@@ -134,7 +135,7 @@ describe("RailService with the credential", () => {
           expect(after).toEqual(before);
         }
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 
@@ -151,8 +152,24 @@ describe("RailService with the credential", () => {
           if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["PAGE_SIZE_INVALID", "TIMESTAMP_INVALID"] }, "ListPayments");
         },
       ),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
+  });
+
+  it("a client_reference, account or beneficiary with a control, bidi or invisible character is FIELD_INVALID naming it, and books nothing", async () => {
+    const before = await raildbState(mesh.databases.raildb);
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom("client_reference", "account_id", "beneficiary"), textWithForbidden(100), protocolArb, async (field, text, protocol) => {
+        const body = { clientReference: "ref-text", accountId: "acc-1", beneficiary: "ben", amount: { amountMinor: 1n, currency: "EUR" } };
+        const key = field === "client_reference" ? "clientReference" : field === "account_id" ? "accountId" : "beneficiary";
+        const res = await bounded(settle(rail[protocol].submitPayment({ ...body, [key]: text }, auth())), CALL_BOUND_MS, "SubmitPayment");
+        tally.recordSettled("SubmitPayment/forbidden-text", res);
+        expect(res.ok, `booked ${field}=${JSON.stringify(text)}`).toBe(false);
+        if (!res.ok) expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["FIELD_INVALID"], field }, `SubmitPayment ${field}=${JSON.stringify(text)}`);
+      }),
+      { numRuns: runs(40) },
+    );
+    expect(await raildbState(mesh.databases.raildb)).toEqual(before);
   });
 
   it("regression: a NUL byte in a text field is invalid_argument naming it, not an internal error, and books nothing", async () => {
@@ -195,7 +212,7 @@ describe("RailControlService", () => {
             tally.recordSettled("GetFaults", await settle(control[protocol].getFaults({})));
           },
         ),
-        { numRuns: 50 },
+        { numRuns: runs(50) },
       );
     } finally {
       await control.grpc.setFaults({ rules: [] });
@@ -212,7 +229,7 @@ describe("grpc.health.v1.Health", () => {
         if (!watch) {
           const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
           tally.recordSettled("Health.Check", res);
-          if (!res.ok) expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], requireInfo: false }, "Health.Check");
+          if (!res.ok) expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
           return;
         }
         const abort = new AbortController();
@@ -231,9 +248,10 @@ describe("grpc.health.v1.Health", () => {
         );
         tally.recordSettled("Health.Watch", res);
         if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
-        else expectCleanError(res.error, { codes: [Code.Canceled, Code.ResourceExhausted], requireInfo: false }, "Health.Watch");
+        else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
+        else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
       }),
-      { numRuns: 60 },
+      { numRuns: runs(60) },
     );
   });
 });

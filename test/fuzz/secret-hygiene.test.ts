@@ -5,22 +5,24 @@
  * then every log line of every process, every error (message, metadata, details) a client
  * saw, every /metrics body, and every process's argv and environment are scanned for it.
  */
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind, RailControlService } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { RailProxyService, ResolutionOutcome } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { ClientPool, db } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { settle } from "./outcome.js";
 import { FuzzTally } from "./summary.js";
@@ -29,18 +31,14 @@ let mesh: Mesh;
 let tmp: string;
 let ownPg: PostgresServer | undefined;
 const extra: ServiceProcess[] = [];
-const sessions: Http2SessionManager[] = [];
+const sessions = new ClientPool({ timeoutMs: 10_000 });
 /** Everything a client was told, serialized: messages, metadata and details. */
 const seenByClients: string[] = [];
 /** A second secret: the wrong credential a misconfigured proxy holds is a secret too. */
 const wrongCredential = `rk_${randomBytes(24).toString("hex")}`;
 const tally = new FuzzTally("secret-hygiene");
 
-function client<S extends Parameters<typeof createClient>[0]>(service: S, url: string) {
-  const sessionManager = new Http2SessionManager(url);
-  sessions.push(sessionManager);
-  return createClient(service, createGrpcTransport({ baseUrl: url, sessionManager, defaultTimeoutMs: 10_000 }));
-}
+const client: ClientPool["client"] = (service, url) => sessions.client(service, url);
 
 /** Runs a call and keeps whatever the client saw (answer or error) for the scan. */
 async function observe(what: string, call: Promise<unknown>): Promise<ConnectError | undefined> {
@@ -57,8 +55,14 @@ async function observe(what: string, call: Promise<unknown>): Promise<ConnectErr
   return ce;
 }
 
+/**
+ * Short enough for ambiguity to show up within the file; the pre-forward budget (half of it)
+ * is long enough for an admission on a busy machine, so the rail is really called.
+ */
+const AMBIGUITY_MARGIN_MS = "2000";
+
 function proxyProcess(name: string, env: Record<string, string>): ServiceProcess {
-  const p = new ServiceProcess({ service: "rail-proxy", name, env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS: "0", DRAIN_MS: "1000", ...env } });
+  const p = new ServiceProcess({ service: "rail-proxy", name, env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, DRAIN_MS: "1000", ...env } });
   extra.push(p);
   return p;
 }
@@ -68,7 +72,7 @@ const request = (acc: string, payout: string, token: bigint) => ({ accountId: ac
 beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), "railfence-secrets-"));
   const debug = { LOG_LEVEL: "debug" };
-  mesh = testMesh({ proxies: 2, proxyEnv: { ...debug, RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS: "0", SWEEP_INTERVAL_MS: "200" }, railStubEnv: debug, lockEnv: debug });
+  mesh = testMesh({ proxies: 2, proxyEnv: { ...debug, RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, SWEEP_INTERVAL_MS: "200" }, railStubEnv: debug, lockEnv: debug });
   await mesh.start();
   await mesh.startLock(debug);
   await mesh.startPayouts(debug);
@@ -79,6 +83,9 @@ beforeAll(async () => {
   const control = client(RailControlService, `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`);
   const lock = client(LockService, mesh.lock!.url);
   const payouts = client(PayoutService, mesh.payouts!.url);
+  // The money path is walked as the payouts' holder walks it: each payout fenced for its request.
+  const paydb = await db(mesh.dbUrl("paydb"));
+  const held = (acc: string, payout: string, token: bigint) => fencedFor(paydb, request(acc, payout, token));
   const body = { clientReference: "sec-1", accountId: "a", beneficiary: "b", amount: { amountMinor: 1n, currency: "EUR" } };
 
   // Wrong and malformed credentials straight at the rail.
@@ -95,13 +102,13 @@ beforeAll(async () => {
   await observe("lock invalid", lock.acquire({ key: "", owner: "", ttlMs: 0, waitMs: 0 }));
   await observe("payouts no key", payouts.createPayout({ accountId: "a" }));
   // The money path, then rail faults: reject, land-then-lose (TIMEOUT), never-land hang.
-  await observe("proxy ok", proxy.submitPayout(request("acc-sec", "p-sec-ok", 1n)));
-  await observe("proxy duplicate", proxy2.submitPayout(request("acc-sec", "p-sec-ok", 2n)));
-  await observe("proxy fenced", proxy2.submitPayout(request("acc-sec", "p-sec-stale", 1n)));
+  await observe("proxy ok", proxy.submitPayout(await held("acc-sec", "p-sec-ok", 1n)));
+  await observe("proxy duplicate", proxy2.submitPayout(await held("acc-sec", "p-sec-ok", 2n)));
+  await observe("proxy fenced", proxy2.submitPayout(await held("acc-sec", "p-sec-stale", 1n)));
   await control.setFaults({ rules: [{ kind: FaultKind.REJECT, count: 1 }, { kind: FaultKind.LAND_THEN_LOSE_ANSWER, count: 1 }, { kind: FaultKind.NEVER_LAND_HANG, count: 1 }] });
-  await observe("rail reject", proxy.submitPayout(request("acc-sec", "p-sec-rej", 3n)));
-  await observe("rail lost answer", proxy.submitPayout(request("acc-sec", "p-sec-lost", 4n)));
-  await observe("rail hang", proxy2.submitPayout(request("acc-sec", "p-sec-hang", 5n)));
+  await observe("rail reject", proxy.submitPayout(await held("acc-sec", "p-sec-rej", 3n)));
+  await observe("rail lost answer", proxy.submitPayout(await held("acc-sec", "p-sec-lost", 4n)));
+  await observe("rail hang", proxy2.submitPayout(await held("acc-sec", "p-sec-hang", 5n)));
   await control.setFaults({ rules: [] });
   await observe("resolve", proxy.resolveSubmission({ payoutId: "p-sec-lost", outcome: ResolutionOutcome.PAID, actor: "operator:test", note: "matched on statement" }));
   await observe("statement", proxy.getRailStatement({}));
@@ -109,30 +116,37 @@ beforeAll(async () => {
   // A proxy holding the wrong credential: the rail refuses it.
   const wrongFile = join(tmp, "wrong-credential");
   writeFileSync(wrongFile, wrongCredential + "\n", { mode: 0o600 });
-  const wrongProxy = proxyProcess("rail-proxy-wrong-credential", { PAYDB_URL: mesh.dbUrl("paydb"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: wrongFile, REPLICA_ID: "wrong-cred" });
+  const wrongProxy = proxyProcess("rail-proxy-wrong-credential", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: wrongFile, REPLICA_ID: "wrong-cred" });
   await wrongProxy.start();
-  await observe("wrong credential submit", client(RailProxyService, wrongProxy.url).submitPayout(request("acc-sec-wrong", "p-sec-wrong", 1n)));
+  await observe("wrong credential submit", client(RailProxyService, wrongProxy.url).submitPayout(await held("acc-sec-wrong", "p-sec-wrong", 1n)));
+  await paydb.end();
   await observe("wrong credential statement", client(RailProxyService, wrongProxy.url).getRailStatement({}));
 
-  // A proxy whose paydb (its own PostgreSQL) goes down.
+  // A proxy whose paydb (its own PostgreSQL, set up as a deployment has it) goes down.
   ownPg = await PostgresServer.start({ durable: false });
-  const ownPaydb = await ownPg.createDatabase("paydb_secrets");
-  await migrate(ownPaydb, "paydb");
-  const orphan = proxyProcess("rail-proxy-paydb-down", { PAYDB_URL: ownPaydb, RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, REPLICA_ID: "paydb-down" });
+  const ownPaydb = await ownedDatabase(ownPg.url("postgres"), "paydb_secrets");
+  await migrate(ownPaydb.migrateUrl, "paydb");
+  await allowServiceLogins(ownPg.url("postgres"));
+  // Both payouts fenced while that paydb is up, as their holder left them.
+  const ownClient = await db(ownPaydb.url);
+  const [down1, down2] = [request("acc-sec-down", "p-sec-down-1", 1n), request("acc-sec-down", "p-sec-down-2", 2n)];
+  for (const r of [down1, down2]) await fencedFor(ownClient, r);
+  await ownClient.end();
+  const orphan = proxyProcess("rail-proxy-paydb-down", { PAYDB_URL: serviceUrl(ownPaydb.url, "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, REPLICA_ID: "paydb-down" });
   await orphan.start();
   const orphanClient = client(RailProxyService, orphan.url);
-  await observe("before outage", orphanClient.submitPayout(request("acc-sec-down", "p-sec-down-1", 1n)));
+  await observe("before outage", orphanClient.submitPayout(down1));
   await ownPg.stop("immediate");
-  await observe("paydb down submit", orphanClient.submitPayout(request("acc-sec-down", "p-sec-down-2", 2n)));
+  await observe("paydb down submit", orphanClient.submitPayout(down2));
   await observe("paydb down get", orphanClient.getSubmission({ payoutId: "p-sec-down-1" }));
   await observe("paydb down list", orphanClient.listUnresolved({}));
 
   // Proxies that never start: bad config, each with the real credential file configured.
   const badConfigs: Array<[string, Record<string, string>]> = [
-    ["bad rail url", { PAYDB_URL: mesh.dbUrl("paydb"), RAIL_URL: "not a url", RAIL_CREDENTIALS_FILE: mesh.credentialFile }],
-    ["credential file is a directory", { PAYDB_URL: mesh.dbUrl("paydb"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: tmp }],
+    ["bad rail url", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: "not a url", RAIL_CREDENTIALS_FILE: mesh.credentialFile }],
+    ["credential file is a directory", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: tmp }],
     ["paydb unreachable", { PAYDB_URL: "postgres://nobody@127.0.0.1:1/paydb", RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile }],
-    ["bad numbers", { PAYDB_URL: mesh.dbUrl("paydb"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, RAIL_DEADLINE_MS: "-5", PAYDB_POOL_MAX: "lots" }],
+    ["bad numbers", { PAYDB_URL: mesh.roleUrl("paydb", "rail-proxy"), RAIL_URL: mesh.railStub.url, RAIL_CREDENTIALS_FILE: mesh.credentialFile, RAIL_DEADLINE_MS: "-5", PAYDB_POOL_MAX: "lots" }],
   ];
   for (const [name, env] of badConfigs) {
     const p = new ServiceProcess({ service: "rail-proxy", name: `rail-proxy-${name.replace(/ /g, "-")}`, env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", ...env }, waitReady: false });
@@ -145,7 +159,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const s of sessions) s.abort();
+  sessions.close();
   await Promise.all(extra.map((p) => p.stop(5000)));
   await mesh?.stop();
   await ownPg?.destroy();

@@ -3,34 +3,28 @@
  * truncated and lying gRPC length prefixes, random bytes, wrong JSON types and unknown fields,
  * numbers past 2^64, oversized bodies, garbage content types and timeouts, unknown methods,
  * slowloris clients and hundreds of concurrent streams on one connection. Every request gets a
- * bounded, clean answer (or a stream reset), never `internal`/`unknown`; every server stays
- * SERVING, and nothing reaches paydb, the rail ledger or lockdb.
+ * bounded, clean answer (or a stream reset), never `internal`/`unknown`, and every refusal
+ * carries an ErrorInfo reason (framework refusals included); every server stays SERVING, and
+ * nothing reaches paydb, the rail ledger or lockdb. Stalled, truncated and oversized bodies and
+ * malformed messages have their own suites (request-body, malformed-messages).
  */
 import fc from "fast-check";
 import http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
 import { testMesh } from "../support/test-mesh.js";
 import { expectServing } from "./fuzz-clients.js";
 import { expectNoLeak } from "./outcome.js";
 import { CONNECT_JSON_HEADERS, GRPC_HEADERS, grpcFrame, rawRequest, slowStream, type RawAnswer } from "./raw-h2.js";
 import { lockdbState, paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
+import { documentedRequestLimits } from "./wire-targets.js";
+import { runs } from "../support/fast-check-seed.js";
 
 /** gRPC status codes a hostile request may legitimately get. */
 const CLEAN_GRPC = new Set([1, 3, 4, 5, 6, 8, 9, 10, 12, 16]); // canceled, invalid_argument, deadline, not_found, already_exists, resource_exhausted, failed_precondition, aborted, unimplemented, unauthenticated
 const CLEAN_CONNECT = new Set(["canceled", "invalid_argument", "deadline_exceeded", "not_found", "already_exists", "resource_exhausted", "failed_precondition", "aborted", "unimplemented", "unauthenticated"]);
-
-/**
- * KNOWN, not a service bug: connect-node decodes the request before any interceptor runs and
- * answers a protobuf it cannot parse with `internal` ("parse binary: ..."); gRPC's own spec
- * makes a compressed frame without a known grpc-encoding `internal` too. The messages are the
- * framework's fixed text (no data from inside the process), are not logged by the boundary
- * interceptor, and are counted separately in the summary. Reported to the lead for the shared
- * server (map them to invalid_argument); anything else `internal` still fails.
- */
-const FRAMEWORK_INTERNAL = /^(parse binary: |received compressed envelope, but do not know how to decompress)/;
 
 let mesh: Mesh;
 const tally = new FuzzTally("wire");
@@ -42,13 +36,15 @@ interface Target {
   path: string;
   readMaxBytes: number;
 }
+// Size limits as documented (README "Limits"), so the documentation is what gets tested.
+const LIMITS = documentedRequestLimits();
 const TARGETS: Target[] = [
-  { name: "rail-proxy", url: () => mesh.proxies[0]!.url, path: "/railfence.railproxy.v1.RailProxyService/SubmitPayout", readMaxBytes: 16 * 1024 },
-  { name: "payouts", url: () => mesh.payouts!.url, path: "/railfence.payouts.v1.PayoutService/CreatePayout", readMaxBytes: 16 * 1024 },
-  { name: "lock", url: () => mesh.lock!.url, path: "/railfence.lock.v1.LockService/Acquire", readMaxBytes: 4 * 1024 },
-  { name: "rail-stub", url: () => mesh.railStub.url, path: "/railfence.rail.v1.RailService/SubmitPayment", readMaxBytes: 64 * 1024 },
-  { name: "rail-control", url: () => `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`, path: "/railfence.railcontrol.v1.RailControlService/SetFaults", readMaxBytes: 64 * 1024 },
-  { name: "health", url: () => mesh.proxies[0]!.url, path: "/grpc.health.v1.Health/Check", readMaxBytes: 16 * 1024 },
+  { name: "rail-proxy", url: () => mesh.proxies[0]!.url, path: "/railfence.railproxy.v1.RailProxyService/SubmitPayout", readMaxBytes: LIMITS["rail-proxy"]! },
+  { name: "payouts", url: () => mesh.payouts!.url, path: "/railfence.payouts.v1.PayoutService/CreatePayout", readMaxBytes: LIMITS.payouts! },
+  { name: "lock", url: () => mesh.lock!.url, path: "/railfence.lock.v1.LockService/Acquire", readMaxBytes: LIMITS.lock! },
+  { name: "rail-stub", url: () => mesh.railStub.url, path: "/railfence.rail.v1.RailService/SubmitPayment", readMaxBytes: LIMITS["rail-stub"]! },
+  { name: "rail-control", url: () => `http://127.0.0.1:${mesh.railStub.ready!.controlPort}`, path: "/railfence.railcontrol.v1.RailControlService/SetFaults", readMaxBytes: LIMITS["rail-stub-control"]! },
+  { name: "health", url: () => mesh.proxies[0]!.url, path: "/grpc.health.v1.Health/Check", readMaxBytes: LIMITS["rail-proxy"]! },
 ];
 const targetArb = fc.constantFrom(...TARGETS);
 
@@ -77,8 +73,8 @@ function expectCleanRaw(a: RawAnswer, what: string, opts: { allowReset?: boolean
   const label = `${what}: status=${a.status} grpc=${a.grpcStatus} connect=${a.connectCode} rst=${a.rstCode} hung=${a.hung} err=${a.error} msg="${a.grpcMessage ?? a.connectMessage ?? ""}"`;
   expect(a.hung, label).not.toBe(true);
   expectNoLeak(`${a.grpcMessage ?? ""} ${a.connectMessage ?? ""} ${a.body.toString("utf8").slice(0, 2000)}`, what);
-  const message = a.grpcMessage ?? a.connectMessage ?? "";
-  if ((a.grpcStatus === 13 || a.connectCode === "internal") && FRAMEWORK_INTERNAL.test(message)) return "framework_internal_parse";
+  // Every refusal, the framework's included, names its reason in an ErrorInfo.
+  if (a.refusal) expect(a.reason ?? "", `${label}: no ErrorInfo reason`).toMatch(/^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$/);
   if (a.grpcStatus !== undefined) {
     expect(a.grpcStatus === 0 || (opts.grpc ?? CLEAN_GRPC).has(a.grpcStatus), label).toBe(true);
     return `grpc_${a.grpcStatus}`;
@@ -105,7 +101,7 @@ describe("gRPC framing", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(bytes, { flags, declaredLength: declared }), boundMs: 8000 });
         tally.record("grpc/random-frame", expectCleanRaw(a, `${t.name} frame len=${bytes.length} declared=${declared} flags=${flags}`));
       }),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
   });
 
@@ -164,7 +160,7 @@ describe("Connect JSON", () => {
         const a = await rawRequest(t.url(), { path: t.path, headers: { ...CONNECT_JSON_HEADERS, "idempotency-key": "wire-fuzz" }, body, boundMs: 8000 });
         tally.record("connect/hostile-json", expectCleanRaw(a, `${t.name} json ${body.slice(0, 120)}`));
       }),
-      { numRuns: 150 },
+      { numRuns: runs(150) },
     );
   });
 
@@ -195,7 +191,7 @@ describe("headers and routing", () => {
           tally.record("headers/garbage", expectCleanRaw(a, `${t.name} ct=${h.contentType} timeout=${h.timeout} path=${h.path}`, { allowReset: true }));
         },
       ),
-      { numRuns: 120 },
+      { numRuns: runs(120) },
     );
   });
 
@@ -259,7 +255,7 @@ describe("after the wire fuzz", () => {
   it("every service is SERVING, nothing reached paydb, the rail ledger or lockdb, and no invariant is violated", async () => {
     for (const t of TARGETS) await expectServing(t.url());
     expect(await stores()).toEqual(before);
-    const check = await checkInvariants(mesh.dbUrl("paydb"), mesh.databases.raildb);
+    const check = await checkInvariants(meshCheckTarget(mesh));
     expect(check.violations).toEqual([]);
     for (const p of mesh.processes()) expect(p.running, p.name).toBe(true);
     expect(mesh.allLines().filter((l) => l.includes('"level":"fatal"'))).toEqual([]);

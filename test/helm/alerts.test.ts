@@ -1,5 +1,5 @@
 /**
- * files/alerts.yaml: parses, carries the six required alerts, and each expression looks like
+ * files/alerts.yaml: parses, carries the required alerts (money-safety, rail, payouts limits), and each expression looks like
  * valid PromQL over metrics that the services really export (grep of services/).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -22,8 +22,8 @@ const rules: Rule[] = (parse(text) as { groups: Array<{ name: string; rules: Rul
 const byName = new Map(rules.map((r) => [r.alert, r]));
 
 /** Metrics from outside railfence (Prometheus itself, kube-state-metrics). */
-const EXTERNAL_METRICS = new Set(["up", "kube_deployment_status_replicas_available"]);
-const PROMQL_WORDS = new Set(["sum", "min", "max", "count", "rate", "increase", "absent", "or", "and", "unless", "by", "without", "vector", "clamp_min", "on", "ignoring"]);
+const EXTERNAL_METRICS = new Set(["up", "kube_deployment_status_replicas_available", "kube_job_status_failed", "kube_cronjob_status_last_successful_time", "kube_cronjob_created"]);
+const PROMQL_WORDS = new Set(["sum", "min", "max", "count", "rate", "increase", "absent", "or", "and", "unless", "by", "without", "vector", "clamp_min", "on", "ignoring", "offset", "time"]);
 
 function serviceSources(dir = join(root, "services")): string {
   let out = "";
@@ -36,9 +36,14 @@ function serviceSources(dir = join(root, "services")): string {
   return out;
 }
 
-/** Identifiers that are metric names: not functions/keywords, not inside {...} or [...]. */
+/** Identifiers that are metric names: not functions/keywords, not inside {...} or [...], not grouping labels (by (...), on (...)). */
 function metricNames(expr: string): string[] {
-  const stripped = expr.replace(/\{[^}]*\}/g, "").replace(/\[[^\]]*\]/g, "").replace(/"[^"]*"/g, "");
+  const stripped = expr
+    .replace(/\{[^}]*\}/g, "")
+    .replace(/\[[^\]]*\]/g, "")
+    .replace(/"[^"]*"/g, "")
+    .replace(/\boffset\s+\d+[smhdwy]\b/g, "")
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, "");
   return [...stripped.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((w) => !PROMQL_WORDS.has(w));
 }
 
@@ -60,6 +65,21 @@ describe("alert rules", () => {
     ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\[5m\]\)/, undefined],
     ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
     ["RailProxyReplicasLow", /count\(up\{job=~"\.\*rail-proxy\.\*"\} == 1\).*< 2/, "page"],
+    ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\[5m\]\)\) > 0/, "page"],
+    ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\[10m\]\)/, "ticket"],
+    // Issue 12: late answers, contradictions, binding refusals, guards, payouts held for a human.
+    ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
+    ["RailResolutionContradicted", /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/, "page"],
+    ["RailProxyBindingRefusedCallerMisbehaviour", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/, "page"],
+    ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
+    ["ExecutorPayoutNeedsAttentionMoneyAtRisk", /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "page"],
+    ["ExecutorPayoutNeedsAttention", /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/, "ticket"],
+    ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],
+    ["RailLateAnswerAfterSweep", /rail_late_answer_total\{previous_state="TIMEOUT"\}/, "ticket"],
+    ["RailProxyStaleBindingRefusals", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/, "ticket"],
+    // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
+    ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{job_name=~"[^"]+"\}\) > 0$/, "page"],
+    ["RailfenceAuditNotSucceeding", /time\(\) - \(max by \(namespace, cronjob\) \(kube_cronjob_status_last_successful_time\{cronjob=~"[^"]+"\}\) or max by \(namespace, cronjob\) \(kube_cronjob_created\{cronjob=~"[^"]+"\}\)\)\) > 129600/, "ticket"],
   ])("%s is defined with the expected expression", (name, pattern, severity) => {
     const rule = byName.get(name);
     expect(rule, `${name} missing`).toBeDefined();
@@ -80,10 +100,64 @@ describe("alert rules", () => {
     }
   });
 
+  it("a labelled must-be-zero counter also fires on its first event: the series appearing counts", () => {
+    // increase() needs two samples of a series; a labelled counter is born at its first event
+    // with value 1, so each page rule over one also fires while the series is new.
+    for (const name of ["RailLateAnswerAfterResolution", "RailProxyBindingRefusedCallerMisbehaviour", "ExecutorPayoutNeedsAttentionMoneyAtRisk", "ExecutorPayoutNeedsAttention"]) {
+      const expr = byName.get(name)!.expr;
+      const selector = /increase\(([a-z_]+\{[^}]*\})\[15m\]\)/.exec(expr)![1]!;
+      expect(expr, name).toContain(`(${selector} unless ${selector} offset 15m)`);
+    }
+  });
+
+  it("the money-at-risk and the ticket rules on executor_needs_attention_total split the reasons without overlap", () => {
+    const set = (name: string) => /reason[=!]~"([^"]+)"/.exec(byName.get(name)!.expr)![1]!;
+    expect(set("ExecutorPayoutNeedsAttentionMoneyAtRisk")).toBe(set("ExecutorPayoutNeedsAttention"));
+    expect(byName.get("ExecutorPayoutNeedsAttentionMoneyAtRisk")!.expr).not.toContain("!~");
+    expect(byName.get("ExecutorPayoutNeedsAttention")!.expr).not.toMatch(/reason=~/);
+  });
+
   it("the checks fail on a broken rule (negative control)", () => {
     expect(balanced("sum(rate(x[5m])")).toBe(false);
     expect(metricNames('sum(rate(rail_proxy_no_such_total{a="b"}[5m]))')).toEqual(["rail_proxy_no_such_total"]);
     expect(serviceSources()).not.toContain('"rail_proxy_no_such_total"');
+    expect(metricNames("x unless x offset 15m")).toEqual(["x", "x"]);
+    expect(metricNames("max by (namespace, job_name) (kube_job_status_failed) > 0")).toEqual(["kube_job_status_failed"]);
+    expect(metricNames("time() - max by (cronjob) (rail_proxy_no_such_seconds)")).toEqual(["rail_proxy_no_such_seconds"]);
+  });
+
+  /** A PromQL `=~` matcher as a JavaScript RegExp (Prometheus anchors both ends). */
+  const matcher = (alert: string, label: string) => new RegExp(`^(?:${new RegExp(`${label}=~"([^"]+)"`).exec(byName.get(alert)!.expr)![1]!})$`);
+  /** Names the CronJob controller gives a CronJob's Jobs: <cronjob>-<scheduled time in minutes>. */
+  const jobNames = (cronJob: string) => [`${cronJob}-${Math.floor(Date.UTC(2030, 0, 2, 4, 23) / 60_000)}`, `${cronJob}-29000000`];
+
+  it.each([
+    ["default release", ["prometheusRule.enabled=true"], "rf"],
+    ["another release name", ["prometheusRule.enabled=true"], "payments-eu"],
+    ["fullnameOverride", ["prometheusRule.enabled=true", "fullnameOverride=pay"], "rf"],
+  ])("the audit alerts select the audit CronJob's Jobs and nothing else (%s)", (_, set, release) => {
+    const objects = render({ set, release });
+    const cronJobs = objects.filter((o) => o.kind === "CronJob");
+    const audit = cronJobs.find((o) => o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+    const others = [...cronJobs.filter((o) => o !== audit).map((o) => o.metadata.name), ...objects.filter((o) => o.kind === "Job").map((o) => o.metadata.name)];
+    expect(others.length).toBeGreaterThan(0);
+    const failedJob = matcher("RailfenceAuditFailed", "job_name");
+    for (const name of jobNames(audit.metadata.name)) expect(failedJob.test(name), name).toBe(true);
+    for (const name of others.flatMap((o) => [o, ...jobNames(o)])) expect(failedJob.test(name), name).toBe(false);
+    for (const label of ["cronjob"]) {
+      const cron = matcher("RailfenceAuditNotSucceeding", label);
+      expect(cron.test(audit.metadata.name)).toBe(true);
+      for (const name of cronJobs.filter((o) => o !== audit).map((o) => o.metadata.name)) expect(cron.test(name), name).toBe(false);
+    }
+    // The rule's premise: one failed pod is one failed run (the Job never retries).
+    expect(audit.spec.jobTemplate.spec.backoffLimit).toBe(0);
+  });
+
+  it("the audit alerts' selectors can fail (negative control): a renamed audit, or the reconciler's Jobs, do not match", () => {
+    const failedJob = matcher("RailfenceAuditFailed", "job_name");
+    expect(failedJob.test("rf-railfence-reconciler-29000000")).toBe(false);
+    expect(failedJob.test("rf-railfence-check-29000000")).toBe(false);
+    expect(failedJob.test("rf-railfence-audit")).toBe(false);
   });
 
   it("the PrometheusRule ships exactly the rules in files/alerts.yaml", () => {

@@ -78,8 +78,76 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
   if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS)) out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
   if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
+  if (env.RAIL_PROXY_MARK_STORE !== "paydb") out.push(`rail-proxy RAIL_PROXY_MARK_STORE=${env.RAIL_PROXY_MARK_STORE}`);
+  if (env.RAIL_PROXY_DISABLED_GUARDS !== "") out.push(`rail-proxy RAIL_PROXY_DISABLED_GUARDS=${env.RAIL_PROXY_DISABLED_GUARDS}`);
   return out;
 }
+
+/** The harness-only switches (negative controls): only rail-proxy names them, and only as the literals that keep every guard on. */
+export function harnessSwitchViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);
+      for (const e of c.env ?? []) {
+        if (!(e.name in allowed)) continue;
+        if (p.component !== "rail-proxy") out.push(`${p.component}/${c.name}: sets ${e.name}`);
+        else if (e.value !== allowed[e.name] || e.valueFrom) out.push(`rail-proxy/${c.name}: ${e.name}=${JSON.stringify(e.value ?? e.valueFrom)}`);
+      }
+    }
+  }
+  return out;
+}
+
+/** The Secret and key a container's file env var (e.g. PAYDB_PASSWORD_FILE) reads, through its mount and volume. */
+export function fileSource(spec: any, container: any, path: string): string | undefined {
+  const mount = (container.volumeMounts ?? []).find((m: any) => path.startsWith(`${m.mountPath}/`));
+  const volume = (spec.volumes ?? []).find((v: any) => v.name === mount?.name);
+  if (!volume?.secret) return undefined;
+  const file = path.slice(mount.mountPath.length + 1);
+  const item = (volume.secret.items ?? []).find((i: any) => i.path === file);
+  return `${volume.secret.secretName}/${item?.key ?? file}`;
+}
+
+/** Who a password reader is: the migration Job is the owner, except for raildb, the dev stub's own database (one credential). */
+function migrationReader(component: string, container: any): string {
+  if (component !== "migrate") return component;
+  return container.command?.at(-1) === "raildb" ? "rail-stub" : "migrations";
+}
+
+/**
+ * Database passwords: each component reads its own (no two components' *_PASSWORD_FILE resolve
+ * to one Secret key; the migration Job, which creates the logins, may read theirs), and no
+ * container mounts a Secret none of its *_FILE variables reads (e.g. another component's password).
+ */
+export function dbPasswordViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  const readers = new Map<string, Set<string>>();
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const files = (c.env ?? []).filter((e: any) => /_FILE$/.test(e.name) && typeof e.value === "string");
+      for (const e of files.filter((x: any) => /PASSWORD_FILE$/.test(x.name) && !x.name.startsWith("LOGIN_"))) {
+        const src = fileSource(p.spec, c, e.value);
+        if (!src) out.push(`${p.component}/${c.name}: ${e.name} is not read from a Secret`);
+        else if (p.component !== "migrate" || e.name === "DATABASE_PASSWORD_FILE") readers.set(src, new Set([...(readers.get(src) ?? []), migrationReader(p.component, c)]));
+      }
+      for (const m of c.volumeMounts ?? []) {
+        const volume = (p.spec.volumes ?? []).find((v: any) => v.name === m.name);
+        if (!volume?.secret) continue;
+        if (!files.some((e: any) => e.value.startsWith(`${m.mountPath}/`))) out.push(`${p.component}/${c.name}: mounts Secret ${volume.secret.secretName} that none of its *_FILE variables reads`);
+      }
+    }
+  }
+  for (const [src, who] of readers) if (who.size > 1) out.push(`${[...who].sort().join(" and ")} read the same database password ${src}`);
+  return out;
+}
+
+/** Who may call rail-proxy: executors (SubmitPayout), the reconciler, and the read-only daily audit (GetRailStatement). */
+const PROXY_CALLERS = ["executor", "reconciler", "audit"];
+
+/** One-shot pods whose result is their Job status and log: no telemetry export, so no OTLP egress. */
+export const NO_TELEMETRY_EXPORT = new Set(["audit"]);
 
 function policyComponent(np: K8sObject): string | undefined {
   return np.spec.podSelector?.matchLabels?.["app.kubernetes.io/component"];
@@ -88,9 +156,10 @@ function policyComponent(np: K8sObject): string | undefined {
 /**
  * NetworkPolicies: every workload component is selected by a policy with both directions;
  * no rule opens "anywhere" (an empty peer list); only rail-proxy reaches the rail; only
- * executor and reconciler reach rail-proxy; only executor reaches lock.
+ * executor, reconciler and the audit reach rail-proxy; only executor reaches lock; a component
+ * that exports no telemetry has no egress to the collector.
  */
-export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[]): string[] {
+export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[], otlpPort = 4318): string[] {
   const out: string[] = [];
   const nps = byKind(objects, "NetworkPolicy");
   const perComponent = new Map(nps.filter(policyComponent).map((np) => [policyComponent(np)!, np]));
@@ -110,9 +179,10 @@ export function networkPolicyViolations(objects: K8sObject[], railCidrs: string[
           if (dir === "egress" && railCidrs.includes(peer.ipBlock?.cidr) && who !== "rail-proxy") out.push(`${who}: egress to the rail ${peer.ipBlock.cidr}`);
           const target = peer.podSelector?.matchLabels?.["app.kubernetes.io/component"];
           if (dir === "egress" && target === "rail-stub" && who !== "rail-proxy") out.push(`${who}: egress to the rail-stub`);
-          if (dir === "egress" && target === "rail-proxy" && !["executor", "reconciler"].includes(who)) out.push(`${who}: egress to rail-proxy`);
+          if (dir === "egress" && target === "rail-proxy" && !PROXY_CALLERS.includes(who)) out.push(`${who}: egress to rail-proxy`);
+          if (dir === "egress" && NO_TELEMETRY_EXPORT.has(who) && (rule.ports ?? []).some((p: any) => p.port === otlpPort)) out.push(`${who}: egress to the OTLP collector`);
           if (dir === "egress" && target === "lock" && who !== "executor") out.push(`${who}: egress to lock`);
-          if (dir === "ingress" && who === "rail-proxy" && target && !["executor", "reconciler"].includes(target)) out.push(`rail-proxy: ingress from ${target}`);
+          if (dir === "ingress" && who === "rail-proxy" && target && !PROXY_CALLERS.includes(target)) out.push(`rail-proxy: ingress from ${target}`);
           if (dir === "ingress" && who === "lock" && target && target !== "executor") out.push(`lock: ingress from ${target}`);
         }
       }
@@ -188,7 +258,7 @@ export function entrypointViolations(objects: K8sObject[]): string[] {
  * Telemetry reaches every component: the image starts instrumentation through NODE_OPTIONS
  * (Dockerfile), so a container that sets NODE_OPTIONS itself silently turns tracing off; with
  * otel.enabled each long-running component exports to the endpoint under its own name, and with
- * it off the SDK is disabled explicitly.
+ * it off the SDK is disabled explicitly; the one-shot audit never exports (NO_TELEMETRY_EXPORT).
  */
 export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean): string[] {
   const out: string[] = [];
@@ -199,7 +269,9 @@ export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean):
       if (env.has("NODE_OPTIONS")) out.push(`${where}: sets NODE_OPTIONS, replacing the image's --import of the instrumentation`);
       if ((c.envFrom ?? []).length > 0) out.push(`${where}: envFrom can override NODE_OPTIONS or OTEL_* unseen`);
       if (p.component === "migrate") continue;
-      if (otelEnabled) {
+      if (NO_TELEMETRY_EXPORT.has(p.component)) {
+        if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)`);
+      } else if (otelEnabled) {
         if (!env.get("OTEL_EXPORTER_OTLP_ENDPOINT")) out.push(`${where}: no OTEL_EXPORTER_OTLP_ENDPOINT`);
         if (env.get("OTEL_SDK_DISABLED") === "true") out.push(`${where}: OTEL_SDK_DISABLED=true with otel.enabled`);
       } else if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: otel.enabled=false but OTEL_SDK_DISABLED is not true`);

@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  dbPasswordViolations,
   entrypointViolations,
+  harnessSwitchViolations,
   networkPolicyViolations,
   probeViolations,
   proxyAvailabilityViolations,
@@ -22,9 +24,11 @@ const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-
 const DEV = [
   "railStub.enabled=true",
   "rail.credential=dev-only-credential",
-  "database.paydb.password=dev",
-  "database.lockdb.password=dev",
-  "database.raildb.password=dev",
+  // One development password per credential: the chart creates one Secret each.
+  ...["migrations", "railProxy", "executor", "payouts", "reconciler", "auditor"].map((k) => `database.paydb.credentials.${k}.password=dev-paydb-${k}`),
+  "database.lockdb.credentials.migrations.password=dev-lockdb-owner",
+  "database.lockdb.credentials.lock.password=dev-lockdb-lock",
+  "database.raildb.password=dev-raildb",
   "lock.backend=etcd",
   "etcd.endpoints={http://etcd-0.etcd:2379}",
   "networkPolicy.etcd.cidrs={10.8.0.0/24}",
@@ -54,7 +58,7 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
 
   it("renders every component, each object valid with no unknown fields", async () => {
     const workloads = podSpecs(objects).map((p) => p.component);
-    expect(workloads).toEqual(expect.arrayContaining(["lock", "rail-proxy", "payouts", "executor", "reconciler", "migrate"]));
+    expect(workloads).toEqual(expect.arrayContaining(["lock", "rail-proxy", "payouts", "executor", "reconciler", "audit", "migrate"]));
     const problems = (await Promise.all(objects.map(validateObject))).flat();
     expect(problems).toEqual([]);
   });
@@ -69,6 +73,14 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
 
   it("keeps at least two rail-proxy replicas with a PDB, zone and node spread, and fencing on", () => {
     expect(proxyAvailabilityViolations(objects)).toEqual([]);
+  });
+
+  it("keeps every guard on: the harness-only switches appear only as rail-proxy's literals", () => {
+    expect(harnessSwitchViolations(objects)).toEqual([]);
+  });
+
+  it("gives each component its own database password, and mounts no Secret a container does not read", () => {
+    expect(dbPasswordViolations(objects)).toEqual([]);
   });
 
   it("restricts the network: only rail-proxy egresses to the rail, default deny per component", () => {
@@ -175,6 +187,42 @@ describe("the checks catch regressions (negative controls)", () => {
     );
     expect(telemetryViolations(render({ set: [...MINIMAL, "otel.enabled=false"] }), false)).toEqual([]);
     expect(telemetryViolations(base, false).length).toBeGreaterThan(0);
+  });
+
+  it("the audit reaching the collector or payouts, or exporting telemetry, is reported", () => {
+    const broken = mutate((objs) => {
+      const np = byKind(objs, "NetworkPolicy").find((x) => component(x) === "audit")!;
+      np.spec.egress.push({ to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "observability" } } }], ports: [{ port: 4318, protocol: "TCP" }] });
+      const lockNp = byKind(objs, "NetworkPolicy").find((x) => component(x) === "lock")!;
+      lockNp.spec.ingress[0].from.push({ podSelector: { matchLabels: { "app.kubernetes.io/component": "audit" } } });
+      const env = pod(objs, "audit").containers[0].env;
+      env.find((e: any) => e.name === "OTEL_SDK_DISABLED").value = "false";
+    });
+    expect(networkPolicyViolations(broken, ["203.0.113.0/24"]).sort()).toEqual(["audit: egress to the OTLP collector", "lock: ingress from audit"]);
+    expect(telemetryViolations(broken, true)).toEqual(["audit/audit: exports telemetry, but its NetworkPolicy has no egress to the collector (OTEL_SDK_DISABLED must be true)"]);
+  });
+
+  it("a guard switch set on rail-proxy or any switch on another pod is reported", () => {
+    const broken = mutate((objs) => {
+      const env = pod(objs, "rail-proxy").containers[0].env;
+      env.find((e: any) => e.name === "RAIL_PROXY_DISABLED_GUARDS").value = "payout-binding";
+      pod(objs, "executor").containers[0].env.push({ name: "RAIL_PROXY_MARK_STORE", value: "paydb" });
+    });
+    expect(harnessSwitchViolations(broken).sort()).toEqual(["executor/executor: sets RAIL_PROXY_MARK_STORE", 'rail-proxy/rail-proxy: RAIL_PROXY_DISABLED_GUARDS="payout-binding"']);
+    expect(proxyAvailabilityViolations(broken)).toEqual(["rail-proxy RAIL_PROXY_DISABLED_GUARDS=payout-binding"]);
+  });
+
+  it("another component's database password, mounted or read, is reported", () => {
+    const dev = render({ set: [...MINIMAL, "database.paydb.credentials.railProxy.password=rp", "database.paydb.credentials.executor.password=ex"] });
+    expect(dbPasswordViolations(dev)).toEqual([]);
+    const spec = (objs: K8sObject[], name: string) => podSpecs(objs).find((p) => p.component === name)!.spec;
+    const mounted = structuredClone(dev);
+    spec(mounted, "executor").volumes.push(spec(mounted, "rail-proxy").volumes.find((v: any) => v.name === "paydb-rail-proxy-password"));
+    spec(mounted, "executor").containers[0].volumeMounts.push({ name: "paydb-rail-proxy-password", mountPath: "/var/run/secrets/railfence/paydb-rail-proxy", readOnly: true });
+    expect(dbPasswordViolations(mounted)).toEqual(["executor/executor: mounts Secret rf-railfence-paydb-rail-proxy-password that none of its *_FILE variables reads"]);
+    const read = structuredClone(mounted);
+    spec(read, "executor").containers[0].env.find((e: any) => e.name === "PAYDB_PASSWORD_FILE").value = "/var/run/secrets/railfence/paydb-rail-proxy/password";
+    expect(dbPasswordViolations(read)).toEqual(["executor/executor: mounts Secret rf-railfence-paydb-executor-password that none of its *_FILE variables reads", "executor and rail-proxy read the same database password rf-railfence-paydb-rail-proxy-password/password"]);
   });
 
   it("an unknown field is reported by the validator", async () => {

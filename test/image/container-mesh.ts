@@ -80,7 +80,12 @@ export class ContainerMesh {
     log(`${this.pods.length} pods ready${restarts.length ? `; restarted during start-up: ${JSON.stringify(Object.fromEntries(restarts))}` : ""}`);
   }
 
-  /** PostgreSQL from the same Debian base, scram-sha-256 on the network, one login per row. */
+  /**
+   * PostgreSQL from the same Debian base, scram-sha-256 on the network, and what a DBA provides
+   * before the install (docs/deploy.md): the owner role (CREATEROLE, not a superuser, as managed
+   * PostgreSQL hands it out) owning paydb and lockdb, and the stub's login owning raildb. Every
+   * component's login is left to the chart's migration Job.
+   */
   private async startPostgres(): Promise<void> {
     const name = `railfence-smoke-${this.id}-postgres`;
     const secretDir = join(this.dir, "postgres");
@@ -127,8 +132,13 @@ export class ContainerMesh {
     const admin = new pg.Client({ connectionString: this.superuserUrl("postgres") });
     await admin.connect();
     try {
-      for (const l of this.logins) {
-        await admin.query(`CREATE ROLE ${admin.escapeIdentifier(l.role)} LOGIN PASSWORD ${admin.escapeLiteral(l.password)}`);
+      const roles = new Set<string>();
+      for (const l of this.logins.filter((x) => x.createdBy === "dba")) {
+        if (!roles.has(l.role)) {
+          const createRole = l.component === "migrate" ? " CREATEROLE" : "";
+          await admin.query(`CREATE ROLE ${admin.escapeIdentifier(l.role)} LOGIN${createRole} PASSWORD ${admin.escapeLiteral(l.password)}`);
+          roles.add(l.role);
+        }
         await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(l.database)} OWNER ${admin.escapeIdentifier(l.role)}`);
       }
     } finally {
@@ -140,10 +150,16 @@ export class ContainerMesh {
     return `postgres://postgres:${encodeURIComponent(this.postgresPassword)}@${this.postgresIp}:5432/${database}`;
   }
 
-  /** A database URL with the login the chart gives its components (for host-side reads). */
+  /** The URL `component` logs in to its database with (its own role and password). */
+  loginUrl(component: string, database?: Database): string {
+    const l = this.logins.find((x) => x.component === component && (database === undefined || x.database === database));
+    if (!l) throw new Error(`no database login for ${component}`);
+    return `postgres://${l.role}:${encodeURIComponent(l.password)}@${this.postgresIp}:5432/${l.database}`;
+  }
+
+  /** Host-side reads: paydb as the auditor (read-only), raildb as the stub, lockdb as the lock service. */
   dbUrl(database: Database): string {
-    const l = this.logins.find((x) => x.database === database)!;
-    return `postgres://${l.role}:${encodeURIComponent(l.password)}@${this.postgresIp}:5432/${database}`;
+    return this.loginUrl({ paydb: "audit", lockdb: "lock", raildb: "rail-stub" }[database], database);
   }
 
   /** The migration hook Job: init containers in order, then its container; each must exit 0. */

@@ -4,11 +4,10 @@
  * test adds on top of the chart (each with its reason). Everything else about a container
  * (command, environment, user, mounts, limits, probes) comes from the rendered chart.
  *
- * Database logins: today the chart takes one credential per database (`database.<db>`), so
- * there is one login per database and every component of that database shares it. When the
- * chart takes one credential per component, DATABASE_LOGINS gets one row per component (and
- * an owner row for migrations), and chartValues() maps each row to its chart key: nothing else
- * in the test changes.
+ * Database logins are as docs/deploy.md asks a DBA for them: one owner role (CREATEROLE, not a
+ * superuser, owning paydb and lockdb) for the migration Job, and the rail stub's own login for
+ * raildb; the migration Job then creates every component's login role (migrations.provisionLogins)
+ * with the password from that component's own Secret, and each pod logs in as its own role.
  */
 import { randomBytes } from "node:crypto";
 
@@ -20,23 +19,44 @@ export const POSTGRES_HOST = "postgres";
 export type Database = "paydb" | "lockdb" | "raildb";
 
 export interface DatabaseLogin {
-  /** The chart key whose url/existingSecret/passwordKey this login fills. */
-  chartKey: `database.${Database}`;
+  /** The chart key this login fills: database.<db>.credentials.<key>, or database.raildb (the stub's only one). */
+  chartKey: string;
+  /** The chart component that logs in with it ("migrate" for the owner). */
+  component: string;
   database: Database;
   role: string;
   /** The Kubernetes Secret the password lives in (mounted as a file by the chart). */
   secret: string;
   password: string;
+  /** "dba": made before the install (the test's PostgreSQL set-up); "job": by the migration Job. */
+  createdBy: "dba" | "job";
 }
 
 const password = () => randomBytes(18).toString("base64url");
 
-/** One login per database (see the file comment for the per-component future). */
+/** The owner, the stub's login, and one login per component, each with a Secret of its own. */
 export function databaseLogins(): DatabaseLogin[] {
+  const owner = { role: "railfence_owner", secret: "smoke-db-owner", password: password(), component: "migrate", createdBy: "dba" as const };
+  const job = (key: string, component: string, database: Database, role: string): DatabaseLogin => ({
+    chartKey: `database.${database}.credentials.${key}`,
+    component,
+    database,
+    role,
+    secret: `smoke-db-${component}`,
+    password: password(),
+    createdBy: "job",
+  });
   return [
-    { chartKey: "database.paydb", database: "paydb", role: "railfence_pay", secret: "smoke-paydb", password: password() },
-    { chartKey: "database.lockdb", database: "lockdb", role: "railfence_lock", secret: "smoke-lockdb", password: password() },
-    { chartKey: "database.raildb", database: "raildb", role: "railstub", secret: "smoke-raildb", password: password() },
+    // One owner for both databases (the chart allows it: the migration Job is one component).
+    { ...owner, chartKey: "database.paydb.credentials.migrations", database: "paydb" },
+    { ...owner, chartKey: "database.lockdb.credentials.migrations", database: "lockdb" },
+    job("railProxy", "rail-proxy", "paydb", "railfence_rail_proxy_login"),
+    job("executor", "executor", "paydb", "railfence_executor_login"),
+    job("payouts", "payouts", "paydb", "railfence_payouts_login"),
+    job("reconciler", "reconciler", "paydb", "railfence_reconciler_login"),
+    job("auditor", "audit", "paydb", "railfence_auditor_login"),
+    job("lock", "lock", "lockdb", "railfence_lock_login"),
+    { chartKey: "database.raildb", component: "rail-stub", database: "raildb", role: "railstub", secret: "smoke-db-rail-stub", password: password(), createdBy: "dba" },
   ];
 }
 
@@ -55,9 +75,14 @@ export function secrets(logins: DatabaseLogin[], railCredential: string): Record
 export const TIMINGS = {
   railDeadlineMs: 2000,
   ambiguityMarginMs: 2000,
+  // statement_timeout of the proxy's admission; a forward may start this long after created_at.
+  admissionTimeoutMs: 3000,
+  // No rail call starts later than this after the admission statement was sent: below the
+  // margin, as the chart requires, so the sweeper never declares a row whose call may still start.
+  forwardBudgetMs: 1000,
   sweepIntervalMs: 500,
-  // "Not on the statement" means NOT_PAID only after this: well above deadline + margin + the
-  // admission statement's timeout (5 s), which the reconciler is about to require.
+  // "Not on the statement" means NOT_PAID only after this: above deadline + margin + admission
+  // timeout (7 s), as the chart and the reconciler require.
   settlementWindowMs: 12000,
 };
 
@@ -85,12 +110,16 @@ export function chartValues(i: ChartInputs): string[] {
     "executor.replicas=2",
     `railProxy.railDeadlineMs=${TIMINGS.railDeadlineMs}`,
     `railProxy.ambiguityMarginMs=${TIMINGS.ambiguityMarginMs}`,
+    `railProxy.admissionTimeoutMs=${TIMINGS.admissionTimeoutMs}`,
+    `railProxy.forwardBudgetMs=${TIMINGS.forwardBudgetMs}`,
     `railProxy.sweepIntervalMs=${TIMINGS.sweepIntervalMs}`,
     `reconciler.settlementWindowMs=${TIMINGS.settlementWindowMs}`,
     "executor.pollIntervalMs=100",
   ];
+  // URLs carry neither user nor password: the chart inserts each component's user.
+  for (const db of new Set(i.logins.map((l) => l.database))) set.push(`database.${db}.url=postgresql://${POSTGRES_HOST}:5432/${db}?sslmode=disable`);
   for (const l of i.logins) {
-    set.push(`${l.chartKey}.url=postgresql://${l.role}@${POSTGRES_HOST}:5432/${l.database}?sslmode=disable`);
+    set.push(`${l.chartKey}.user=${l.role}`);
     set.push(`${l.chartKey}.existingSecret=${l.secret}`);
     set.push(`${l.chartKey}.passwordKey=${PASSWORD_KEY}`);
   }

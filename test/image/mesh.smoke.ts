@@ -2,21 +2,26 @@
  * Container smoke test (`npm run test:image`): the image deploy/image/build.sh built, every
  * chart workload in its own container as the rendered chart runs it (read-only root, uid 10001,
  * no capabilities, Secrets as read-only files, limits), on an internal network, against
- * PostgreSQL in a container. Migrations run by the image's migrate job; a payout goes
- * PENDING -> PAID through the Payouts API and its trace reaches the collector with spans from
- * every service; a rail-proxy container is SIGKILLed under load and the reconciler CronJob and
- * the invariant checker (run from the host, as the harness is not in the image) find nothing
- * wrong; every gRPC container answers SERVING; misconfiguration exits with the documented code
- * and message; every component drains on SIGTERM.
+ * PostgreSQL in a container. The image's migrate job migrates the databases and creates every
+ * component's login role, and each pod logs in as its own; the proxies run with the chart's
+ * money-safety settings and every guard on. A payout goes PENDING -> PAID through the Payouts
+ * API and its trace reaches the collector with spans from every service; rail-proxy containers
+ * are SIGKILLed under load, the reconciler CronJob closes the ambiguity, and the verdict is the
+ * chart's daily audit CronJob (`railfence check` as the auditor, the statement through rail-proxy)
+ * run once from the image, cross-checked on the host against the rail's own ledger; a planted
+ * double payment makes that same pod fail. Every gRPC container answers SERVING;
+ * misconfiguration exits with the documented code and message; every component drains on SIGTERM.
  */
 import { randomUUID } from "node:crypto";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { checkInvariants } from "../../services/harness/invariants.js";
+import { runAudit, type AuditCounts } from "../../services/cli/audit/audit.js";
+import { ledgerStatement } from "../../tools/harness/invariants.js";
+import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -26,7 +31,7 @@ import { root } from "../helm/helm-tool.js";
 import { eventually } from "../support/clients.js";
 import { find, readinessProbe } from "./chart-pods.js";
 import { ContainerMesh, until, type Pod } from "./container-mesh.js";
-import { CREDENTIAL_KEY, NAMESPACE, POSTGRES_HOST, TIMINGS } from "./deployment.js";
+import { CREDENTIAL_KEY, NAMESPACE, TIMINGS } from "./deployment.js";
 import * as podman from "./podman.js";
 
 /** The image under test: IMAGE, else the one deploy/image/build.sh last built in this checkout. */
@@ -67,6 +72,34 @@ function payoutsClient(url: string) {
 async function allReady(): Promise<void> {
   await Promise.all(mesh.pods.map((p) => mesh.waitReady(p)));
 }
+
+/** The report `railfence check --json` printed (stdout; a failure's error object is on stderr). */
+interface AuditReport {
+  verdict: "PASS" | "FAIL";
+  violations: Array<{ invariant: string; detail: string; row: Record<string, unknown> }>;
+  counts: AuditCounts;
+}
+
+/**
+ * One run of the chart's audit CronJob pod, as its schedule would start it, with `extra`
+ * arguments appended to its command (e.g. --quiescent for the drained check).
+ */
+async function auditCronJob(name: string, extra: string[] = []): Promise<{ code: number | null; output: string; report: AuditReport | undefined }> {
+  const [c] = find(mesh.chart, "CronJob", "audit");
+  const r = await mesh.runOnce(c!, `${c!.workload}-${mesh.id}-${name}`, (o) => ({ ...o, command: [...o.command, ...extra] }));
+  const json = r.output.slice(Math.max(0, r.output.indexOf("{")));
+  let report: AuditReport | undefined;
+  try {
+    const parsed = JSON.parse(json) as Partial<AuditReport>;
+    if (parsed.verdict) report = parsed as AuditReport;
+  } catch {
+    report = undefined;
+  }
+  return { ...r, report };
+}
+
+/** The database role each chart component logs in with (SERVICE_ROLES names their groups). */
+const ROLE_OF: Record<string, ServiceRole> = { "rail-proxy": "rail-proxy", executor: "executor", payouts: "payouts", reconciler: "reconciler", audit: "auditor", lock: "lock" };
 
 /** What the image holds, seen from inside a container run the chart's way. */
 const INSPECT_IMAGE = `
@@ -145,6 +178,67 @@ describe("the chart's pods as containers", () => {
     }
   });
 
+  it("each pod logs in to PostgreSQL as its own role, which the migration Job created in its group only", async () => {
+    await allReady();
+    const admin = new pg.Client({ connectionString: mesh.superuserUrl("postgres") });
+    await admin.connect();
+    try {
+      // The logins the Job made: LOGIN, member of their component's group and of nothing else.
+      for (const l of mesh.logins.filter((x) => x.createdBy === "job")) {
+        const { rows } = await admin.query<{ login: boolean; super: boolean; createrole: boolean; groups: string[] }>(
+          `SELECT rolcanlogin AS login, rolsuper AS super, rolcreaterole AS createrole,
+                  ARRAY(SELECT g.rolname::text FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid WHERE m.member = r.oid) AS groups
+             FROM pg_roles r WHERE rolname = $1`,
+          [l.role],
+        );
+        expect(rows[0], l.role).toEqual({ login: true, super: false, createrole: false, groups: [SERVICE_ROLES[ROLE_OF[l.component]!].name] });
+      }
+      // Who is connected from where: every pod's sessions use its own login, never another's.
+      const ipOf = new Map(await Promise.all(mesh.pods.map(async (p) => [await mesh.ip(p), p] as const)));
+      const seen = new Map<string, Set<string>>();
+      await eventually(async () => {
+        const { rows } = await admin.query<{ usename: string; addr: string }>(
+          "SELECT usename, host(client_addr) AS addr FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL AND usename <> 'postgres'",
+        );
+        for (const r of rows) {
+          const pod = ipOf.get(r.addr);
+          if (pod) seen.set(pod.name, new Set([...(seen.get(pod.name) ?? []), r.usename]));
+        }
+        // rail-proxy (sweeper) and executors (poll) query without pause; others when called.
+        return ["rail-proxy", "executor"].every((c) => mesh.byComponent(c).every((p) => seen.has(p.name)));
+      }, "sessions of every rail-proxy and executor pod", 30_000);
+      for (const [podName, users] of seen) {
+        const pod = mesh.pods.find((p) => p.name === podName)!;
+        const own = mesh.logins.find((l) => l.component === pod.chart.component)!.role;
+        expect([...users], podName).toEqual([own]);
+      }
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it("the proxies run with the chart's money-safety settings: forward budget, admission timeout, every guard on", async () => {
+    await allReady();
+    for (const pod of mesh.byComponent("rail-proxy")) {
+      expect(pod.options.env).toMatchObject({
+        RAIL_DEADLINE_MS: String(TIMINGS.railDeadlineMs),
+        AMBIGUITY_MARGIN_MS: String(TIMINGS.ambiguityMarginMs),
+        ADMISSION_TIMEOUT_MS: String(TIMINGS.admissionTimeoutMs),
+        RAIL_FORWARD_BUDGET_MS: String(TIMINGS.forwardBudgetMs),
+        RAIL_PROXY_FENCING_ENABLED: "true",
+        RAIL_PROXY_DISABLED_GUARDS: "",
+      });
+      // What the process made of them, in its own words and gauges.
+      const ready = (await podman.logs(pod.name)).split("\n").filter((l) => l.includes('"event":"ready"')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(ready.at(-1), pod.name).toMatchObject({ fencing_enabled: true, forward_budget_ms: TIMINGS.forwardBudgetMs });
+      const metrics = await (await fetch(`${await mesh.url(pod, "metrics")}/metrics`)).text();
+      for (const guard of ["mark", "payout_binding", "one_live", "forward_budget"]) {
+        expect(metrics, `${pod.name} ${guard}`).toMatch(new RegExp(`^rail_proxy_guard_enabled\\{[^}]*guard="${guard}"[^}]*\\} 1$`, "m"));
+      }
+      expect(metrics).toMatch(/^rail_proxy_fencing_enabled(\{[^}]*\})? 1$/m);
+    }
+  });
+
   it("every gRPC container answers SERVING on grpc.health.v1 (the whole server and its service); executors' /healthz is 200", async () => {
     await allReady();
     const grpc = mesh.pods.filter((p) => {
@@ -216,7 +310,7 @@ describe("payouts through the containers", () => {
     expect(spansOf("reconciler-without-node-options")).toEqual([]);
   });
 
-  it("SIGKILL of rail-proxy containers under load: the reconciler CronJob closes the ambiguity and the invariant checker finds no violation", async () => {
+  it("SIGKILL of rail-proxy containers under load: the reconciler CronJob closes the ambiguity and the audit CronJob finds no violation", async () => {
     await allReady();
     const [payoutsPod] = mesh.byComponent("payouts");
     const client = payoutsClient(await mesh.url(payoutsPod!));
@@ -288,14 +382,36 @@ describe("payouts through the containers", () => {
       const rec = await mesh.runCronJob("reconciler");
       expect(rec.code, rec.output).toBe(0);
 
-      const result = await checkInvariants(mesh.dbUrl("paydb"), mesh.dbUrl("raildb"), { quiescent: true });
-      log(`checker: ${JSON.stringify(result.counts)}`);
-      expect(result.violations).toEqual([]);
-      expect(result.counts.ambiguousUnresolved).toBe(0);
-      expect(result.counts.payoutsUnknown).toBe(0);
-      expect(result.counts.payoutsPaid + result.counts.payoutsFailed).toBe(result.counts.payouts);
+      // The verdict as production reaches it: the chart's audit CronJob pod, run once from the
+      // image (paydb as the auditor's login, the statement through rail-proxy as the auditor),
+      // with --quiescent because the system is drained.
+      const t0 = Date.now();
+      const audit = await auditCronJob("drained", ["--quiescent"]);
+      log(`audit CronJob (--quiescent): exit ${audit.code} in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${JSON.stringify(audit.report?.counts)}`);
+      expect(audit.code, audit.output).toBe(0);
+      expect(audit.report).toMatchObject({ verdict: "PASS", violations: [] });
+      const counts = audit.report!.counts;
+      expect(counts.ambiguousUnresolved).toBe(0);
+      expect(counts.payoutsUnknown).toBe(0);
+      expect(counts.payoutsPaid + counts.payoutsFailed).toBe(counts.payouts);
+      expect(counts.payouts).toBeGreaterThanOrEqual(total);
       // The kills landed mid-call: some submissions could only be closed by the reconciler.
-      expect(result.counts.resolvedPaid + result.counts.resolvedNotPaid).toBeGreaterThan(0);
+      expect(counts.resolvedPaid + counts.resolvedNotPaid).toBeGreaterThan(0);
+
+      // Cross-check on the host: the same audit over the rail's own ledger (which only the harness
+      // may read), so a statement that left payments out would show here.
+      const auditor = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 1 });
+      const raildb = new pg.Pool({ connectionString: mesh.dbUrl("raildb"), max: 1 });
+      try {
+        const host = await runAudit(auditor, ledgerStatement(raildb), { quiescent: true });
+        expect(host.violations).toEqual([]);
+        for (const k of ["railPayments", "railAccepted", "intents", "payouts", "payoutsPaid", "payoutsFailed", "resolvedPaid", "resolvedNotPaid"] as const) {
+          expect(counts[k], k).toBe(host.counts[k]);
+        }
+      } finally {
+        await auditor.end();
+        await raildb.end();
+      }
       const { rows } = await paydb.query<{ replica_id: string; n: number }>("SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state IN ('RESOLVED_PAID', 'RESOLVED_NOT_PAID') GROUP BY replica_id");
       log(`kills ${JSON.stringify(kills)}; reconciled per replica ${JSON.stringify(rows)}`);
 
@@ -307,38 +423,46 @@ describe("payouts through the containers", () => {
   });
 });
 
-describe("the cluster drill's checker", () => {
-  it("runs inside the product image with the compiled checker mounted file by file, as deploy/drills/replica-kill.sh mounts it", async () => {
-    const checker = join(root, "dist", "services", "harness");
-    const dir = mkdtempSync(join(mesh.dir, "check-"));
-    chmodSync(dir, 0o755);
-    for (const db of ["paydb", "raildb"] as const) {
-      writeFileSync(join(dir, db), mesh.logins.find((l) => l.database === db)!.password, { mode: 0o644 });
+describe("the daily audit CronJob, from the image", () => {
+  it("passes as rendered; a planted double payment makes the same pod exit 5 and name it; without it, it passes again", async () => {
+    const clean = await auditCronJob("daily");
+    expect(clean.code, clean.output).toBe(0);
+    expect(clean.report?.verdict).toBe("PASS");
+    expect(clean.report!.counts.railAccepted).toBeGreaterThan(0);
+
+    // A second payment of a PAID payout under an unrelated reference, booked on the rail's own
+    // ledger (as a rail that paid twice would show it on its statement).
+    const paydb = new pg.Client({ connectionString: mesh.dbUrl("paydb") });
+    const raildb = new pg.Client({ connectionString: mesh.dbUrl("raildb") });
+    await paydb.connect();
+    await raildb.connect();
+    const planted = `rr_planted_${mesh.id}`;
+    try {
+      const { rows } = await paydb.query<{ payout_id: string; account_id: string; beneficiary: string; amount_minor: string; currency: string }>(
+        "SELECT payout_id, account_id, beneficiary, amount_minor::text, currency FROM payouts WHERE state = 'PAID' ORDER BY created_at LIMIT 1",
+      );
+      const p = rows[0]!;
+      await raildb.query("INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ($1, $2, $3, $4, $5, $6, 'ACCEPTED')", [
+        planted,
+        `${p.payout_id}.retry`,
+        p.account_id,
+        p.beneficiary,
+        p.amount_minor,
+        p.currency,
+      ]);
+      const caught = await auditCronJob("planted");
+      expect(caught.code, caught.output).toBe(5);
+      expect(caught.report?.verdict).toBe("FAIL");
+      const inv02 = caught.report!.violations.filter((v) => v.invariant === "INV-02");
+      expect(inv02.map((v) => v.row.payout_id)).toEqual([p.payout_id]);
+      expect(JSON.stringify(inv02[0]!.row)).toContain(planted);
+    } finally {
+      await raildb.query("DELETE FROM payments WHERE rail_reference = $1", [planted]);
+      await paydb.end();
+      await raildb.end();
     }
-    const url = (db: "paydb" | "raildb") => `postgresql://${mesh.logins.find((l) => l.database === db)!.role}@${POSTGRES_HOST}:5432/${db}`;
-    const r = await podman.runToExit({
-      name: `railfence-smoke-${mesh.id}-check`,
-      image: IMAGE,
-      command: ["node", "dist/services/harness/check.js", "--json"],
-      env: { CHECK_QUIESCENT: "true", PAYDB_URL: url("paydb"), PAYDB_PASSWORD_FILE: "/secrets/paydb", RAILDB_URL: url("raildb"), RAILDB_PASSWORD_FILE: "/secrets/raildb" },
-      network: mesh.network,
-      user: "10001:10001",
-      readOnlyRootFs: true,
-      dropAllCapabilities: true,
-      noNewPrivileges: true,
-      tmpfs: [{ path: "/tmp" }],
-      mounts: [
-        { hostPath: join(checker, "check.js"), containerPath: "/app/dist/services/harness/check.js", readOnly: true },
-        { hostPath: join(checker, "invariants.js"), containerPath: "/app/dist/services/harness/invariants.js", readOnly: true },
-        { hostPath: dir, containerPath: "/secrets", readOnly: true },
-      ],
-    });
-    expect(r.code, r.output).toBe(0);
-    expect(r.output).toContain("| INV-02 | PASS | 0 |");
-    expect(JSON.parse(r.output.trim().split("\n").at(-1)!)).toMatchObject({ verdict: "PASS", violations: [] });
-    // The drill script mounts exactly these two files at exactly these paths.
-    const script = readFileSync(join(root, "deploy", "drills", "replica-kill.sh"), "utf8");
-    for (const f of ["check.js", "invariants.js"]) expect(script).toContain(`mountPath: /app/dist/services/harness/${f}, subPath: ${f}, readOnly: true`);
+    const again = await auditCronJob("cleaned");
+    expect(again.code, again.output).toBe(0);
   });
 });
 
@@ -361,7 +485,7 @@ describe("misconfiguration, from the image", () => {
   it("a missing database password file: exit 78 naming the variable", async () => {
     const r = await runBroken("payouts", "nopw", (o) => ({ ...o, mounts: o.mounts!.filter((m) => !m.containerPath.startsWith("/var/run/secrets/railfence/paydb")) }));
     expect(r.code, r.output).toBe(78);
-    expect(r.output).toMatch(/PAYDB_PASSWORD_FILE: cannot read secret file \/var\/run\/secrets\/railfence\/paydb\/password \(ENOENT\)/);
+    expect(r.output).toMatch(/PAYDB_PASSWORD_FILE: cannot read secret file \/var\/run\/secrets\/railfence\/paydb-payouts\/password \(ENOENT\)/);
   });
 
   it("cleartext on 0.0.0.0 without ALLOW_INSECURE: exit 78 with the documented message, before any database", async () => {

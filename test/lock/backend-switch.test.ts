@@ -4,11 +4,10 @@
  * (restarting without it does not lower tokens). The negative control shows the floor is what
  * makes this true: without it a fresh etcd issues tokens below the pg ones.
  */
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { EtcdServer, etcdBinary } from "../../services/harness/etcd.js";
+import { EtcdServer, etcdBinary } from "../../tools/harness/etcd.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
-import { LockServiceUnderTest, type LockClient } from "./lock-fixture.js";
+import { LockServiceUnderTest, migratedLockdb, type LockClient } from "./lock-fixture.js";
 
 const KEY = "account:switch-1";
 
@@ -35,13 +34,7 @@ describe.skipIf(!etcdBinary())("lock backend switch with LOCK_TOKEN_FLOOR", () =
   const etcdEnv = (prefix: string) => ({ LOCK_BACKEND: "etcd", ETCD_ENDPOINTS: etcd.endpoint, ETCD_PREFIX: prefix });
 
   beforeAll(async () => {
-    const admin = inject("pgUrl");
-    const name = `lockdb_switch${uniqueSuffix()}`;
-    const c = new pg.Client({ connectionString: admin });
-    await c.connect();
-    await c.query(`CREATE DATABASE ${name}`);
-    await c.end();
-    lockdbUrl = admin.replace(/\/[^/]*$/, `/${name}`);
+    lockdbUrl = await migratedLockdb(inject("pgUrl"), `lockdb_switch${uniqueSuffix()}`);
     etcd = await EtcdServer.start();
   });
 

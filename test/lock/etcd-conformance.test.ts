@@ -1,5 +1,5 @@
 import { describe } from "vitest";
-import { etcdBinary } from "../../services/harness/etcd.js";
+import { etcdBinary } from "../../tools/harness/etcd.js";
 import { lockConformance } from "./conformance.js";
 import { etcdFixture } from "./lock-fixture.js";
 

@@ -2,12 +2,14 @@
  * Fixtures for the lock conformance suite: a backend the test owns (its own PostgreSQL or etcd
  * process, so it can be stopped and restarted) and the real lock service as an OS process.
  */
-import { createClient, ConnectError, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
-import { EtcdServer } from "../../services/harness/etcd.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import { EtcdServer } from "../../tools/harness/etcd.js";
+import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harness/database-roles.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+import { migrate } from "../../services/shared/migrate.js";
+import { connectClient } from "../support/clients.js";
 
 export interface BackendFixture {
   readonly name: "pg" | "etcd";
@@ -23,6 +25,17 @@ export interface BackendFixture {
   destroy(): Promise<void>;
 }
 
+/**
+ * lockdb `name` on the server at adminUrl, as a deployment has it: migrated by the migration
+ * job (the lock service only checks the schema), and the URL the lock service logs in with.
+ */
+export async function migratedLockdb(adminUrl: string, name: string): Promise<string> {
+  const { url, migrateUrl } = await ownedDatabase(adminUrl, name);
+  await migrate(migrateUrl, "lockdb");
+  await allowServiceLogins(adminUrl);
+  return serviceUrl(url, "lock");
+}
+
 export function pgFixture(): BackendFixture {
   let server: PostgresServer | undefined;
   let url = "";
@@ -30,7 +43,7 @@ export function pgFixture(): BackendFixture {
     name: "pg",
     async start() {
       server = await PostgresServer.start({ durable: false });
-      url = await server.createDatabase("lockdb");
+      url = await migratedLockdb(server.url("postgres"), "lockdb");
     },
     env: () => ({ LOCK_BACKEND: "pg", LOCKDB_URL: url }),
     stop: async () => server!.stop("fast"),
@@ -96,7 +109,7 @@ export class LockServiceUnderTest {
   }
 
   private connect(): void {
-    this.client = createClient(LockService, createGrpcTransport({ baseUrl: this.proc.url }));
+    this.client = connectClient(LockService, this.proc.url);
   }
 }
 

@@ -3,13 +3,11 @@
  * process defaults, and only bounded labels (never an account or payout id).
  */
 import { randomUUID } from "node:crypto";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { eventually } from "../support/clients.js";
+import { connectClient, eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
@@ -45,7 +43,7 @@ beforeAll(async () => {
   await mesh.addExecutor();
   await mesh.startReconciler({ RECONCILE_INTERVAL_MS: "500" });
   // Some traffic so labelled series exist.
-  const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+  const payouts = connectClient(PayoutService, mesh.payouts!.url);
   const key = randomUUID();
   const req = { accountId: "acc-metrics-1", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-1" };
   const { payout } = await payouts.createPayout(req, { headers: { "idempotency-key": key } });

@@ -4,17 +4,18 @@
  */
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { eventually, expectRejected, proxyClient } from "../support/clients.js";
+import { connectClient, db, eventually, expectRejected, proxyClient } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { OtlpReceiver } from "./otlp-receiver.js";
 
 let receiver: OtlpReceiver;
 let mesh: Mesh;
+let paydb: pg.Client;
 
 const OTEL = () => ({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_BSP_SCHEDULE_DELAY: "200" });
 
@@ -25,16 +26,18 @@ beforeAll(async () => {
   await mesh.startLock();
   await mesh.startPayouts(OTEL());
   await mesh.addExecutor();
+  paydb = await db(mesh.dbUrl("paydb"));
 });
 
 afterAll(async () => {
+  await paydb?.end();
   await mesh?.stop();
   await receiver?.stop();
 });
 
 describe("tracing", () => {
   it("one trace id covers payouts, executor, lock, rail-proxy, pg and rail-stub for one payout", async () => {
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const created = await payouts.createPayout({ accountId: "acc-trace", amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-trace" }, { headers: { "idempotency-key": randomUUID() } });
     const payoutId = created.payout!.payoutId;
     await eventually(async () => (await payouts.getPayout({ payoutId })).payout?.state === 3, "payout PAID");
@@ -83,8 +86,9 @@ describe("tracing", () => {
   it("a FENCED_OUT submission shows railfence.admission=FENCED_OUT and an error status", async () => {
     const proxy = proxyClient(mesh.proxies[0]!.url);
     const req = { accountId: "acc-fenced-trace", amount: { amountMinor: 1n, currency: "EUR" }, beneficiary: "b" };
-    await proxy.submitPayout({ ...req, payoutId: "trace-p1", fencingToken: 10n });
-    await expectRejected(proxy.submitPayout({ ...req, payoutId: "trace-p2", fencingToken: 3n }), Code.Aborted, "FENCED_OUT");
+    // Both payouts fenced by their holders: the binding admits both, the mark refuses the stale one.
+    await proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "trace-p1", fencingToken: 10n }));
+    await expectRejected(proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "trace-p2", fencingToken: 3n })), Code.Aborted, "FENCED_OUT");
     const span = await eventually(async () => receiver.spans.find((s) => s.service === "rail-proxy" && s.attributes["railfence.payout_id"] === "trace-p2" && s.kind === 2), "fenced-out span");
     expect(span.attributes["railfence.admission"]).toBe("FENCED_OUT");
     expect(span.attributes["railfence.error_reason"]).toBe("FENCED_OUT");
@@ -108,8 +112,8 @@ describe("tracing", () => {
     const fencedLines = () => mesh.proxies[0]!.lines.filter((l) => l.includes('"reason":"FENCED_OUT"'));
     const before = fencedLines().length;
     const req = { accountId: "acc-log-trace", amount: { amountMinor: 1n, currency: "EUR" }, beneficiary: "b" };
-    await proxy.submitPayout({ ...req, payoutId: "log-p1", fencingToken: 10n });
-    await expectRejected(proxy.submitPayout({ ...req, payoutId: "log-p2", fencingToken: 3n }), Code.Aborted, "FENCED_OUT");
+    await proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "log-p1", fencingToken: 10n }));
+    await expectRejected(proxy.submitPayout(await fencedFor(paydb, { ...req, payoutId: "log-p2", fencingToken: 3n })), Code.Aborted, "FENCED_OUT");
     const line = await eventually(async () => fencedLines()[before], "the FENCED_OUT log line");
     expect(JSON.parse(line!)).toMatchObject({ trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), span_id: expect.stringMatching(/^[0-9a-f]{16}$/) });
   });

@@ -6,7 +6,7 @@
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, eventually, keyRow, metric, newKey, sql, startPayouts, validRequest } from "./support.js";
 
 let paydb: string;

@@ -6,8 +6,8 @@
  */
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { clients, countPayouts, create, createPaydb, keyRow, metric, newKey, postJson, sql, startPayouts, validRequest } from "./support.js";

@@ -3,7 +3,7 @@
  * disappear (payouts stay), unexpired ones stay, and an expired key is a new key.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, eventually, keyRow, metric, newKey, sql, startPayouts, validRequest } from "./support.js";
 
 let paydb: string;

@@ -4,7 +4,7 @@
  */
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ServiceProcess } from "../../services/harness/service-process.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, newKey, startPayouts, validRequest } from "./support.js";
 
 let paydb: string;

@@ -2,15 +2,14 @@
  * Start-up and shutdown contract: bad config exits 78 listing every problem, an unmigrated
  * paydb exits 70 before serving, health reports SERVING, SIGTERM drains and exits 0.
  */
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { inject } from "vitest";
 import { afterAll, describe, expect, it } from "vitest";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { createPaydb, dropPaydb, sql, startPayouts } from "./support.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
+import { ClientPool } from "../support/clients.js";
 
 const dbs: string[] = [];
 afterAll(async () => {
@@ -50,14 +49,13 @@ describe("payouts start-up and shutdown", () => {
     const paydb = await createPaydb();
     dbs.push(paydb);
     const svc = await startPayouts(paydb);
-    const sessions = new Http2SessionManager(svc.url);
+    const sessions = new ClientPool();
     try {
-      const transport = createGrpcTransport({ baseUrl: svc.url, sessionManager: sessions });
-      const health = createClient(Health, transport);
+      const health = sessions.client(Health, svc.url);
       expect((await health.check({ service: PayoutService.typeName })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
       expect(svc.ready).toMatchObject({ event: "ready", port: expect.any(Number), metricsPort: expect.any(Number) });
     } finally {
-      sessions.abort();
+      sessions.close();
     }
     expect(await svc.stop(10_000)).toBe(0);
   });

@@ -3,13 +3,12 @@
  * PostgreSQL, real `payouts` processes, gRPC (binary) and Connect (JSON) clients whose HTTP/2
  * sessions are closed by the test, and small readers for paydb rows and /metrics.
  */
-import { createClient, ConnectError, type Client } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { ConnectError, type Client } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import http2 from "node:http2";
 import pg from "pg";
 import { afterAll, beforeAll, inject } from "vitest";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import {
@@ -17,6 +16,7 @@ import {
   type CreatePayoutRequest,
   type CreatePayoutResponse,
 } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { ClientPool } from "../support/clients.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 
 export type PayoutClient = Client<typeof PayoutService>;
@@ -71,18 +71,8 @@ export async function startPayouts(paydbUrl: string, env: Record<string, string>
 
 /** Clients over both encodings, sharing nothing with each other; close() ends their sessions. */
 export function clients(baseUrl: string): { grpc: PayoutClient; json: PayoutClient; close(): void } {
-  const grpcSessions = new Http2SessionManager(baseUrl);
-  const jsonSessions = new Http2SessionManager(baseUrl);
-  const grpc = createClient(PayoutService, createGrpcTransport({ baseUrl, sessionManager: grpcSessions }));
-  const json = createClient(PayoutService, createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: false, sessionManager: jsonSessions }));
-  return {
-    grpc,
-    json,
-    close() {
-      grpcSessions.abort();
-      jsonSessions.abort();
-    },
-  };
+  const pool = new ClientPool();
+  return { grpc: pool.client(PayoutService, baseUrl, "grpc"), json: pool.client(PayoutService, baseUrl, "connect-json"), close: () => pool.close() };
 }
 
 export interface CallResult {

@@ -1,13 +1,18 @@
 /**
  * SPEC C3 §3.5, row by row, against real processes: rail-stub + two rail-proxy replicas on a
  * real paydb. Every rejection must leave paydb and the rail exactly as they were.
+ *
+ * Submissions are made as the payout's holder makes them: the payout exists and is fenced by
+ * the request's token (fencedFor), so the payout binding (§3.9) admits it and the step under
+ * test is what refuses.
  */
 import { Code } from "@connectrpc/connect";
-import type pg from "pg";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { connectClient, db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { fencedFor, fencePayout } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
@@ -71,8 +76,8 @@ describe("step 0: invalid requests are refused before anything is written", () =
   it.each(cases)("%s -> invalid_argument naming the field", async (_name, patch, field, reason) => {
     const before = await snapshot(acc);
     const err = await expectRejected(proxyA.submitPayout({ ...request(acc, uid("p"), 5n), ...patch }), Code.InvalidArgument, reason);
-    expect(err.findDetails).toBeDefined();
     const { errorInfo } = await import("../../services/shared/errors.js");
+    expect(errorInfo(err)?.domain).toBe("railfence.dev");
     expect(errorInfo(err)?.metadata.field).toBe(field);
     expect(await snapshot(acc)).toEqual(before);
   });
@@ -88,7 +93,7 @@ describe("step 1: fencing", () => {
   it("admits a token above the mark, advances the mark and forwards once", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    const res = await proxyA.submitPayout(request(acc, p, 10n));
+    const res = await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 10n)));
     expect(res.submission?.state).toBe(SubmissionState.ACCEPTED);
     expect(res.submission?.railReference).toMatch(/^rr_/);
     const s = await snapshot(acc);
@@ -101,11 +106,11 @@ describe("step 1: fencing", () => {
     ["below the mark", 9n],
   ])("a token %s is FENCED_OUT, changes nothing and never reaches the rail", async (_n, stale) => {
     const acc = uid("acc");
-    await proxyA.submitPayout(request(acc, uid("p"), 10n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, uid("p"), 10n)));
     const before = await snapshot(acc);
     const fencedBefore = await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_fenced_out_total");
     const p = uid("p");
-    await expectRejected(proxyB.submitPayout(request(acc, p, stale)), Code.Aborted, "FENCED_OUT");
+    await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, stale))), Code.Aborted, "FENCED_OUT");
     expect(await snapshot(acc)).toEqual(before);
     expect(await railBookings(raildb, p)).toBe(0);
     expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_fenced_out_total")).toBe((fencedBefore ?? 0) + 1);
@@ -113,15 +118,15 @@ describe("step 1: fencing", () => {
 
   it("a stale token sent to the replica that never saw the higher one is FENCED_OUT (ADR-007 failure ii)", async () => {
     const acc = uid("acc");
-    await proxyA.submitPayout(request(acc, uid("p"), 90n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, uid("p"), 90n)));
     const p = uid("p");
-    await expectRejected(proxyB.submitPayout(request(acc, p, 41n)), Code.Aborted, "FENCED_OUT");
+    await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, 41n))), Code.Aborted, "FENCED_OUT");
     expect(await railBookings(raildb, p)).toBe(0);
   });
 
   it("the database refuses to lower or delete a mark, whoever asks (INV-05)", async () => {
     const acc = uid("acc");
-    await proxyA.submitPayout(request(acc, uid("p"), 7n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, uid("p"), 7n)));
     await expect(paydb.query("UPDATE rail_high_water SET mark = 3 WHERE account_id = $1", [acc])).rejects.toThrow(/must increase/);
     await expect(paydb.query("UPDATE rail_high_water SET mark = 7 WHERE account_id = $1", [acc])).rejects.toThrow(/must increase/);
     await expect(paydb.query("DELETE FROM rail_high_water WHERE account_id = $1", [acc])).rejects.toThrow(/never deleted/);
@@ -134,10 +139,10 @@ describe("step 2: duplicates", () => {
   it("a second submission of a payout is DUPLICATE_SUBMISSION, counted, and the mark is not advanced", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(request(acc, p, 5n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
     const before = await snapshot(acc);
     const dupBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_duplicate_attempted_total")) ?? 0;
-    await expectRejected(proxyB.submitPayout(request(acc, p, 6n)), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
+    await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, 6n))), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
     expect(await snapshot(acc)).toEqual(before); // mark still 5: the whole transaction rolled back
     expect(await railBookings(raildb, p)).toBe(1);
     expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_duplicate_attempted_total")).toBe(dupBefore + 1);
@@ -146,8 +151,8 @@ describe("step 2: duplicates", () => {
   it("a duplicate with a stale token is FENCED_OUT first (fixed admission order)", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(request(acc, p, 5n));
-    await expectRejected(proxyA.submitPayout(request(acc, p, 5n)), Code.Aborted, "FENCED_OUT");
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
+    await expectRejected(proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n))), Code.Aborted, "FENCED_OUT");
   });
 });
 
@@ -155,9 +160,10 @@ describe("concurrency", () => {
   it("50 concurrent submissions for one account: each admitted one forwarded once, admitted tokens increase, final mark = highest admitted", async () => {
     const acc = uid("acc");
     const tokens = Array.from({ length: 50 }, (_, i) => BigInt(i + 1)).sort(() => Math.random() - 0.5);
-    const results = await Promise.allSettled(
-      tokens.map((t, i) => (i % 2 ? proxyA : proxyB).submitPayout(request(acc, `${acc}-p${t}`, t))),
-    );
+    const requests = tokens.map((t) => request(acc, `${acc}-p${t}`, t));
+    // Every payout fenced first, so the submissions themselves race and only the mark decides.
+    for (const req of requests) await fencedFor(paydb, req);
+    const results = await Promise.allSettled(requests.map((req, i) => (i % 2 ? proxyA : proxyB).submitPayout(req)));
     const admitted = tokens.filter((_, i) => results[i]!.status === "fulfilled");
     const rejected = results.filter((r) => r.status === "rejected");
     for (const r of rejected) expect((r as PromiseRejectedResult).reason.rawMessage).toMatch(/high-water mark/);
@@ -175,9 +181,17 @@ describe("concurrency", () => {
   it("20 concurrent submissions of the same payout with increasing tokens: exactly one forward", async () => {
     const acc = uid("acc");
     const p = uid("p");
+    // Twenty holders racing, as executors taking the payout over one after another would: each
+    // fences the payout with its token (a fence only ever rises) on a connection of its own and
+    // submits at once, whatever the fence says by then.
+    const holders = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 20 });
     const results = await Promise.allSettled(
-      Array.from({ length: 20 }, (_, i) => (i % 2 ? proxyA : proxyB).submitPayout(request(acc, p, BigInt(i + 1)))),
-    );
+      Array.from({ length: 20 }, async (_, i) => {
+        const req = request(acc, p, BigInt(i + 1));
+        await fencePayout(holders, req);
+        return (i % 2 ? proxyA : proxyB).submitPayout(req);
+      }),
+    ).finally(() => holders.end());
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     expect(await railBookings(raildb, p)).toBe(1);
     const { rows } = await paydb.query("SELECT count(*)::int AS n FROM rail_submissions WHERE payout_id = $1", [p]);
@@ -189,7 +203,7 @@ describe("reads and resolution", () => {
   it("GetSubmission returns the intent row; an unknown payout is NOT_FOUND", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(request(acc, p, 3n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 3n)));
     const got = await proxyB.getSubmission({ payoutId: p });
     expect(got.submission).toMatchObject({ payoutId: p, accountId: acc, fencingToken: 3n, state: SubmissionState.ACCEPTED, ambiguous: false, replicaId: "rail-proxy-1" });
     await expectRejected(proxyB.getSubmission({ payoutId: uid("nope") }), Code.NotFound, "SUBMISSION_NOT_FOUND");
@@ -198,7 +212,7 @@ describe("reads and resolution", () => {
   it("only ambiguous submissions can be resolved", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(request(acc, p, 3n));
+    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 3n)));
     await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "operator:alice", note: "x" }), Code.FailedPrecondition, "NOT_AMBIGUOUS");
     await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 0, actor: "operator:alice", note: "x" }), Code.InvalidArgument, "FIELD_INVALID");
     await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "", note: "x" }), Code.InvalidArgument, "FIELD_REQUIRED");
@@ -208,10 +222,8 @@ describe("reads and resolution", () => {
 
 describe("the rail credential", () => {
   it("the rail refuses calls without or with a wrong credential", async () => {
-    const { createClient } = await import("@connectrpc/connect");
-    const { createGrpcTransport } = await import("@connectrpc/connect-node");
     const { RailService } = await import("../../services/shared/gen/railfence/rail/v1/rail_pb.js");
-    const rail = createClient(RailService, createGrpcTransport({ baseUrl: mesh.railStub.url }));
+    const rail = connectClient(RailService, mesh.railStub.url);
     const req = { clientReference: uid("p"), accountId: "a", beneficiary: "b", amount: { amountMinor: 1n, currency: "EUR" } };
     await expectRejected(rail.submitPayment(req), Code.Unauthenticated, "RAIL_CREDENTIAL_INVALID");
     await expectRejected(rail.submitPayment(req, { headers: { authorization: "Bearer wrong" } }), Code.Unauthenticated, "RAIL_CREDENTIAL_INVALID");

@@ -1,14 +1,16 @@
 /**
  * ADR-007 failures and rail ambiguity against real processes: restart amnesia (i), a lost
  * rail answer, a replica killed between intent commit and rail answer, graceful drain, and the
- * negative control that proves the fencing tests can fail.
+ * negative control that proves the fencing tests can fail. Every submission comes from the
+ * payout's holder (fencedFor), so what refuses it is the step under test, never the binding.
  */
 import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { ResolutionOutcome, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db, eventually, expectRejected, FaultKind, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
@@ -42,11 +44,11 @@ afterAll(async () => {
 describe("ADR-007 failure (i): restart amnesia", () => {
   it("a stale token after every proxy restarted is FENCED_OUT: the mark survived in paydb", async () => {
     const acc = uid("acc");
-    await proxyClient(mesh.proxies[0]!.url).submitPayout(request(acc, uid("p"), 100n));
+    await proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, request(acc, uid("p"), 100n)));
     for (const p of mesh.proxies) await p.restart();
     const stale = uid("p");
     for (const p of mesh.proxies) {
-      await expectRejected(proxyClient(p.url).submitPayout(request(acc, stale, 41n)), Code.Aborted, "FENCED_OUT");
+      await expectRejected(proxyClient(p.url).submitPayout(await fencedFor(paydb, request(acc, stale, 41n))), Code.Aborted, "FENCED_OUT");
     }
     expect(await railBookings(raildb, stale)).toBe(0);
   });
@@ -59,14 +61,14 @@ describe("step 4: the rail's answer is lost", () => {
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 1, clientReferencePrefix: p }] });
     const proxy = proxyClient(mesh.proxies[0]!.url);
     const callsBefore = await railCalls();
-    await expectRejected(proxy.submitPayout(request(acc, p, 5n)), Code.Aborted, "RAIL_AMBIGUOUS");
+    await expectRejected(proxy.submitPayout(await fencedFor(paydb, request(acc, p, 5n))), Code.Aborted, "RAIL_AMBIGUOUS");
     expect(await railCalls()).toBe(callsBefore + 1n);
     expect(await railBookings(raildb, p)).toBe(1); // it landed; only the answer was lost
     const got = await proxy.getSubmission({ payoutId: p });
     expect(got.submission?.state).toBe(SubmissionState.TIMEOUT);
     expect(got.submission?.ambiguous).toBe(true);
 
-    await expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(request(acc, p, 6n)), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
+    await expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, p, 6n))), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
     expect(await railCalls()).toBe(callsBefore + 1n);
 
     const unresolved = await proxy.listUnresolved({});
@@ -83,7 +85,7 @@ describe("step 4: the rail's answer is lost", () => {
     const p = uid("p");
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: p }] });
     const callsBefore = await railCalls();
-    await expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(request(acc, p, 5n)), Code.Aborted, "RAIL_AMBIGUOUS");
+    await expectRejected(proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, p, 5n))), Code.Aborted, "RAIL_AMBIGUOUS");
     expect(await railCalls()).toBe(callsBefore + 1n);
     expect(await railBookings(raildb, p)).toBe(0);
     expect((await proxyClient(mesh.proxies[1]!.url).getSubmission({ payoutId: p })).submission?.state).toBe(SubmissionState.TIMEOUT);
@@ -92,7 +94,7 @@ describe("step 4: the rail's answer is lost", () => {
   it("a rail rejection is recorded as REJECTED with the rail's reason", async () => {
     const p = uid("p");
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.REJECT, latencyMs: 0, count: 1, clientReferencePrefix: p }] });
-    const res = await proxyClient(mesh.proxies[0]!.url).submitPayout(request(uid("acc"), p, 5n));
+    const res = await proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, request(uid("acc"), p, 5n)));
     expect(res.submission).toMatchObject({ state: SubmissionState.REJECTED, railReason: "INJECTED_REJECT" });
   });
 });
@@ -105,7 +107,7 @@ describe("a replica killed between intent commit and rail answer", () => {
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LATENCY, latencyMs: 600, count: 1, clientReferencePrefix: p }] });
     const victim = mesh.proxies[0]!;
     const callsBefore = await railCalls();
-    const call = proxyClient(victim.url).submitPayout(request(acc, p, 9n)).catch((e: unknown) => e);
+    const call = proxyClient(victim.url).submitPayout(await fencedFor(paydb, request(acc, p, 9n))).catch((e: unknown) => e);
     await eventually(async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1 AND state = 'FORWARDING'", [p])).rowCount, "intent committed");
     await eventually(async () => (await railCalls()) > callsBefore, "rail call in flight");
     victim.kill("SIGKILL");
@@ -130,7 +132,7 @@ describe("graceful drain", () => {
     await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.LATENCY, latencyMs: 400, count: 1, clientReferencePrefix: p }] });
     const proxy = mesh.proxies[1]!;
     const callsBefore = await railCalls();
-    const call = proxyClient(proxy.url).submitPayout(request(uid("acc"), p, 4n));
+    const call = proxyClient(proxy.url).submitPayout(await fencedFor(paydb, request(uid("acc"), p, 4n)));
     await eventually(async () => (await railCalls()) > callsBefore, "rail call in flight");
     const exit = proxy.stop(10_000);
     const res = await call;
@@ -177,9 +179,9 @@ describe("negative control: RAIL_PROXY_FENCING_ENABLED=false (harness scenario C
       expect(await metricValue(unsafe.ready!.metricsPort, "rail_proxy_fencing_enabled")).toBe(0);
       expect(unsafe.lines.some((l) => l.includes('"event":"fencing_disabled"'))).toBe(true);
       const acc = uid("acc");
-      await proxyClient(mesh.proxies[1]!.url).submitPayout(request(acc, uid("p"), 90n));
+      await proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, uid("p"), 90n)));
       const stale = uid("p");
-      const res = await proxyClient(unsafe.url).submitPayout(request(acc, stale, 41n));
+      const res = await proxyClient(unsafe.url).submitPayout(await fencedFor(paydb, request(acc, stale, 41n)));
       expect(res.submission?.state).toBe(SubmissionState.ACCEPTED);
       expect(await railBookings(raildb, stale)).toBe(1);
       const { rows } = await paydb.query("SELECT mark_advanced FROM rail_submissions WHERE payout_id = $1", [stale]);

@@ -4,11 +4,13 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { PostgresServer } from "../../services/harness/postgres.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { serviceUrl } from "../../tools/harness/database-roles.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { db, expectRejected, proxyClient, railBookings, railControl } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let pgServer: PostgresServer;
@@ -29,11 +31,20 @@ describe("paydb down", () => {
   it("SubmitPayout answers unavailable with a retry hint and the rail sees nothing; it resumes when paydb is back", async () => {
     const proxy = proxyClient(mesh.proxies[0]!.url);
     const control = railControl(mesh);
+    const request = { accountId: "acc-down", payoutId: "p-down-1", fencingToken: 5n, amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "b" };
+    // The payout as its holder left it right before calling the proxy (while paydb was up).
+    // This throwaway server runs with synchronous_commit off: the fence must reach the WAL
+    // before the immediate stop below, as any commit does on a real paydb.
+    const holder = await db(mesh.dbUrl("paydb"));
+    await holder
+      .query("SET synchronous_commit = on")
+      .then(() => fencedFor(holder, request))
+      .finally(() => holder.end());
     const callsBefore = (await control.getFaults({})).submitCalls;
     await pgServer.stop("immediate");
     try {
       const err = await expectRejected(
-        proxy.submitPayout({ accountId: "acc-down", payoutId: "p-down-1", fencingToken: 5n, amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "b" }),
+        proxy.submitPayout(request),
         Code.Unavailable,
         "PAYDB_UNAVAILABLE",
       );
@@ -48,7 +59,7 @@ describe("paydb down", () => {
     const raildb = await db(mesh.databases.raildb);
     try {
       expect((await paydb.query("SELECT count(*)::int AS n FROM rail_submissions WHERE payout_id = 'p-down-1'")).rows[0].n).toBe(0);
-      const res = await proxy.submitPayout({ accountId: "acc-down", payoutId: "p-down-1", fencingToken: 5n, amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "b" });
+      const res = await proxy.submitPayout(request);
       expect(res.submission?.railReference).toMatch(/^rr_/);
       expect(await railBookings(raildb, "p-down-1")).toBe(1);
     } finally {
@@ -65,7 +76,7 @@ describe("ADR-007 failure (iii): a standby", () => {
       const c = await db(standby.url("postgres"));
       expect((await c.query("SELECT pg_is_in_recovery() AS r")).rows[0].r).toBe(true);
       await c.end();
-      const proxy = new ServiceProcess({ service: "rail-proxy", env: { ...mesh.proxyEnv(9), PAYDB_URL: standby.url(mesh.dbUrl("paydb").split("/").pop()!) } });
+      const proxy = new ServiceProcess({ service: "rail-proxy", env: { ...mesh.proxyEnv(9), PAYDB_URL: serviceUrl(standby.url(mesh.dbUrl("paydb").split("/").pop()!), "rail-proxy") } });
       await expect(proxy.start()).rejects.toThrow(/standby/);
       expect(proxy.lastExit?.code).toBe(70);
     } finally {

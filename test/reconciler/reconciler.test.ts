@@ -9,17 +9,16 @@
  */
 import { spawn } from "node:child_process";
 import { create } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess, serviceEntry } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess, serviceEntry } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/errors.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmitPayoutRequestSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { eventually } from "../support/clients.js";
+import { connectClient, eventually } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, payoutStates, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
 
@@ -29,12 +28,20 @@ const DOUBLE = "po-rec-double";
 const REJECTED = "po-rec-rejected";
 const ALL = [LANDED, NEVER, DOUBLE, REJECTED];
 
+/**
+ * The proxies' timing, which the reconciler is told too: absent from the statement may mean
+ * "not paid" only after deadline + margin + admission timeout (3500 ms here), so the short
+ * settlement window is just above that.
+ */
+const PROXY_TIMING = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
+const SHORT_WINDOW_MS = 4000;
+
 let mesh: Mesh;
 let paydb: pg.Pool;
 let raildb: pg.Pool;
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 2, proxyEnv: { RAIL_DEADLINE_MS: "500" } });
+  mesh = testMesh({ proxies: 2, proxyEnv: PROXY_TIMING });
   await mesh.start();
   paydb = poolFor(mesh.dbUrl("paydb"));
   raildb = poolFor(mesh.dbUrl("raildb"));
@@ -46,9 +53,12 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
-/** Plays the executor: a payout row already UNKNOWN, and one submission through the proxy. */
+/**
+ * Plays the executor: the payout fenced for its token, one submission through the proxy, and
+ * the payout UNKNOWN once the rail's answer is lost.
+ */
 async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
-  await insertPayouts(paydb, [{ payoutId, accountId: `acc-rec-${i}`, amountMinor: 2500n, state: "UNKNOWN" }]);
+  await insertPayouts(paydb, [{ payoutId, accountId: `acc-rec-${i}`, amountMinor: 2500n }]);
   const req = create(SubmitPayoutRequestSchema, {
     accountId: `acc-rec-${i}`,
     payoutId,
@@ -56,11 +66,12 @@ async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
     amount: { amountMinor: 2500n, currency: "EUR" },
     beneficiary: `ben-acc-rec-${i}`,
   });
-  const err = await proxyClient(mesh).submitPayout(req).then(
+  const err = await proxyClient(mesh).submitPayout(await fencedFor(paydb, req)).then(
     () => undefined,
     (e: unknown) => e,
   );
   expect(errorReason(err)).toBe("RAIL_AMBIGUOUS");
+  await paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [payoutId]);
 }
 
 /**
@@ -69,7 +80,7 @@ async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
  */
 async function reconcileOnce(env: Record<string, string>) {
   const child = spawn(process.execPath, [serviceEntry("reconciler")], {
-    env: { ...process.env, PAYDB_URL: mesh.dbUrl("paydb"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "0", ...env },
+    env: { ...process.env, ...PROXY_TIMING, PAYDB_URL: mesh.roleUrl("paydb", "reconciler"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -105,21 +116,18 @@ describe("reconciler (UC-07)", () => {
     // here directly on the rail, as a late-booked refusal would appear on its statement).
     await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: REJECTED }]);
     await ambiguousSubmission(REJECTED, 4);
-    const rail = createClient(
-      RailService,
-      createGrpcTransport({ baseUrl: mesh.railStub.url, interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))] }),
-    );
+    const rail = connectClient(RailService, mesh.railStub.url, { interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))] });
     await setFaults(mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: REJECTED }]);
     await rail.submitPayment({ clientReference: REJECTED, accountId: "acc-rec-4", beneficiary: "ben-acc-rec-4", amount: { amountMinor: 2500n, currency: "EUR" } });
     // DOUBLE: the rail itself booked the payment a second time (out of scope to prevent, 00 §0.5).
     await setFaults(mesh, []);
     await rail.submitPayment({ clientReference: DOUBLE, accountId: "acc-rec-3", beneficiary: "ben-acc-rec-3", amount: { amountMinor: 2500n, currency: "EUR" } });
     expect(await unresolvedIds()).toEqual([...ALL].sort());
-    // Let a 1 s settlement window pass (and be covered by the statement: covered_until = now - 1 s).
-    await new Promise((r) => setTimeout(r, 2200));
+    // Let the short settlement window pass (and be covered by the statement: covered_until = now - 1 s).
+    await new Promise((r) => setTimeout(r, SHORT_WINDOW_MS + 1200));
 
     // 1. Dry run with the short window: it would close three, changes nothing.
-    const dry = await reconcileOnce({ SETTLEMENT_WINDOW_MS: "1000", RECONCILER_DRY_RUN: "true" });
+    const dry = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS), RECONCILER_DRY_RUN: "true" });
     expect(dry.code).toBe(0);
     expect(dry.summary).toMatchObject({ dry_run: true, unresolved_seen: 4, left_unresolved: 4 });
     expect(dry.summary?.decisions).toMatchObject({ PAID: 1, NOT_PAID: 2, HUMAN: 1, WAIT: 0 });
@@ -142,7 +150,7 @@ describe("reconciler (UC-07)", () => {
     expect(landed.submission?.resolution?.actor).toBe("reconciler");
 
     // 3. The short window has passed and is covered: the absent payment is NOT_PAID.
-    const short = await reconcileOnce({ SETTLEMENT_WINDOW_MS: "1000", RECONCILER_ACTOR: "reconciler-test" });
+    const short = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS), RECONCILER_ACTOR: "reconciler-test" });
     expect(short.code).toBe(0);
     expect(short.summary?.decisions).toMatchObject({ NOT_PAID: 1, HUMAN: 1, PAID: 0 });
     expect(short.summary?.left_unresolved).toBe(1);
@@ -162,7 +170,7 @@ describe("reconciler (UC-07)", () => {
   it("in loop mode it reports ready, serves its gauges on /metrics and drains on SIGTERM", async () => {
     const p = new ServiceProcess({
       service: "reconciler",
-      env: { METRICS_PORT: "0", PAYDB_URL: mesh.dbUrl("paydb"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "200", SETTLEMENT_WINDOW_MS: "600000" },
+      env: { ...PROXY_TIMING, METRICS_PORT: "0", PAYDB_URL: mesh.roleUrl("paydb", "reconciler"), RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","), RECONCILE_INTERVAL_MS: "200", SETTLEMENT_WINDOW_MS: "600000" },
     });
     try {
       const ready = await p.start();

@@ -30,6 +30,27 @@ describe("helm: tls.enabled", () => {
     }
   });
 
+  it("gives every pod that talks TLS a Secret of its own (the audit's identity is never another component's)", () => {
+    const secretOf = new Map<string, string>();
+    for (const p of podSpecs(objects)) {
+      const vol = (p.spec.volumes ?? []).find((v: any) => v.name === "tls");
+      if (p.component === "migrate") {
+        expect(vol, "the migration Job talks to PostgreSQL only").toBeUndefined();
+        continue;
+      }
+      expect(vol?.secret?.secretName, p.component).toBeDefined();
+      secretOf.set(p.component, vol.secret.secretName);
+    }
+    expect(secretOf.get("audit")).toBe("rf-railfence-audit-tls");
+    expect(new Set(secretOf.values()).size).toBe(secretOf.size);
+    // The audit is a client only: the CLI's certificate variables, https to rail-proxy, no server settings.
+    const audit = containers(podSpecs(objects).find((p) => p.component === "audit")!.spec)[0];
+    const env = envOf(audit);
+    expect(env).toMatchObject({ RAILFENCE_TLS_CERT_FILE: "/var/run/secrets/railfence/tls/tls.crt", RAILFENCE_TLS_KEY_FILE: "/var/run/secrets/railfence/tls/tls.key", RAILFENCE_TLS_CA_FILE: "/var/run/secrets/railfence/tls/ca.crt" });
+    expect(env.RAILFENCE_RAIL_PROXY_URL).toMatch(/^https:\/\//);
+    expect(env.TLS_CERT_FILE).toBeUndefined();
+  });
+
   it("probes over plain HTTP on the metrics port (kubelet gRPC probes cannot do TLS)", () => {
     for (const p of pods) {
       const c = containers(p.spec)[0];
@@ -46,7 +67,11 @@ describe("helm: tls.enabled", () => {
 
 describe("helm: tls disabled (default)", () => {
   it("makes the cleartext choice explicit (ALLOW_INSECURE) and mounts no TLS Secret", () => {
-    const pods = podSpecs(render({ set: MINIMAL })).filter((p) => TLS_COMPONENTS.includes(p.component));
+    const all = podSpecs(render({ set: MINIMAL }));
+    const audit = all.find((p) => p.component === "audit")!;
+    expect((audit.spec.volumes ?? []).some((v: any) => v.name === "tls")).toBe(false);
+    expect(Object.keys(envOf(containers(audit.spec)[0])).filter((k) => k.includes("TLS"))).toEqual([]);
+    const pods = all.filter((p) => TLS_COMPONENTS.includes(p.component));
     for (const p of pods) {
       const env = envOf(containers(p.spec)[0]);
       expect(env.ALLOW_INSECURE, p.component).toBe("true");

@@ -7,8 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Pki, type IdentityFiles } from "../../services/harness/pki.js";
-import type { Mesh } from "../../services/harness/mesh.js";
+import { Pki, type IdentityFiles } from "../../tools/harness/pki.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 import { errorInfo } from "../../services/shared/errors.js";
 import { Health } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
@@ -126,21 +126,22 @@ describe("mutual TLS mesh", () => {
       // The log line comes through a pipe and may trail the refusal the client already holds.
       await eventually(async () => mesh.proxies[0]!.lines.some((l) => l.includes('"event":"permission_denied"') && l.includes("ResolveSubmission")), "a permission_denied log line");
 
-      // The executor's own method passes authorization (the handler then judges the stale token).
+      // The executor's own method passes authorization: the handler judges the stale token (it is
+      // refused by the fence or the payout binding, never by authorization).
       const submit = await executor
         .submitPayout({ accountId: "acc-resolve", payoutId: created.payoutId, fencingToken: 1n, amount: money, beneficiary: "ben-1" })
         .then(() => undefined, (e: unknown) => ConnectError.from(e));
-      if (submit) expect(errorInfo(submit)?.reason).not.toBe("PERMISSION_DENIED");
+      expect(submit, "a stale token for a paid payout must be refused").toBeDefined();
+      expect(["FENCED_OUT", "PAYOUT_NOT_PAYABLE", "PAYOUT_FENCE_MISMATCH", "DUPLICATE_SUBMISSION", "TOKEN_SIGNATURE_INVALID"]).toContain(errorInfo(submit!)?.reason);
 
-      // The operator passes authorization: the handler answers (here: the submission is not ambiguous).
+      // The operator passes authorization: the handler itself answers (here: the submission was
+      // decided, so it is not ambiguous and cannot be resolved).
       const operator = clientAs(RailProxyService, proxyUrl, as("operator"));
-      const resolved = await operator
-        .resolveSubmission({ payoutId: created.payoutId, outcome: ResolutionOutcome.NOT_PAID, actor: "operator", note: "test" })
-        .then(() => undefined, (e: unknown) => ConnectError.from(e));
-      if (resolved) {
-        expect(errorInfo(resolved)?.reason).toBeDefined();
-        expect(errorInfo(resolved)?.reason).not.toBe("PERMISSION_DENIED");
-      }
+      await expectRejected(
+        operator.resolveSubmission({ payoutId: created.payoutId, outcome: ResolutionOutcome.NOT_PAID, actor: "operator", note: "test" }),
+        Code.FailedPrecondition,
+        "NOT_AMBIGUOUS",
+      );
       // Reads are open to the operator.
       const got = await operator.getSubmission({ payoutId: created.payoutId });
       expect(got).toBeDefined();

@@ -1,6 +1,9 @@
 /** The pure parts of identity and authorization: SAN parsing, policy lookup, loopback check. */
 import { describe, expect, it } from "vitest";
 import { allowedIdentities, POLICIES } from "../../services/shared/authz.js";
+import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
+import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
+import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { identityFromSan } from "../../services/shared/identity.js";
 import { isLoopbackHost } from "../../services/shared/tls.js";
 
@@ -25,6 +28,17 @@ describe("policy", () => {
     expect(allowedIdentities(POLICIES.railStub, "railfence.rail.v1.RailService", "SubmitPayment")).toEqual(["rail-proxy"]);
     expect(allowedIdentities(POLICIES.payouts(["client"]), "railfence.payouts.v1.PayoutService", "CreatePayout")).toEqual(["client"]);
   });
+  it("lets the auditor read the rail's statement and nothing else, on any server", () => {
+    for (const m of RailProxyService.methods) {
+      expect(allowedIdentities(POLICIES.railProxy, proxy, m.name).includes("auditor"), m.name).toBe(m.name === "GetRailStatement");
+    }
+    expect(allowedIdentities(POLICIES.railProxy, proxy, "GetRailStatement")).toEqual(["executor", "reconciler", "operator", "auditor"]);
+    for (const m of LockService.methods) expect(allowedIdentities(POLICIES.lock, LockService.typeName, m.name), m.name).not.toContain("auditor");
+    for (const m of RailService.methods) expect(allowedIdentities(POLICIES.railStub, RailService.typeName, m.name), m.name).not.toContain("auditor");
+    // The payouts API's default identities (PAYOUTS_CLIENT_IDENTITIES: client,operator).
+    expect(allowedIdentities(POLICIES.payouts(["client", "operator"]), "railfence.payouts.v1.PayoutService", "CreatePayout")).not.toContain("auditor");
+  });
+
   it("denies by default: a method the policy does not name has nobody", () => {
     expect(allowedIdentities(POLICIES.railProxy, proxy, "SomethingNew")).toEqual([]);
     expect(allowedIdentities(POLICIES.lock, proxy, "SubmitPayout")).toEqual([]);

@@ -6,16 +6,16 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { Code, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../services/harness/mesh.js";
-import { ServiceProcess } from "../../services/harness/service-process.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { signToken } from "../../services/shared/token-signature.js";
 import { MAX_TOKEN } from "../../services/shared/validation.js";
-import { db, eventually, expectRejected, proxyClient, railBookings } from "../support/clients.js";
+import { connectClient, db, eventually, expectRejected, proxyClient, railBookings } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
@@ -51,7 +51,7 @@ afterAll(async () => {
 
 describe("signed fencing tokens", () => {
   it("a payout is paid end to end: the executor passes the lock's signature through", async () => {
-    const payouts = createClient(PayoutService, createGrpcTransport({ baseUrl: mesh.payouts!.url }));
+    const payouts = connectClient(PayoutService, mesh.payouts!.url);
     const { payout } = await payouts.createPayout({ accountId: "acc-signed", amount: { amountMinor: 700n, currency: "EUR" }, beneficiary: "ben-1" }, { headers: { "idempotency-key": randomUUID() } });
     await eventually(async () => (await payouts.getPayout({ payoutId: payout!.payoutId })).payout?.state === 3, "payout PAID");
     expect(await railBookings(raildb, payout!.payoutId)).toBe(1);
@@ -61,6 +61,9 @@ describe("signed fencing tokens", () => {
     const proxy = proxyClient(mesh.proxies[0]!.url);
     const acc = `acc-forged-${Date.now()}`;
     const p = `p-forged-${Date.now()}`;
+    // The payout is fenced for the genuine token, so the binding would pass token 7: what
+    // refuses the forgeries below is the signature check alone.
+    const genuine = await fencedFor(paydb, request(acc, p, 7n, signToken(key, `account:${acc}`, 7n)));
     await expectRejected(proxy.submitPayout(request(acc, p, MAX_TOKEN)), Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID");
     await expectRejected(proxy.submitPayout(request(acc, p, MAX_TOKEN, new Uint8Array(32))), Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID");
     // A real signature, but for another account's lock key.
@@ -68,7 +71,7 @@ describe("signed fencing tokens", () => {
     expect(await markOf(acc)).toBeUndefined();
     expect(await railBookings(raildb, p)).toBe(0);
     // The genuine article is admitted.
-    const res = await proxy.submitPayout(request(acc, p, 7n, signToken(key, `account:${acc}`, 7n)));
+    const res = await proxy.submitPayout(genuine);
     expect(res.submission?.railReference).toMatch(/^rr_/);
     expect(await markOf(acc)).toBe("7");
   });
@@ -80,7 +83,8 @@ describe("signed fencing tokens", () => {
     await unverified.start();
     try {
       const acc = `acc-lockout-${Date.now()}`;
-      await proxyClient(unverified.url).submitPayout(request(acc, `p-lockout-${Date.now()}`, MAX_TOKEN));
+      // The compromised executor fences its payout with the forged token (executors write fences).
+      await proxyClient(unverified.url).submitPayout(await fencedFor(paydb, request(acc, `p-lockout-${Date.now()}`, MAX_TOKEN)));
       expect(await markOf(acc)).toBe(MAX_TOKEN.toString());
     } finally {
       await unverified.stop();

@@ -1,23 +1,31 @@
-/** Connect clients and assertions shared by the cross-process tests. */
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+/**
+ * Connect clients and assertions shared by the cross-process tests. Every client a test makes
+ * comes from one module, tools/harness/clients.ts (connectClient: by service, protocol, TLS
+ * identity; ClientPool: clients whose sessions a test closes at once), re-exported here; the
+ * helpers below are shorthands over it.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
 import { expect } from "vitest";
 import pg from "pg";
 import { errorInfo } from "../../services/shared/errors.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { RailControlService, FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import type { Mesh } from "../../services/harness/mesh.js";
+import { connectClient } from "../../tools/harness/clients.js";
+import type { Mesh } from "../../tools/harness/mesh.js";
 
 export { FaultKind };
+export { ClientPool, connectClient, PROTOCOLS, tlsNodeOptions, type ClientOptions, type ClientTls, type Protocol } from "../../tools/harness/clients.js";
 
+/** A rail-proxy client over h2c (the tests' meshes run without TLS unless they say so). */
 export function proxyClient(url: string) {
-  return createClient(RailProxyService, createGrpcTransport({ baseUrl: url }));
+  return connectClient(RailProxyService, url);
 }
 
+/** The rail-stub's fault-control API on an h2c mesh. */
 export function railControl(mesh: Mesh) {
   const port = mesh.railStub.ready?.controlPort;
   if (!port) throw new Error("rail-stub has no control port");
-  return createClient(RailControlService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
+  return connectClient(RailControlService, `http://127.0.0.1:${port}`);
 }
 
 /** Awaits a call that must fail with code + ErrorInfo reason; returns the error. */

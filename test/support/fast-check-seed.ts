@@ -10,3 +10,14 @@ const raw = process.env.FUZZ_SEED ?? String(DEFAULT_SEED);
 const seed = raw === "random" ? Math.floor(Math.random() * 2 ** 31) : Number(raw);
 if (!Number.isSafeInteger(seed)) throw new Error(`FUZZ_SEED must be an integer or "random", got ${JSON.stringify(raw)}`);
 fc.configureGlobal({ ...fc.readConfigureGlobal(), seed });
+
+/**
+ * FUZZ_SCALE multiplies every property's case count: 1 in `npm test` and CI; the hostile budget
+ * command (`npm run hostile -- --cases N`) raises it to run N cases in one go.
+ */
+const rawScale = process.env.FUZZ_SCALE ?? "1";
+export const FUZZ_SCALE = Number(rawScale);
+if (!(FUZZ_SCALE > 0) || !Number.isFinite(FUZZ_SCALE)) throw new Error(`FUZZ_SCALE must be a positive number, got ${JSON.stringify(rawScale)}`);
+
+/** A property's case count under FUZZ_SCALE. */
+export const runs = (n: number): number => Math.max(1, Math.round(n * FUZZ_SCALE));

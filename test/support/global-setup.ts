@@ -4,7 +4,7 @@
  * independent of each other and of order. Tests that must stop PostgreSQL start their own.
  */
 import type { TestProject } from "vitest/node";
-import { PostgresServer } from "../../services/harness/postgres.js";
+import { PostgresServer } from "../../tools/harness/postgres.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { inject } from "vitest";
-import { Mesh, type MeshOptions } from "../../services/harness/mesh.js";
+import { Mesh, type MeshOptions } from "../../tools/harness/mesh.js";
 
 export function uniqueSuffix(): string {
   return `_${randomBytes(5).toString("hex")}`;

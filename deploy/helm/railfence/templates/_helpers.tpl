@@ -63,20 +63,106 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* Call with (dict "root" $ "db" "paydb"). */}}
-{{- define "railfence.dbSecretName" -}}
+{{/*
+Database credentials: one per component (values database.<db>.credentials.<cred>); raildb, the
+dev stub's, has a single one (call without "cred"). Call with (dict "root" $ "db" "paydb" "cred" "railProxy").
+Returns the credential as JSON (use `include ... | fromJson`).
+*/}}
+{{- define "railfence.dbCred" -}}
 {{- $db := index .root.Values.database .db -}}
-{{- if $db.existingSecret -}}
-{{- $db.existingSecret -}}
+{{- if .cred -}}
+{{- index $db.credentials .cred | toJson -}}
 {{- else -}}
-{{- include "railfence.componentName" (dict "root" .root "component" (printf "%s-password" .db)) -}}
+{{- omit $db "url" | toJson -}}
 {{- end -}}
 {{- end -}}
 
-{{/* True ("true") when the database needs a password file (a Secret exists or is created). */}}
+{{/* A credential's id in object names and paths: paydb-rail-proxy, lockdb-migrations, raildb. */}}
+{{- define "railfence.dbCredId" -}}
+{{- if .cred -}}{{ printf "%s-%s" .db (kebabcase .cred) }}{{- else -}}{{ .db }}{{- end -}}
+{{- end -}}
+
+{{/* The credential's Secret: its existingSecret, or <fullname>-<db>-<cred>-password made by the chart. */}}
+{{- define "railfence.dbSecretName" -}}
+{{- $cred := include "railfence.dbCred" . | fromJson -}}
+{{- if $cred.existingSecret -}}
+{{- $cred.existingSecret -}}
+{{- else -}}
+{{- include "railfence.componentName" (dict "root" .root "component" (printf "%s-password" (include "railfence.dbCredId" .))) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* True ("true") when the credential has a password file (a Secret exists or is created). */}}
 {{- define "railfence.dbHasPassword" -}}
+{{- $cred := include "railfence.dbCred" . | fromJson -}}
+{{- if or $cred.existingSecret $cred.password -}}true{{- end -}}
+{{- end -}}
+
+{{/* Where the credential's password file is mounted (its own directory: one Secret per mount). */}}
+{{- define "railfence.dbPasswordFile" -}}
+{{- $cred := include "railfence.dbCred" . | fromJson -}}
+{{- printf "/var/run/secrets/railfence/%s/%s" (include "railfence.dbCredId" .) $cred.passwordKey -}}
+{{- end -}}
+
+{{/* The database URL logged in as the credential's user (the values' URL carries no user). */}}
+{{- define "railfence.dbUrl" -}}
 {{- $db := index .root.Values.database .db -}}
-{{- if or $db.existingSecret $db.password -}}true{{- end -}}
+{{- $cred := include "railfence.dbCred" . | fromJson -}}
+{{- regexReplaceAll "^(postgres(ql)?://)" $db.url (printf "${1}%s@" $cred.user) -}}
+{{- end -}}
+
+{{/*
+Database env for one component: its URL (with its user, without password) and its own password
+file. Call with (dict "root" $ "db" "paydb" "cred" "executor" "prefix" "PAYDB").
+*/}}
+{{- define "railfence.dbEnv" -}}
+- name: {{ .prefix }}_URL
+  value: {{ include "railfence.dbUrl" . | quote }}
+{{- if include "railfence.dbHasPassword" . }}
+- name: {{ .prefix }}_PASSWORD_FILE
+  value: {{ include "railfence.dbPasswordFile" . }}
+{{- end }}
+{{- end -}}
+
+{{- define "railfence.dbVolumeMount" -}}
+{{- if include "railfence.dbHasPassword" . }}
+- name: {{ include "railfence.dbCredId" . }}-password
+  mountPath: /var/run/secrets/railfence/{{ include "railfence.dbCredId" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Mounts only the credential's own key of the Secret. */}}
+{{- define "railfence.dbVolume" -}}
+{{- if include "railfence.dbHasPassword" . }}
+{{- $cred := include "railfence.dbCred" . | fromJson }}
+- name: {{ include "railfence.dbCredId" . }}-password
+  secret:
+    secretName: {{ include "railfence.dbSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $cred.passwordKey }}
+        path: {{ $cred.passwordKey }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Credentials the migration container of one database uses: the owner's ("migrations"), and with
+migrations.provisionLogins every component's of that database, whose login roles it creates.
+Returns a JSON list of credential keys. Call with (dict "root" $ "db" "paydb").
+*/}}
+{{- define "railfence.migrateCreds" -}}
+{{- if eq .db "raildb" -}}
+{{- list "" | toJson -}}
+{{- else -}}
+{{- $keys := list "migrations" -}}
+{{- if .root.Values.migrations.provisionLogins -}}
+{{- range $k, $_ := (index .root.Values.database .db).credentials -}}
+{{- if ne $k "migrations" }}{{ $keys = append $keys $k }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $keys | toJson -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -161,41 +247,6 @@ OTEL_SERVICE_NAME is the component label, so traces and metrics name the same th
 {{- $attrs = append $attrs (printf "%s=%s" $k $v) -}}
 {{- end -}}
 {{- join "," $attrs -}}
-{{- end -}}
-
-{{/*
-Database env for one database: URL without password plus a password file from a Secret.
-Call with (dict "root" $ "db" "paydb" "prefix" "PAYDB").
-*/}}
-{{- define "railfence.dbEnv" -}}
-{{- $db := index .root.Values.database .db -}}
-- name: {{ .prefix }}_URL
-  value: {{ $db.url | quote }}
-{{- if include "railfence.dbHasPassword" . }}
-- name: {{ .prefix }}_PASSWORD_FILE
-  value: /var/run/secrets/railfence/{{ .db }}/{{ $db.passwordKey }}
-{{- end }}
-{{- end -}}
-
-{{- define "railfence.dbVolumeMount" -}}
-{{- if include "railfence.dbHasPassword" . }}
-- name: {{ .db }}-password
-  mountPath: /var/run/secrets/railfence/{{ .db }}
-  readOnly: true
-{{- end }}
-{{- end -}}
-
-{{- define "railfence.dbVolume" -}}
-{{- if include "railfence.dbHasPassword" . }}
-{{- $db := index .root.Values.database .db }}
-- name: {{ .db }}-password
-  secret:
-    secretName: {{ include "railfence.dbSecretName" . }}
-    defaultMode: 0440
-    items:
-      - key: {{ $db.passwordKey }}
-        path: {{ $db.passwordKey }}
-{{- end }}
 {{- end -}}
 
 {{/* /tmp is the only writable path (read-only root filesystem). */}}
@@ -377,29 +428,53 @@ topologySpreadConstraints:
 {{- printf "%s://%s:%v" (include "railfence.scheme" .root) (include "railfence.componentName" (dict "root" .root "component" .component)) .port -}}
 {{- end -}}
 
-{{/* One migrate container: `node dist/services/migrate/main.js <db>`. */}}
+{{/*
+One migrate container: `node dist/services/migrate/main.js <db>`, logged in as the database's
+owner. With migrations.provisionLogins it then creates or updates each component's login role
+(LOGIN_<COMPONENT>_USER, LOGIN_<COMPONENT>_PASSWORD_FILE): it mounts those passwords, and is the
+only pod that does.
+*/}}
 {{- define "railfence.migrateContainer" -}}
-{{- $db := index .root.Values.database .db -}}
-- name: migrate-{{ .db }}
-  image: {{ include "railfence.image" .root }}
-  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
-  command: ["node", "dist/services/migrate/main.js", {{ .db | quote }}]
+{{- $root := .root -}}
+{{- $db := .db -}}
+{{- $owner := dict "root" $root "db" $db "cred" (ternary "" "migrations" (eq $db "raildb")) -}}
+- name: migrate-{{ $db }}
+  image: {{ include "railfence.image" $root }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+  command: ["node", "dist/services/migrate/main.js", {{ $db | quote }}]
   env:
     - name: LOG_LEVEL
-      value: {{ .root.Values.logLevel | quote }}
+      value: {{ $root.Values.logLevel | quote }}
     - name: DATABASE_URL
-      value: {{ $db.url | quote }}
-    {{- if include "railfence.dbHasPassword" . }}
+      value: {{ include "railfence.dbUrl" $owner | quote }}
+    {{- if include "railfence.dbHasPassword" $owner }}
     - name: DATABASE_PASSWORD_FILE
-      value: /var/run/secrets/railfence/{{ .db }}/{{ $db.passwordKey }}
+      value: {{ include "railfence.dbPasswordFile" $owner }}
+    {{- end }}
+    {{- range $k := include "railfence.migrateCreds" . | fromJsonArray }}
+    {{- if and $k (ne $k "migrations") }}
+    {{- $login := dict "root" $root "db" $db "cred" $k }}
+    {{- $cred := include "railfence.dbCred" $login | fromJson }}
+    - name: LOGIN_{{ snakecase $k | upper }}_USER
+      value: {{ $cred.user | quote }}
+    {{- if include "railfence.dbHasPassword" $login }}
+    - name: LOGIN_{{ snakecase $k | upper }}_PASSWORD_FILE
+      value: {{ include "railfence.dbPasswordFile" $login }}
+    {{- end }}
+    {{- end }}
     {{- end }}
   resources:
     {{- toYaml .resources | nindent 4 }}
   securityContext:
-    {{- include "railfence.containerSecurityContext" .root | nindent 4 }}
+    {{- include "railfence.containerSecurityContext" $root | nindent 4 }}
   volumeMounts:
-    {{- include "railfence.tmpVolumeMount" .root | nindent 4 }}
-    {{- include "railfence.dbVolumeMount" . | nindent 4 }}
+    {{- include "railfence.tmpVolumeMount" $root | nindent 4 }}
+    {{- range $k := include "railfence.migrateCreds" . | fromJsonArray }}
+    {{- $ref := dict "root" $root "db" $db "cred" $k }}
+    {{- if include "railfence.dbHasPassword" $ref }}
+    {{- include "railfence.dbVolumeMount" $ref | nindent 4 }}
+    {{- end }}
+    {{- end }}
 {{- end -}}
 
 {{/* A NetworkPolicy peer from (dict "namespace" "x" "podLabels" {...}). */}}
@@ -416,6 +491,24 @@ topologySpreadConstraints:
 
 {{/* Egress every component needs: DNS, PostgreSQL (primary endpoints) and the OTLP collector. */}}
 {{- define "railfence.npCommonEgress" -}}
+{{- include "railfence.npDnsEgress" . }}
+{{- include "railfence.npPostgresEgress" . }}
+{{- $np := .Values.networkPolicy -}}
+{{- if .Values.otel.enabled }}
+- to:
+    {{- include "railfence.npNamespacePeer" $np.otlp | nindent 4 }}
+    {{- range $np.otlp.cidrs }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  ports:
+    - port: {{ $np.otlp.port }}
+      protocol: TCP
+{{- end }}
+{{- end -}}
+
+{{/* Egress to the cluster DNS (names of Services and of the database hosts). */}}
+{{- define "railfence.npDnsEgress" -}}
 {{- $np := .Values.networkPolicy -}}
 - to:
     {{- include "railfence.npNamespacePeer" $np.dns | nindent 4 }}
@@ -428,6 +521,11 @@ topologySpreadConstraints:
       protocol: UDP
     - port: 53
       protocol: TCP
+{{- end -}}
+
+{{/* Egress to PostgreSQL (networkPolicy.postgres: the primaries' addresses). */}}
+{{- define "railfence.npPostgresEgress" -}}
+{{- $np := .Values.networkPolicy -}}
 {{- /* An empty `to` would mean "anywhere": render the rule only with CIDRs (schema: minItems 1). */}}
 {{- if $np.postgres.cidrs }}
 - to:
@@ -437,17 +535,6 @@ topologySpreadConstraints:
     {{- end }}
   ports:
     - port: {{ $np.postgres.port }}
-      protocol: TCP
-{{- end }}
-{{- if .Values.otel.enabled }}
-- to:
-    {{- include "railfence.npNamespacePeer" $np.otlp | nindent 4 }}
-    {{- range $np.otlp.cidrs }}
-    - ipBlock:
-        cidr: {{ . }}
-    {{- end }}
-  ports:
-    - port: {{ $np.otlp.port }}
       protocol: TCP
 {{- end }}
 {{- end -}}

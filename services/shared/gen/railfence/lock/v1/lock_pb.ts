@@ -85,7 +85,7 @@ export type AcquireRequest = Message<"railfence.lock.v1.AcquireRequest"> & {
   key: string;
 
   /**
-   * Who is asking (1-200 printable characters).
+   * Who is asking (1-200 printable ASCII characters).
    *
    * @generated from field: string owner = 2;
    */

@@ -14,7 +14,43 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/payouts/v1/payouts.proto.
  */
 export const file_railfence_payouts_v1_payouts: GenFile = /*@__PURE__*/
-  fileDesc("CiJyYWlsZmVuY2UvcGF5b3V0cy92MS9wYXlvdXRzLnByb3RvEhRyYWlsZmVuY2UucGF5b3V0cy52MSLbAgoGUGF5b3V0EhEKCXBheW91dF9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEioKBmFtb3VudBgDIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBCABKAkSMAoFc3RhdGUYBSABKA4yIS5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXRTdGF0ZRINCgVmZW5jZRgGIAEoBBIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBjbGllbnRfcmVmZXJlbmNlGAsgASgJIoQBChNDcmVhdGVQYXlvdXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSKgoGYW1vdW50GAIgASgLMhoucmFpbGZlbmNlLmNvbW1vbi52MS5Nb25leRITCgtiZW5lZmljaWFyeRgDIAEoCRIYChBjbGllbnRfcmVmZXJlbmNlGAQgASgJIkQKFENyZWF0ZVBheW91dFJlc3BvbnNlEiwKBnBheW91dBgBIAEoCzIcLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dCIlChBHZXRQYXlvdXRSZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJBChFHZXRQYXlvdXRSZXNwb25zZRIsCgZwYXlvdXQYASABKAsyHC5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXQigQEKEkxpc3RQYXlvdXRzUmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEjAKBXN0YXRlGAIgASgOMiEucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0U3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiXQoTTGlzdFBheW91dHNSZXNwb25zZRItCgdwYXlvdXRzGAEgAygLMhwucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSqsAQoLUGF5b3V0U3RhdGUSHAoYUEFZT1VUX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUUEFZT1VUX1NUQVRFX1BFTkRJTkcQARIbChdQQVlPVVRfU1RBVEVfUFJPQ0VTU0lORxACEhUKEVBBWU9VVF9TVEFURV9QQUlEEAMSFwoTUEFZT1VUX1NUQVRFX0ZBSUxFRBAEEhgKFFBBWU9VVF9TVEFURV9VTktOT1dOEAUyuAIKDVBheW91dFNlcnZpY2USZQoMQ3JlYXRlUGF5b3V0EikucmFpbGZlbmNlLnBheW91dHMudjEuQ3JlYXRlUGF5b3V0UmVxdWVzdBoqLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkNyZWF0ZVBheW91dFJlc3BvbnNlElwKCUdldFBheW91dBImLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkdldFBheW91dFJlcXVlc3QaJy5yYWlsZmVuY2UucGF5b3V0cy52MS5HZXRQYXlvdXRSZXNwb25zZRJiCgtMaXN0UGF5b3V0cxIoLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkxpc3RQYXlvdXRzUmVxdWVzdBopLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkxpc3RQYXlvdXRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_railfence_common_v1_money]);
+  fileDesc("CiJyYWlsZmVuY2UvcGF5b3V0cy92MS9wYXlvdXRzLnByb3RvEhRyYWlsZmVuY2UucGF5b3V0cy52MSJbCglBdHRlbnRpb24SDgoGcmVhc29uGAEgASgJEg4KBmRldGFpbBgCIAEoCRIuCgpmbGFnZ2VkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKPAwoGUGF5b3V0EhEKCXBheW91dF9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEioKBmFtb3VudBgDIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBCABKAkSMAoFc3RhdGUYBSABKA4yIS5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXRTdGF0ZRINCgVmZW5jZRgGIAEoBBIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBjbGllbnRfcmVmZXJlbmNlGAsgASgJEjIKCWF0dGVudGlvbhgMIAEoCzIfLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkF0dGVudGlvbiKEAQoTQ3JlYXRlUGF5b3V0UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEioKBmFtb3VudBgCIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYAyABKAkSGAoQY2xpZW50X3JlZmVyZW5jZRgEIAEoCSJEChRDcmVhdGVQYXlvdXRSZXNwb25zZRIsCgZwYXlvdXQYASABKAsyHC5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXQiJQoQR2V0UGF5b3V0UmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkiQQoRR2V0UGF5b3V0UmVzcG9uc2USLAoGcGF5b3V0GAEgASgLMhwucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0IoEBChJMaXN0UGF5b3V0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dFN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJIl0KE0xpc3RQYXlvdXRzUmVzcG9uc2USLQoHcGF5b3V0cxgBIAMoCzIcLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqzgEKC1BheW91dFN0YXRlEhwKGFBBWU9VVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBBWU9VVF9TVEFURV9QRU5ESU5HEAESGwoXUEFZT1VUX1NUQVRFX1BST0NFU1NJTkcQAhIVChFQQVlPVVRfU1RBVEVfUEFJRBADEhcKE1BBWU9VVF9TVEFURV9GQUlMRUQQBBIYChRQQVlPVVRfU1RBVEVfVU5LTk9XThAFEiAKHFBBWU9VVF9TVEFURV9ORUVEU19BVFRFTlRJT04QBjK4AgoNUGF5b3V0U2VydmljZRJlCgxDcmVhdGVQYXlvdXQSKS5yYWlsZmVuY2UucGF5b3V0cy52MS5DcmVhdGVQYXlvdXRSZXF1ZXN0GioucmFpbGZlbmNlLnBheW91dHMudjEuQ3JlYXRlUGF5b3V0UmVzcG9uc2USXAoJR2V0UGF5b3V0EiYucmFpbGZlbmNlLnBheW91dHMudjEuR2V0UGF5b3V0UmVxdWVzdBonLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkdldFBheW91dFJlc3BvbnNlEmIKC0xpc3RQYXlvdXRzEigucmFpbGZlbmNlLnBheW91dHMudjEuTGlzdFBheW91dHNSZXF1ZXN0GikucmFpbGZlbmNlLnBheW91dHMudjEuTGlzdFBheW91dHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money]);
+
+/**
+ * Attention says why a payout needs a human.
+ *
+ * @generated from message railfence.payouts.v1.Attention
+ */
+export type Attention = Message<"railfence.payouts.v1.Attention"> & {
+  /**
+   * Upper-snake reason: LATE_RAIL_ANSWER, RESOLUTION_CONTRADICTED, TOKEN_SIGNATURE_INVALID,
+   * PERMISSION_DENIED, UNAUTHENTICATED, MARK_AHEAD_OF_LOCK, PAYOUT_MISMATCH, ...
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * What was seen (free text, no secrets).
+   *
+   * @generated from field: string detail = 2;
+   */
+  detail: string;
+
+  /**
+   * When it was flagged.
+   *
+   * @generated from field: google.protobuf.Timestamp flagged_at = 3;
+   */
+  flaggedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message railfence.payouts.v1.Attention.
+ * Use `create(AttentionSchema)` to create a new message.
+ */
+export const AttentionSchema: GenMessage<Attention> = /*@__PURE__*/
+  messageDesc(file_railfence_payouts_v1_payouts, 0);
 
 /**
  * Payout is one payment order.
@@ -98,6 +134,13 @@ export type Payout = Message<"railfence.payouts.v1.Payout"> & {
    * @generated from field: string client_reference = 11;
    */
   clientReference: string;
+
+  /**
+   * Set when the payout needs a human (state NEEDS_ATTENTION, or a consistent late rail answer).
+   *
+   * @generated from field: railfence.payouts.v1.Attention attention = 12;
+   */
+  attention?: Attention | undefined;
 };
 
 /**
@@ -105,7 +148,7 @@ export type Payout = Message<"railfence.payouts.v1.Payout"> & {
  * Use `create(PayoutSchema)` to create a new message.
  */
 export const PayoutSchema: GenMessage<Payout> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 0);
+  messageDesc(file_railfence_payouts_v1_payouts, 1);
 
 /**
  * CreatePayoutRequest asks for a payout.
@@ -135,7 +178,8 @@ export type CreatePayoutRequest = Message<"railfence.payouts.v1.CreatePayoutRequ
   beneficiary: string;
 
   /**
-   * Optional client reference (0-128 printable characters).
+   * Optional client reference: 0-128 characters of free text, without control, bidi or
+   * invisible characters (docs/payouts-api.md, "Free text").
    *
    * @generated from field: string client_reference = 4;
    */
@@ -147,7 +191,7 @@ export type CreatePayoutRequest = Message<"railfence.payouts.v1.CreatePayoutRequ
  * Use `create(CreatePayoutRequestSchema)` to create a new message.
  */
 export const CreatePayoutRequestSchema: GenMessage<CreatePayoutRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 1);
+  messageDesc(file_railfence_payouts_v1_payouts, 2);
 
 /**
  * CreatePayoutResponse carries the created payout.
@@ -168,7 +212,7 @@ export type CreatePayoutResponse = Message<"railfence.payouts.v1.CreatePayoutRes
  * Use `create(CreatePayoutResponseSchema)` to create a new message.
  */
 export const CreatePayoutResponseSchema: GenMessage<CreatePayoutResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 2);
+  messageDesc(file_railfence_payouts_v1_payouts, 3);
 
 /**
  * GetPayoutRequest names a payout.
@@ -189,7 +233,7 @@ export type GetPayoutRequest = Message<"railfence.payouts.v1.GetPayoutRequest"> 
  * Use `create(GetPayoutRequestSchema)` to create a new message.
  */
 export const GetPayoutRequestSchema: GenMessage<GetPayoutRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 3);
+  messageDesc(file_railfence_payouts_v1_payouts, 4);
 
 /**
  * GetPayoutResponse carries the payout.
@@ -210,7 +254,7 @@ export type GetPayoutResponse = Message<"railfence.payouts.v1.GetPayoutResponse"
  * Use `create(GetPayoutResponseSchema)` to create a new message.
  */
 export const GetPayoutResponseSchema: GenMessage<GetPayoutResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 4);
+  messageDesc(file_railfence_payouts_v1_payouts, 5);
 
 /**
  * ListPayoutsRequest filters and pages.
@@ -252,7 +296,7 @@ export type ListPayoutsRequest = Message<"railfence.payouts.v1.ListPayoutsReques
  * Use `create(ListPayoutsRequestSchema)` to create a new message.
  */
 export const ListPayoutsRequestSchema: GenMessage<ListPayoutsRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 5);
+  messageDesc(file_railfence_payouts_v1_payouts, 6);
 
 /**
  * ListPayoutsResponse is one page.
@@ -280,7 +324,7 @@ export type ListPayoutsResponse = Message<"railfence.payouts.v1.ListPayoutsRespo
  * Use `create(ListPayoutsResponseSchema)` to create a new message.
  */
 export const ListPayoutsResponseSchema: GenMessage<ListPayoutsResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_payouts_v1_payouts, 6);
+  messageDesc(file_railfence_payouts_v1_payouts, 7);
 
 /**
  * PayoutState is the life of a payout.
@@ -329,6 +373,14 @@ export enum PayoutState {
    * @generated from enum value: PAYOUT_STATE_UNKNOWN = 5;
    */
   UNKNOWN = 5,
+
+  /**
+   * Nobody acts on it until a human decides: its recorded outcome was contradicted by the rail,
+   * or paying it met a refusal no retry can cure. Payout.attention says why.
+   *
+   * @generated from enum value: PAYOUT_STATE_NEEDS_ATTENTION = 6;
+   */
+  NEEDS_ATTENTION = 6,
 }
 
 /**

@@ -24,6 +24,8 @@ export const file_railfence_rail_v1_rail: GenFile = /*@__PURE__*/
 export type SubmitPaymentRequest = Message<"railfence.rail.v1.SubmitPaymentRequest"> & {
   /**
    * The caller's reference (railfence uses the payout id). Not a dedupe key: the rail ignores it.
+   * Free text (1-128 characters, no control, bidi or invisible characters), like account_id
+   * (1-128) and beneficiary (1-256).
    *
    * @generated from field: string client_reference = 1;
    */

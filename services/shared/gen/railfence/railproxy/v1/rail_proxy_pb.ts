@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/railproxy/v1/rail_proxy.proto.
  */
 export const file_railfence_railproxy_v1_rail_proxy: GenFile = /*@__PURE__*/
-  fileDesc("CidyYWlsZmVuY2UvcmFpbHByb3h5L3YxL3JhaWxfcHJveHkucHJvdG8SFnJhaWxmZW5jZS5yYWlscHJveHkudjEi1wEKClJlc29sdXRpb24SOgoHb3V0Y29tZRgBIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAiABKAkSDAoEbm90ZRgDIAEoCRIvCgtyZXNvbHZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoOcHJldmlvdXNfc3RhdGUYBSABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZSKvAwoKU3VibWlzc2lvbhIRCglwYXlvdXRfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgEEioKBmFtb3VudBgEIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBSABKAkSNgoFc3RhdGUYBiABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZRIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRITCgtyYWlsX3JlYXNvbhgIIAEoCRISCgpyZXBsaWNhX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCnJlc29sdXRpb24YDCABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlc29sdXRpb24SEQoJYW1iaWd1b3VzGA0gASgIIrUBChNTdWJtaXRQYXlvdXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGF5b3V0X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAQSKgoGYW1vdW50GAQgASgLMhoucmFpbGZlbmNlLmNvbW1vbi52MS5Nb25leRITCgtiZW5lZmljaWFyeRgFIAEoCRIfChdmZW5jaW5nX3Rva2VuX3NpZ25hdHVyZRgGIAEoDCJOChRTdWJtaXRQYXlvdXRSZXNwb25zZRI2CgpzdWJtaXNzaW9uGAEgASgLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uIikKFEdldFN1Ym1pc3Npb25SZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJPChVHZXRTdWJtaXNzaW9uUmVzcG9uc2USNgoKc3VibWlzc2lvbhgBIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiI+ChVMaXN0VW5yZXNvbHZlZFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoWTGlzdFVucmVzb2x2ZWRSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKGFJlc29sdmVTdWJtaXNzaW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSOgoHb3V0Y29tZRgCIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSJTChlSZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24ibwoXR2V0UmFpbFN0YXRlbWVudFJlcXVlc3QSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDEhEKCXBhZ2Vfc2l6ZRgDIAEoDSKNAQoYR2V0UmFpbFN0YXRlbWVudFJlc3BvbnNlEiwKCHBheW1lbnRzGAEgAygLMhoucmFpbGZlbmNlLnJhaWwudjEuUGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCBIxCg1jb3ZlcmVkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCr8AQoPU3VibWlzc2lvblN0YXRlEiAKHFNVQk1JU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIfChtTVUJNSVNTSU9OX1NUQVRFX0ZPUldBUkRJTkcQARIdChlTVUJNSVNTSU9OX1NUQVRFX0FDQ0VQVEVEEAISHQoZU1VCTUlTU0lPTl9TVEFURV9SRUpFQ1RFRBADEhwKGFNVQk1JU1NJT05fU1RBVEVfVElNRU9VVBAEEiIKHlNVQk1JU1NJT05fU1RBVEVfUkVTT0xWRURfUEFJRBAFEiYKIlNVQk1JU1NJT05fU1RBVEVfUkVTT0xWRURfTk9UX1BBSUQQBip1ChFSZXNvbHV0aW9uT3V0Y29tZRIiCh5SRVNPTFVUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIbChdSRVNPTFVUSU9OX09VVENPTUVfUEFJRBABEh8KG1JFU09MVVRJT05fT1VUQ09NRV9OT1RfUEFJRBACMs0EChBSYWlsUHJveHlTZXJ2aWNlEmkKDFN1Ym1pdFBheW91dBIrLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWl0UGF5b3V0UmVxdWVzdBosLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWl0UGF5b3V0UmVzcG9uc2USbAoNR2V0U3VibWlzc2lvbhIsLnJhaWxmZW5jZS5yYWlscHJveHkudjEuR2V0U3VibWlzc2lvblJlcXVlc3QaLS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFN1Ym1pc3Npb25SZXNwb25zZRJvCg5MaXN0VW5yZXNvbHZlZBItLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFVucmVzb2x2ZWRSZXF1ZXN0Gi4ucmFpbGZlbmNlLnJhaWxwcm94eS52MS5MaXN0VW5yZXNvbHZlZFJlc3BvbnNlEngKEVJlc29sdmVTdWJtaXNzaW9uEjAucmFpbGZlbmNlLnJhaWxwcm94eS52MS5SZXNvbHZlU3VibWlzc2lvblJlcXVlc3QaMS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlc29sdmVTdWJtaXNzaW9uUmVzcG9uc2USdQoQR2V0UmFpbFN0YXRlbWVudBIvLnJhaWxmZW5jZS5yYWlscHJveHkudjEuR2V0UmFpbFN0YXRlbWVudFJlcXVlc3QaMC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFJhaWxTdGF0ZW1lbnRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money, file_railfence_rail_v1_rail]);
+  fileDesc("CidyYWlsZmVuY2UvcmFpbHByb3h5L3YxL3JhaWxfcHJveHkucHJvdG8SFnJhaWxmZW5jZS5yYWlscHJveHkudjEi1wEKClJlc29sdXRpb24SOgoHb3V0Y29tZRgBIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAiABKAkSDAoEbm90ZRgDIAEoCRIvCgtyZXNvbHZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoOcHJldmlvdXNfc3RhdGUYBSABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZSK/BAoKU3VibWlzc2lvbhIRCglwYXlvdXRfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgEEioKBmFtb3VudBgEIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBSABKAkSNgoFc3RhdGUYBiABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZRIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRITCgtyYWlsX3JlYXNvbhgIIAEoCRISCgpyZXBsaWNhX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCnJlc29sdXRpb24YDCABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlc29sdXRpb24SEQoJYW1iaWd1b3VzGA0gASgIEhcKD2JvdW5kX3BheW91dF9pZBgOIAEoCRI3CgtsYXRlX2Fuc3dlchgPIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGF0ZUFuc3dlchI8Cg1jb250cmFkaWN0aW9uGBAgASgLMiUucmFpbGZlbmNlLnJhaWxwcm94eS52MS5Db250cmFkaWN0aW9uIqIBCgpMYXRlQW5zd2VyEjYKBXN0YXRlGAEgASgOMicucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uU3RhdGUSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSEwoLcmFpbF9yZWFzb24YAyABKAkSLwoLYW5zd2VyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImcKDUNvbnRyYWRpY3Rpb24SFgoOcmFpbF9yZWZlcmVuY2UYASABKAkSDQoFYWN0b3IYAiABKAkSLwoLcmVjb3JkZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrUBChNTdWJtaXRQYXlvdXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGF5b3V0X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAQSKgoGYW1vdW50GAQgASgLMhoucmFpbGZlbmNlLmNvbW1vbi52MS5Nb25leRITCgtiZW5lZmljaWFyeRgFIAEoCRIfChdmZW5jaW5nX3Rva2VuX3NpZ25hdHVyZRgGIAEoDCJOChRTdWJtaXRQYXlvdXRSZXNwb25zZRI2CgpzdWJtaXNzaW9uGAEgASgLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uIikKFEdldFN1Ym1pc3Npb25SZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJPChVHZXRTdWJtaXNzaW9uUmVzcG9uc2USNgoKc3VibWlzc2lvbhgBIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiI+ChVMaXN0VW5yZXNvbHZlZFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoWTGlzdFVucmVzb2x2ZWRSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKGFJlc29sdmVTdWJtaXNzaW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSOgoHb3V0Y29tZRgCIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSJTChlSZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24ibwoXR2V0UmFpbFN0YXRlbWVudFJlcXVlc3QSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDEhEKCXBhZ2Vfc2l6ZRgDIAEoDSKNAQoYR2V0UmFpbFN0YXRlbWVudFJlc3BvbnNlEiwKCHBheW1lbnRzGAEgAygLMhoucmFpbGZlbmNlLnJhaWwudjEuUGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCBIxCg1jb3ZlcmVkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIxChxMaXN0UGF5b3V0U3VibWlzc2lvbnNSZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJYCh1MaXN0UGF5b3V0U3VibWlzc2lvbnNSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiJ6Ch1MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVxdWVzdBIyCg5yZXNvbHZlZF9zaW5jZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkicgoeTGlzdE5vdFBhaWRSZXNvbHV0aW9uc1Jlc3BvbnNlEjcKC3N1Ym1pc3Npb25zGAEgAygLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJWChpSZWNvcmRDb250cmFkaWN0aW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSDQoFYWN0b3IYAyABKAkiVQobUmVjb3JkQ29udHJhZGljdGlvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24qoAIKD1N1Ym1pc3Npb25TdGF0ZRIgChxTVUJNSVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHwobU1VCTUlTU0lPTl9TVEFURV9GT1JXQVJESU5HEAESHQoZU1VCTUlTU0lPTl9TVEFURV9BQ0NFUFRFRBACEh0KGVNVQk1JU1NJT05fU1RBVEVfUkVKRUNURUQQAxIcChhTVUJNSVNTSU9OX1NUQVRFX1RJTUVPVVQQBBIiCh5TVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX1BBSUQQBRImCiJTVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX05PVF9QQUlEEAYSIgoeU1VCTUlTU0lPTl9TVEFURV9OT1RfRk9SV0FSREVEEAcqdQoRUmVzb2x1dGlvbk91dGNvbWUSIgoeUkVTT0xVVElPTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVTT0xVVElPTl9PVVRDT01FX1BBSUQQARIfChtSRVNPTFVUSU9OX09VVENPTUVfTk9UX1BBSUQQAjLeBwoQUmFpbFByb3h5U2VydmljZRJpCgxTdWJtaXRQYXlvdXQSKy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlcXVlc3QaLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlc3BvbnNlEmwKDUdldFN1Ym1pc3Npb24SLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFN1Ym1pc3Npb25SZXF1ZXN0Gi0ucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRTdWJtaXNzaW9uUmVzcG9uc2USbwoOTGlzdFVucmVzb2x2ZWQSLS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3RVbnJlc29sdmVkUmVxdWVzdBouLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFVucmVzb2x2ZWRSZXNwb25zZRJ4ChFSZXNvbHZlU3VibWlzc2lvbhIwLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x2ZVN1Ym1pc3Npb25SZXF1ZXN0GjEucmFpbGZlbmNlLnJhaWxwcm94eS52MS5SZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEnUKEEdldFJhaWxTdGF0ZW1lbnQSLy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFJhaWxTdGF0ZW1lbnRSZXF1ZXN0GjAucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRSYWlsU3RhdGVtZW50UmVzcG9uc2UShAEKFUxpc3RQYXlvdXRTdWJtaXNzaW9ucxI0LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVxdWVzdBo1LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVzcG9uc2UShwEKFkxpc3ROb3RQYWlkUmVzb2x1dGlvbnMSNS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3ROb3RQYWlkUmVzb2x1dGlvbnNSZXF1ZXN0GjYucmFpbGZlbmNlLnJhaWxwcm94eS52MS5MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVzcG9uc2USfgoTUmVjb3JkQ29udHJhZGljdGlvbhIyLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVjb3JkQ29udHJhZGljdGlvblJlcXVlc3QaMy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlY29yZENvbnRyYWRpY3Rpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money, file_railfence_rail_v1_rail]);
 
 /**
  * Resolution records who closed an ambiguous submission, and why.
@@ -163,6 +163,28 @@ export type Submission = Message<"railfence.railproxy.v1.Submission"> & {
    * @generated from field: bool ambiguous = 13;
    */
   ambiguous: boolean;
+
+  /**
+   * The payout this submission pays (payout_id is the reference it was submitted under: the
+   * payout id, or `<payout id>:t<token>`).
+   *
+   * @generated from field: string bound_payout_id = 14;
+   */
+  boundPayoutId: string;
+
+  /**
+   * A rail answer that arrived after the submission was resolved (recorded, never dropped).
+   *
+   * @generated from field: railfence.railproxy.v1.LateAnswer late_answer = 15;
+   */
+  lateAnswer?: LateAnswer | undefined;
+
+  /**
+   * Set when the rail's statement later showed a payment for a NOT_PAID resolution.
+   *
+   * @generated from field: railfence.railproxy.v1.Contradiction contradiction = 16;
+   */
+  contradiction?: Contradiction | undefined;
 };
 
 /**
@@ -171,6 +193,83 @@ export type Submission = Message<"railfence.railproxy.v1.Submission"> & {
  */
 export const SubmissionSchema: GenMessage<Submission> = /*@__PURE__*/
   messageDesc(file_railfence_railproxy_v1_rail_proxy, 1);
+
+/**
+ * LateAnswer is the rail's answer to a submission that was resolved before it arrived.
+ *
+ * @generated from message railfence.railproxy.v1.LateAnswer
+ */
+export type LateAnswer = Message<"railfence.railproxy.v1.LateAnswer"> & {
+  /**
+   * ACCEPTED or REJECTED, as the rail answered.
+   *
+   * @generated from field: railfence.railproxy.v1.SubmissionState state = 1;
+   */
+  state: SubmissionState;
+
+  /**
+   * The rail's reference.
+   *
+   * @generated from field: string rail_reference = 2;
+   */
+  railReference: string;
+
+  /**
+   * The rail's reason, when rejected.
+   *
+   * @generated from field: string rail_reason = 3;
+   */
+  railReason: string;
+
+  /**
+   * When the answer was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp answered_at = 4;
+   */
+  answeredAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.LateAnswer.
+ * Use `create(LateAnswerSchema)` to create a new message.
+ */
+export const LateAnswerSchema: GenMessage<LateAnswer> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 2);
+
+/**
+ * Contradiction records a payment found on the rail's statement for a NOT_PAID resolution.
+ *
+ * @generated from message railfence.railproxy.v1.Contradiction
+ */
+export type Contradiction = Message<"railfence.railproxy.v1.Contradiction"> & {
+  /**
+   * The rail reference of the payment.
+   *
+   * @generated from field: string rail_reference = 1;
+   */
+  railReference: string;
+
+  /**
+   * Who found it.
+   *
+   * @generated from field: string actor = 2;
+   */
+  actor: string;
+
+  /**
+   * When it was recorded.
+   *
+   * @generated from field: google.protobuf.Timestamp recorded_at = 3;
+   */
+  recordedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.Contradiction.
+ * Use `create(ContradictionSchema)` to create a new message.
+ */
+export const ContradictionSchema: GenMessage<Contradiction> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 3);
 
 /**
  * SubmitPayoutRequest asks the proxy to pay one payout.
@@ -227,7 +326,7 @@ export type SubmitPayoutRequest = Message<"railfence.railproxy.v1.SubmitPayoutRe
  * Use `create(SubmitPayoutRequestSchema)` to create a new message.
  */
 export const SubmitPayoutRequestSchema: GenMessage<SubmitPayoutRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 2);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 4);
 
 /**
  * SubmitPayoutResponse is the rail's clear answer (ACCEPTED or REJECTED).
@@ -248,7 +347,7 @@ export type SubmitPayoutResponse = Message<"railfence.railproxy.v1.SubmitPayoutR
  * Use `create(SubmitPayoutResponseSchema)` to create a new message.
  */
 export const SubmitPayoutResponseSchema: GenMessage<SubmitPayoutResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 3);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 5);
 
 /**
  * GetSubmissionRequest names a payout.
@@ -269,7 +368,7 @@ export type GetSubmissionRequest = Message<"railfence.railproxy.v1.GetSubmission
  * Use `create(GetSubmissionRequestSchema)` to create a new message.
  */
 export const GetSubmissionRequestSchema: GenMessage<GetSubmissionRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 4);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 6);
 
 /**
  * GetSubmissionResponse carries the submission.
@@ -290,7 +389,7 @@ export type GetSubmissionResponse = Message<"railfence.railproxy.v1.GetSubmissio
  * Use `create(GetSubmissionResponseSchema)` to create a new message.
  */
 export const GetSubmissionResponseSchema: GenMessage<GetSubmissionResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 5);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 7);
 
 /**
  * ListUnresolvedRequest pages through ambiguous submissions, oldest first.
@@ -318,7 +417,7 @@ export type ListUnresolvedRequest = Message<"railfence.railproxy.v1.ListUnresolv
  * Use `create(ListUnresolvedRequestSchema)` to create a new message.
  */
 export const ListUnresolvedRequestSchema: GenMessage<ListUnresolvedRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 6);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 8);
 
 /**
  * ListUnresolvedResponse is one page.
@@ -346,7 +445,7 @@ export type ListUnresolvedResponse = Message<"railfence.railproxy.v1.ListUnresol
  * Use `create(ListUnresolvedResponseSchema)` to create a new message.
  */
 export const ListUnresolvedResponseSchema: GenMessage<ListUnresolvedResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 7);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 9);
 
 /**
  * ResolveSubmissionRequest closes an ambiguous submission.
@@ -369,14 +468,14 @@ export type ResolveSubmissionRequest = Message<"railfence.railproxy.v1.ResolveSu
   outcome: ResolutionOutcome;
 
   /**
-   * Who resolves (1-128 printable characters).
+   * Who resolves: 1-128 characters of free text (no control, bidi or invisible characters).
    *
    * @generated from field: string actor = 3;
    */
   actor: string;
 
   /**
-   * Why (0-1000 characters).
+   * Why: 0-1000 characters of free text (no control, bidi or invisible characters).
    *
    * @generated from field: string note = 4;
    */
@@ -388,7 +487,7 @@ export type ResolveSubmissionRequest = Message<"railfence.railproxy.v1.ResolveSu
  * Use `create(ResolveSubmissionRequestSchema)` to create a new message.
  */
 export const ResolveSubmissionRequestSchema: GenMessage<ResolveSubmissionRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 8);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 10);
 
 /**
  * ResolveSubmissionResponse carries the resolved submission.
@@ -409,7 +508,7 @@ export type ResolveSubmissionResponse = Message<"railfence.railproxy.v1.ResolveS
  * Use `create(ResolveSubmissionResponseSchema)` to create a new message.
  */
 export const ResolveSubmissionResponseSchema: GenMessage<ResolveSubmissionResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 9);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 11);
 
 /**
  * GetRailStatementRequest reads the rail's statement through the proxy.
@@ -444,7 +543,7 @@ export type GetRailStatementRequest = Message<"railfence.railproxy.v1.GetRailSta
  * Use `create(GetRailStatementRequestSchema)` to create a new message.
  */
 export const GetRailStatementRequestSchema: GenMessage<GetRailStatementRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 10);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 12);
 
 /**
  * GetRailStatementResponse is one page of the rail's statement, as the rail returned it.
@@ -479,7 +578,168 @@ export type GetRailStatementResponse = Message<"railfence.railproxy.v1.GetRailSt
  * Use `create(GetRailStatementResponseSchema)` to create a new message.
  */
 export const GetRailStatementResponseSchema: GenMessage<GetRailStatementResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 11);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 13);
+
+/**
+ * ListPayoutSubmissionsRequest names a payout (its id, not an attempt reference).
+ *
+ * @generated from message railfence.railproxy.v1.ListPayoutSubmissionsRequest
+ */
+export type ListPayoutSubmissionsRequest = Message<"railfence.railproxy.v1.ListPayoutSubmissionsRequest"> & {
+  /**
+   * The payout id.
+   *
+   * @generated from field: string payout_id = 1;
+   */
+  payoutId: string;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.ListPayoutSubmissionsRequest.
+ * Use `create(ListPayoutSubmissionsRequestSchema)` to create a new message.
+ */
+export const ListPayoutSubmissionsRequestSchema: GenMessage<ListPayoutSubmissionsRequest> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 14);
+
+/**
+ * ListPayoutSubmissionsResponse carries the payout's submissions, oldest first.
+ *
+ * @generated from message railfence.railproxy.v1.ListPayoutSubmissionsResponse
+ */
+export type ListPayoutSubmissionsResponse = Message<"railfence.railproxy.v1.ListPayoutSubmissionsResponse"> & {
+  /**
+   * Every submission bound to the payout (at most 100).
+   *
+   * @generated from field: repeated railfence.railproxy.v1.Submission submissions = 1;
+   */
+  submissions: Submission[];
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.ListPayoutSubmissionsResponse.
+ * Use `create(ListPayoutSubmissionsResponseSchema)` to create a new message.
+ */
+export const ListPayoutSubmissionsResponseSchema: GenMessage<ListPayoutSubmissionsResponse> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 15);
+
+/**
+ * ListNotPaidResolutionsRequest pages through NOT_PAID resolutions.
+ *
+ * @generated from message railfence.railproxy.v1.ListNotPaidResolutionsRequest
+ */
+export type ListNotPaidResolutionsRequest = Message<"railfence.railproxy.v1.ListNotPaidResolutionsRequest"> & {
+  /**
+   * Only resolutions at or after this instant (required).
+   *
+   * @generated from field: google.protobuf.Timestamp resolved_since = 1;
+   */
+  resolvedSince?: Timestamp | undefined;
+
+  /**
+   * Page size (1 .. 500; 0 = 100).
+   *
+   * @generated from field: uint32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Opaque token from a previous response.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.ListNotPaidResolutionsRequest.
+ * Use `create(ListNotPaidResolutionsRequestSchema)` to create a new message.
+ */
+export const ListNotPaidResolutionsRequestSchema: GenMessage<ListNotPaidResolutionsRequest> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 16);
+
+/**
+ * ListNotPaidResolutionsResponse is one page, oldest resolution first.
+ *
+ * @generated from message railfence.railproxy.v1.ListNotPaidResolutionsResponse
+ */
+export type ListNotPaidResolutionsResponse = Message<"railfence.railproxy.v1.ListNotPaidResolutionsResponse"> & {
+  /**
+   * Submissions resolved NOT_PAID (with any contradiction already recorded).
+   *
+   * @generated from field: repeated railfence.railproxy.v1.Submission submissions = 1;
+   */
+  submissions: Submission[];
+
+  /**
+   * Token for the next page; empty when done.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.ListNotPaidResolutionsResponse.
+ * Use `create(ListNotPaidResolutionsResponseSchema)` to create a new message.
+ */
+export const ListNotPaidResolutionsResponseSchema: GenMessage<ListNotPaidResolutionsResponse> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 17);
+
+/**
+ * RecordContradictionRequest reports a payment found for a NOT_PAID resolution.
+ *
+ * @generated from message railfence.railproxy.v1.RecordContradictionRequest
+ */
+export type RecordContradictionRequest = Message<"railfence.railproxy.v1.RecordContradictionRequest"> & {
+  /**
+   * The submission's reference (Submission.payout_id).
+   *
+   * @generated from field: string payout_id = 1;
+   */
+  payoutId: string;
+
+  /**
+   * The rail reference of the payment on the statement.
+   *
+   * @generated from field: string rail_reference = 2;
+   */
+  railReference: string;
+
+  /**
+   * Who reports it (1-128 printable characters).
+   *
+   * @generated from field: string actor = 3;
+   */
+  actor: string;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.RecordContradictionRequest.
+ * Use `create(RecordContradictionRequestSchema)` to create a new message.
+ */
+export const RecordContradictionRequestSchema: GenMessage<RecordContradictionRequest> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 18);
+
+/**
+ * RecordContradictionResponse carries the submission as recorded.
+ *
+ * @generated from message railfence.railproxy.v1.RecordContradictionResponse
+ */
+export type RecordContradictionResponse = Message<"railfence.railproxy.v1.RecordContradictionResponse"> & {
+  /**
+   * The submission with its contradiction.
+   *
+   * @generated from field: railfence.railproxy.v1.Submission submission = 1;
+   */
+  submission?: Submission | undefined;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.RecordContradictionResponse.
+ * Use `create(RecordContradictionResponseSchema)` to create a new message.
+ */
+export const RecordContradictionResponseSchema: GenMessage<RecordContradictionResponse> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 19);
 
 /**
  * SubmissionState is where a submission stands in the intent ledger.
@@ -535,6 +795,14 @@ export enum SubmissionState {
    * @generated from enum value: SUBMISSION_STATE_RESOLVED_NOT_PAID = 6;
    */
   RESOLVED_NOT_PAID = 6,
+
+  /**
+   * Admitted, then given up before the rail call started (the pre-forward budget had passed):
+   * the rail was not called. The payout may be submitted again under another reference.
+   *
+   * @generated from enum value: SUBMISSION_STATE_NOT_FORWARDED = 7;
+   */
+  NOT_FORWARDED = 7,
 }
 
 /**
@@ -588,6 +856,14 @@ export const ResolutionOutcomeSchema: GenEnum<ResolutionOutcome> = /*@__PURE__*/
  *   2. no earlier submission for payout_id, else ALREADY_EXISTS reason DUPLICATE_SUBMISSION;
  *   3. mark + intent committed in one transaction; paydb down: UNAVAILABLE, nothing forwarded;
  *   4. forwarded once with a deadline; lost answer: state TIMEOUT, ABORTED reason RAIL_AMBIGUOUS.
+ *
+ * Defense in depth (SPEC C3 §3.9), in the same statement as steps 1-3: the submission is bound
+ * to its payout in paydb (exists, same account, amount, currency and beneficiary, PROCESSING,
+ * fence equal to the token; FAILED_PRECONDITION with reason PAYOUT_NOT_FOUND, PAYOUT_MISMATCH,
+ * PAYOUT_NOT_PAYABLE or PAYOUT_FENCE_MISMATCH), and a payout has at most one live submission
+ * whatever the reference (ALREADY_EXISTS, PAYOUT_ALREADY_SUBMITTED, naming the live one). The
+ * rail is never called for a row the sweeper could already have declared ambiguous: past the
+ * pre-forward budget the row becomes NOT_FORWARDED and the answer is ABORTED, NOT_FORWARDED.
  *
  * @generated from service railfence.railproxy.v1.RailProxyService
  */
@@ -644,6 +920,39 @@ export const RailProxyService: GenService<{
     methodKind: "unary";
     input: typeof GetRailStatementRequestSchema;
     output: typeof GetRailStatementResponseSchema;
+  },
+  /**
+   * ListPayoutSubmissions returns every submission of one payout, oldest first, whatever
+   * reference each came under. An executor taking a payout over asks this before submitting.
+   *
+   * @generated from rpc railfence.railproxy.v1.RailProxyService.ListPayoutSubmissions
+   */
+  listPayoutSubmissions: {
+    methodKind: "unary";
+    input: typeof ListPayoutSubmissionsRequestSchema;
+    output: typeof ListPayoutSubmissionsResponseSchema;
+  },
+  /**
+   * ListNotPaidResolutions pages through submissions resolved NOT_PAID since an instant, oldest
+   * first: the reconciler keeps checking them against the rail's statement.
+   *
+   * @generated from rpc railfence.railproxy.v1.RailProxyService.ListNotPaidResolutions
+   */
+  listNotPaidResolutions: {
+    methodKind: "unary";
+    input: typeof ListNotPaidResolutionsRequestSchema;
+    output: typeof ListNotPaidResolutionsResponseSchema;
+  },
+  /**
+   * RecordContradiction records that the rail's statement shows a payment for a submission
+   * resolved NOT_PAID, and flags its payout NEEDS_ATTENTION. It never forwards anything.
+   *
+   * @generated from rpc railfence.railproxy.v1.RailProxyService.RecordContradiction
+   */
+  recordContradiction: {
+    methodKind: "unary";
+    input: typeof RecordContradictionRequestSchema;
+    output: typeof RecordContradictionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_railfence_railproxy_v1_rail_proxy, 0);

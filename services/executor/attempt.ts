@@ -1,0 +1,90 @@
+/**
+ * One attempt at one payout, as the executor's steps share it: where the time went, the one log
+ * line every attempt ends with (and its metric), giving the payout back for later, and recording
+ * an outcome on the row fenced by the attempt's token.
+ */
+import type { Logger } from "../shared/logger.js";
+import { retryWhileUnavailable } from "../shared/pg.js";
+import type { ExecutorMetrics } from "./executor-metrics.js";
+import type { ClaimedPayout, OutcomeWrite, PayoutStore } from "./payout-store.js";
+
+export type PayOutcome = "PAID" | "FAILED" | "UNKNOWN" | "NEEDS_ATTENTION" | "FENCED_OUT" | "DEFERRED" | "ABANDONED";
+
+export interface AttemptDeps {
+  store: PayoutStore;
+  metrics: ExecutorMetrics;
+  logger: Logger;
+  executorId: string;
+}
+
+export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
+  const { store, metrics, logger, executorId } = deps;
+  const started = performance.now();
+  // Where the time went, per step (ms), for the attempt's log line.
+  const steps: Record<string, number> = {};
+  let stepStarted = started;
+
+  const attempt = {
+    payoutId: p.payoutId,
+    /** W3C context of the payout's trace, passed on every call. */
+    headers: (p.traceparent ? { traceparent: p.traceparent } : {}) as Record<string, string>,
+
+    step(name: string): void {
+      const t = performance.now();
+      steps[name] = Math.round((t - stepStarted) * 10) / 10;
+      stepStarted = t;
+    },
+
+    /** Ends the attempt: one log line, one metric. */
+    log(outcome: PayOutcome, extra: Record<string, unknown> = {}): PayOutcome {
+      metrics.payouts.inc({ outcome });
+      logger.info(
+        { event: "payout_attempt", payout_id: p.payoutId, account_id: p.accountId, outcome, duration_ms: Math.round(performance.now() - started), steps_ms: steps, ...extra },
+        `payout ${outcome}`,
+      );
+      return outcome;
+    },
+
+    /** Leave the payout for a later attempt (by anyone) after retryAfterMs. */
+    async defer(fenceAtMost: bigint, retryAfterMs: number, why: string, outcome: PayOutcome = "DEFERRED"): Promise<PayOutcome> {
+      await store.deferClaim(p.payoutId, executorId, fenceAtMost, retryAfterMs).catch(() => {
+        // paydb down: the claim simply lapses on its own.
+      });
+      return attempt.log(outcome, { why });
+    },
+
+    /** Records the outcome on the row fenced by `token` (fence <= token). */
+    async record(token: bigint, write: OutcomeWrite): Promise<PayOutcome> {
+      let written;
+      try {
+        // paydb writes are fenced, so retrying one is safe; a transient outage should not cost a payout.
+        written = await retryWhileUnavailable(() => store.recordOutcome(p.payoutId, token, write));
+      } catch {
+        // The proxy's ledger holds the truth; the next attempt reads it.
+        return attempt.log("DEFERRED", { why: "outcome not recorded (paydb)", fencing_token: token.toString() });
+      }
+      attempt.step("record");
+      if (!written) {
+        metrics.fencedOut.inc({ where: "paydb" });
+        return attempt.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb", at: "outcome" });
+      }
+      metrics.endToEnd.observe({ state: write.state }, written.ageSeconds);
+      return attempt.log(write.state, {
+        fencing_token: token.toString(),
+        rail_reference: write.railReference ?? undefined,
+        failure_reason: write.failureReason ?? undefined,
+        attention_reason: write.attentionReason,
+      });
+    },
+
+    /** A refusal no retry can cure: the payout waits for a human, counted and alerted. */
+    needsHuman(token: bigint, ref: string, reason: string, detail: string): Promise<PayOutcome> {
+      metrics.needsAttention.inc({ reason });
+      logger.error({ event: "needs_attention", payout_id: p.payoutId, reason, detail, fencing_token: token.toString() }, "payout needs a human");
+      return attempt.record(token, { state: "NEEDS_ATTENTION", attentionReason: reason, attentionDetail: detail, submissionRef: ref });
+    },
+  };
+  return attempt;
+}
+
+export type Attempt = ReturnType<typeof startAttempt>;

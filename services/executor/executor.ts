@@ -1,0 +1,88 @@
+/**
+ * An executor, built from its config: paydb (primary only, migrated) -> the lock and rail-proxy
+ * clients -> UC-05 per payout (pay-one.ts), traced as a child of the payout's CreatePayout span ->
+ * the claim loop (worker.ts), plus /metrics. A worker, not a server: it has no RPC port, and it is
+ * untrusted by design (INV-07): nothing here is a guard. main.ts only reads the environment.
+ */
+import { context } from "@opentelemetry/api";
+import { warnHarnessOnly } from "../shared/harness-only.js";
+import type { RunningService } from "../shared/lifecycle.js";
+import type { Logger } from "../shared/logger.js";
+import { createRegistry, serveMetrics } from "../shared/metrics.js";
+import { requireMigrated } from "../shared/migrate.js";
+import { createPool } from "../shared/pg.js";
+import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
+import { createLockClient, createProxyPool } from "./clients.js";
+import { harnessSettings, type ExecutorConfig } from "./config.js";
+import { createExecutorMetrics } from "./executor-metrics.js";
+import { createPayOne, type PayOne } from "./pay-one.js";
+import { createPayoutStore } from "./payout-store.js";
+import { startWorker } from "./worker.js";
+
+export async function startExecutor(config: ExecutorConfig, deps: { logger: Logger }): Promise<RunningService> {
+  const { logger } = deps;
+  warnHarnessOnly(logger, harnessSettings(config));
+  const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}` });
+  try {
+    // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report
+    // ready and do nothing.
+    await requireMigrated(pool, "paydb");
+    const store = createPayoutStore(pool);
+    const registry = createRegistry("executor");
+    const metrics = createExecutorMetrics(registry);
+    const untraced = createPayOne({
+      store,
+      lock: createLockClient(config.lockUrl, config.transport.tls),
+      proxies: createProxyPool(config.railProxyUrls, config.transport.tls),
+      metrics,
+      logger,
+      executorId: config.executorId,
+      leaseTtlMs: config.leaseTtlMs,
+      lockWaitMs: config.lockWaitMs,
+      callTimeoutMs: config.callTimeoutMs,
+      pauseAfterFenceMs: config.pauseAfterFenceMs,
+      submissionReference: config.submissionReference,
+      pollIntervalMs: config.pollIntervalMs,
+    });
+    // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
+    // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
+    const payOne: PayOne = (p, signal) =>
+      context.with(contextFromTraceparent(p.traceparent), () =>
+        inSpan("executor PayPayout", { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId }, async (span) => {
+          const outcome = await untraced(p, signal);
+          span.setAttribute("railfence.outcome", outcome);
+          return outcome;
+        }),
+      );
+    if (config.pauseAfterFenceMs > 0) {
+      logger.warn({ event: "pause_after_fence", pause_ms: config.pauseAfterFenceMs }, "EXECUTOR_PAUSE_AFTER_FENCE_MS is set: test/drill mode");
+    }
+    const metricsServer = await serveMetrics(registry, config.host, config.metricsPort);
+    const worker = startWorker({
+      store,
+      payOne,
+      metrics,
+      logger,
+      executorId: config.executorId,
+      concurrency: config.concurrency,
+      pollIntervalMs: config.pollIntervalMs,
+      claimMs: config.lockWaitMs + config.callTimeoutMs,
+    });
+    return {
+      ready: { port: 0, metricsPort: metricsServer.port, executor_id: config.executorId, proxies: config.railProxyUrls.length },
+      // Drain bound, then one call timeout for a submission already on the wire, then slack.
+      drainBoundMs: config.drainMs + 2 * config.callTimeoutMs + 2000,
+      async close() {
+        await worker.stop(config.drainMs);
+        await new Promise<void>((resolve) => {
+          metricsServer.server.close(() => resolve());
+          metricsServer.server.closeAllConnections();
+        });
+        await pool.end();
+      },
+    };
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}

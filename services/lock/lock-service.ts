@@ -1,0 +1,89 @@
+/**
+ * The lock service, built from its config: the backend (pg on a migrated lockdb, or etcd) -> the
+ * RPC server. main.ts only reads the environment and wires signals.
+ */
+import type { RunningService } from "../shared/lifecycle.js";
+import { createRegistry } from "../shared/metrics.js";
+import { requireMigrated } from "../shared/migrate.js";
+import { createPool } from "../shared/pg.js";
+import { POLICIES } from "../shared/authz.js";
+import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
+import type { LockConfig } from "./config.js";
+import { createEtcdBackend } from "./etcd-backend.js";
+import { createEtcdClient } from "./etcd-client.js";
+import type { LockBackend } from "./lock-backend.js";
+import { lockRoutes } from "./lock-handlers.js";
+import { createLockMetrics } from "./lock-metrics.js";
+import { createPgBackend, RELEASE_CHANNEL } from "./pg-backend.js";
+import { PgListener } from "./pg-listener.js";
+import type { Logger } from "../shared/logger.js";
+
+/** The only place that knows which backend is configured. */
+async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend> {
+  if (config.backend === "pg") {
+    const url = config.lockdbUrl!;
+    const pool = createPool({ url, max: config.lockdbPoolMax, statementTimeoutMs: config.backendTimeoutMs, applicationName: "lock", primaryOnly: true });
+    // The migration job migrates lockdb (the lock's own role cannot: least privilege).
+    try {
+      await requireMigrated(pool, "lockdb");
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
+    // createPool forces synchronous_commit=on: a token handed out must survive a crash of
+    // lockdb, or with asynchronous commit a grant could be acknowledged, lost, and reissued.
+    const listener = new PgListener(url, RELEASE_CHANNEL, (connected) => log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"));
+    listener.start();
+    try {
+      return await createPgBackend({ pool, listener, floor: config.tokenFloor });
+    } catch (err) {
+      await listener.close();
+      await pool.end();
+      throw err;
+    }
+  }
+  const client = createEtcdClient({ endpoints: config.etcdEndpoints, callTimeoutMs: config.backendTimeoutMs });
+  try {
+    return await createEtcdBackend({ client, prefix: config.etcdPrefix, floor: config.tokenFloor });
+  } catch (err) {
+    client.close();
+    throw err;
+  }
+}
+
+export async function startLockService(config: LockConfig, deps: { logger: Logger }): Promise<RunningService> {
+  const backend = await openBackend(config, deps.logger);
+  try {
+    const registry = createRegistry("lock");
+    const metrics = createLockMetrics(registry, backend.name);
+    metrics.tokenFloor.set({ backend: backend.name }, Number(backend.floor));
+    const server = await startServiceServer({
+      name: "lock",
+      host: config.host,
+      port: config.port,
+      metricsPort: config.metricsPort,
+      serviceNames: [LockService.typeName],
+      routes: lockRoutes({ backend, metrics, tokenSigningKey: config.tokenSigningKey }),
+      registry,
+      logger: deps.logger,
+      readMaxBytes: REQUEST_MAX_BYTES.lock,
+      readTimeoutMs: config.readTimeoutMs,
+      tls: config.transport,
+      authz: POLICIES.lock,
+    });
+    return {
+      ready: { port: server.port, metricsPort: server.metricsPort, backend: backend.name, token_floor: backend.floor.toString() },
+      drainBoundMs: config.drainMs + 2000,
+      async close() {
+        // Waiting acquires end at the drain bound (their signal aborts); then the backend closes.
+        await server.close(config.drainMs);
+        await backend.close();
+      },
+    };
+  } catch (err) {
+    await backend.close().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * The shared store of money-limit usage: the only layer that knows `payout_limit_usage` and its
+ * functions (migrations/paydb/010_payout_limits.sql). One round trip per consumption; the pool
+ * is its own, with short timeouts, so a slow or unreachable store fails fast (fail closed)
+ * instead of holding a payout request.
+ */
+import type { Pool } from "../shared/pg.js";
+import type { Consumption, LimitDecision } from "./limits.js";
+
+export interface ConsumeParams {
+  clientId: string;
+  rateLimit: number;
+  rateWindowMs: number;
+  accountId: string;
+  currency: string;
+  amountMinor: bigint;
+  /** null = off */
+  amountLimit: bigint | null;
+}
+
+interface ConsumeRow {
+  outcome: "OK" | "CLIENT_RATE" | "ACCOUNT_DAILY_AMOUNT";
+  used: string | null;
+  limit_value: string | null;
+  resets_at: Date | null;
+  rate_window: Date | null;
+  day_window: Date | null;
+}
+
+export function createLimitStore(pool: Pool) {
+  return {
+    async consume(p: ConsumeParams): Promise<LimitDecision> {
+      const { rows } = await pool.query<ConsumeRow>("SELECT * FROM consume_payout_limits($1, $2, $3, $4, $5, $6, $7)", [
+        p.clientId,
+        p.rateLimit,
+        p.rateWindowMs,
+        p.accountId,
+        p.currency,
+        p.amountMinor.toString(),
+        p.amountLimit === null ? null : p.amountLimit.toString(),
+      ]);
+      const r = rows[0]!;
+      if (r.outcome === "OK") return { kind: "ok", consumption: { rateWindow: r.rate_window, dayWindow: r.day_window } };
+      return { kind: "exceeded", limit: r.outcome, used: BigInt(r.used ?? "0"), limitValue: BigInt(r.limit_value ?? "0"), resetsAt: r.resets_at! };
+    },
+
+    /** Gives back a consumption whose payout provably was not created. */
+    async refund(p: { clientId: string; accountId: string; currency: string; amountMinor: bigint }, c: Consumption): Promise<void> {
+      await pool.query("SELECT refund_payout_limits($1, $2, $3, $4, $5, $6)", [p.clientId, c.rateWindow, p.accountId, p.currency, p.amountMinor.toString(), c.dayWindow]);
+    },
+
+    /** Deletes usage of windows that ended more than two days ago (in batches). */
+    async purgeExpired(batch: number): Promise<number> {
+      const res = await pool.query(
+        `DELETE FROM payout_limit_usage WHERE ctid IN (
+           SELECT ctid FROM payout_limit_usage WHERE window_start < now() - interval '2 days' LIMIT $1)`,
+        [batch],
+      );
+      return res.rowCount ?? 0;
+    },
+  };
+}
+
+export type LimitStore = ReturnType<typeof createLimitStore>;

@@ -1,0 +1,81 @@
+/**
+ * The payouts API, built from its config: paydb (primary only) -> stores -> domain -> server.
+ * main.ts only reads the environment and wires signals.
+ */
+import type { RunningService } from "../shared/lifecycle.js";
+import type { Logger } from "../shared/logger.js";
+import { createRegistry } from "../shared/metrics.js";
+import { createPool } from "../shared/pg.js";
+import { startServiceServer } from "../shared/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { POLICIES } from "../shared/authz.js";
+import { createCallerIdentity } from "./caller-identity.js";
+import type { PayoutsConfig } from "./config.js";
+import { createPayoutCreator } from "./create-payout.js";
+import { createIdempotencyStore } from "./idempotency-store.js";
+import { createLimitStore } from "./limit-store.js";
+import { payoutRoutes } from "./payout-handlers.js";
+import { createPayoutStore } from "./payout-store.js";
+import { createPayoutsMetrics } from "./payouts-metrics.js";
+import { startPurgeJob } from "./purge-job.js";
+
+export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger }): Promise<RunningService> {
+  const { logger } = deps;
+  const pool = createPool({ url: config.paydbUrl, max: config.paydbPoolMax, primaryOnly: true, applicationName: "payouts" });
+  const payouts = createPayoutStore(pool);
+  const keys = createIdempotencyStore(pool);
+  await payouts.checkReady();
+  // The money-limit store has its own pool with short timeouts: a slow store refuses money
+  // movement quickly (fail closed) and never starves the reads of connections.
+  const limitsPool = createPool({
+    url: config.limitsDbUrl,
+    max: config.limitsPoolMax,
+    primaryOnly: true,
+    applicationName: "payouts-limits",
+    connectTimeoutMs: config.limitsTimeoutMs,
+    statementTimeoutMs: config.limitsTimeoutMs,
+  });
+  const limitStore = createLimitStore(limitsPool);
+
+  const registry = createRegistry("payouts");
+  const metrics = createPayoutsMetrics(registry);
+  const createPayout = createPayoutCreator({
+    payouts,
+    keys,
+    limitStore,
+    limits: config.limits,
+    limitsTimeoutMs: config.limitsTimeoutMs,
+    metrics,
+    logger,
+    lockMs: config.lockMs,
+    retentionMs: config.retentionMs,
+  });
+  const stopPurge = startPurgeJob(keys, metrics, logger, config.purgeIntervalMs, limitStore);
+
+  const server = await startServiceServer({
+    name: "payouts",
+    host: config.host,
+    port: config.port,
+    metricsPort: config.metricsPort,
+    serviceNames: [PayoutService.typeName],
+    routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId) }),
+    registry,
+    logger,
+    readMaxBytes: REQUEST_MAX_BYTES.payouts,
+    readTimeoutMs: config.readTimeoutMs,
+    tls: config.transport,
+    authz: POLICIES.payouts(config.clientIdentities),
+  });
+  return {
+    ready: { port: server.port, metricsPort: server.metricsPort },
+    drainBoundMs: config.drainMs + 2000,
+    async close() {
+      await stopPurge();
+      // In-flight creates finish (payout + pinned answer commit, or roll back) before the pools close.
+      await server.close(config.drainMs);
+      await pool.end();
+      await limitsPool.end();
+    },
+  };
+}

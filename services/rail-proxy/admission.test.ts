@@ -1,0 +1,128 @@
+/**
+ * The fence's ordering rules, fast, with a fake ledger and a fake rail (the cross-process tests in
+ * test/rail-proxy and test/money-safety run the same rules against real PostgreSQL and a real
+ * rail): the intent is recorded before the rail is called, the rail is called at most once and
+ * never retried, nothing is forwarded past the pre-forward budget, and the answer is always what
+ * the ledger holds.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { pino } from "pino";
+import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { createAdmission, type Guards } from "./admission.js";
+import { createProxyMetrics } from "./proxy-metrics.js";
+import type { RailClient } from "./rail-client.js";
+import type { AdmitResult, Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
+
+const intent: Intent = { reference: "po-1", payoutId: "po-1", accountId: "acc-1", token: 5n, amountMinor: 100n, currency: "EUR", beneficiary: "ben-1", replicaId: "r1" };
+const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) => ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
+const ALL: Guards = { mark: true, binding: true, oneLive: true, forwardBudgetMs: 100 };
+
+/** A ledger and a rail that record what was asked of them, in order. */
+function world(opts: { admit?: AdmitResult | Error; admitTakesMs?: number; rail?: "accept" | "reject" | Error; recorded?: SubmissionRow | undefined | Error; late?: SubmissionRow | undefined } = {}) {
+  const calls: string[] = [];
+  let clock = 0;
+  const store = {
+    async admit() {
+      calls.push("admit");
+      clock += opts.admitTakesMs ?? 1;
+      if (opts.admit instanceof Error) throw opts.admit;
+      return opts.admit ?? { kind: "ADMITTED" };
+    },
+    async recordOutcome(_ref: string, state: string) {
+      calls.push(`record:${state}`);
+      if (opts.recorded instanceof Error) throw opts.recorded;
+      return "recorded" in opts ? opts.recorded : row(state as SubmissionRow["state"]);
+    },
+    async recordLateAnswer(_ref: string, state: string) {
+      calls.push(`late:${state}`);
+      return opts.late;
+    },
+    async markNotForwarded() {
+      calls.push("not-forwarded");
+      return row("NOT_FORWARDED");
+    },
+    async get() {
+      calls.push("get");
+      return row("RESOLVED_NOT_PAID");
+    },
+  } as unknown as SubmissionStore;
+  const rail = {
+    async submitPayment() {
+      calls.push("rail");
+      const r = opts.rail ?? "accept";
+      if (r instanceof Error) throw r;
+      return { railReference: "rr_1", status: r === "accept" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED, reason: r === "accept" ? "" : "NO" };
+    },
+  } as unknown as RailClient;
+  const metrics = createProxyMetrics(new Registry());
+  return { calls, store, rail, metrics, now: () => clock };
+}
+
+function admission(w: ReturnType<typeof world>, guards: Guards = ALL, markPrecheck?: (a: string, t: bigint) => boolean) {
+  return createAdmission({ store: w.store, rail: w.rail, metrics: w.metrics, logger: pino({ level: "silent" }), guards, railDeadlineMs: 1000, now: w.now, markPrecheck });
+}
+
+describe("admission, with a fake ledger and a fake rail", () => {
+  it("records the intent before calling the rail, calls it once, and answers the ledger's row", async () => {
+    const w = world();
+    const out = await admission(w)(intent);
+    expect(w.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
+    expect(out).toMatchObject({ kind: "ANSWERED", row: { state: "ACCEPTED" } });
+  });
+
+  it.each<AdmitResult>([{ kind: "FENCED_OUT" }, { kind: "DUPLICATE" }, { kind: "PAYOUT_NOT_FOUND" }, { kind: "PAYOUT_ALREADY_SUBMITTED", live: "po-1:t3" }, { kind: "PAYOUT_MISMATCH", field: "amount_minor" }])(
+    "a refused admission (%o) never reaches the rail",
+    async (refusal) => {
+      const w = world({ admit: refusal });
+      expect(await admission(w)(intent)).toEqual({ kind: "REFUSED", refusal });
+      expect(w.calls).toEqual(["admit"]);
+    },
+  );
+
+  it("paydb down: nothing is forwarded", async () => {
+    const w = world({ admit: Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }) });
+    expect((await admission(w)(intent)).kind).toBe("PAYDB_UNAVAILABLE");
+    expect(w.calls).toEqual(["admit"]);
+  });
+
+  it("a lost rail answer is recorded TIMEOUT and never retried", async () => {
+    const w = world({ rail: new ConnectError("deadline", Code.DeadlineExceeded) });
+    expect(await admission(w)(intent)).toEqual({ kind: "AMBIGUOUS", cause: "RAIL_DEADLINE" });
+    expect(w.calls).toEqual(["admit", "rail", "record:TIMEOUT"]);
+  });
+
+  it("past the pre-forward budget the rail is not called: NOT_FORWARDED is recorded instead", async () => {
+    const w = world({ admitTakesMs: 150 });
+    expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    expect(w.calls).toEqual(["admit", "not-forwarded"]);
+  });
+
+  it("negative control: with the budget removed the same slow admission is forwarded", async () => {
+    const w = world({ admitTakesMs: 150 });
+    await admission(w, { ...ALL, forwardBudgetMs: undefined })(intent);
+    expect(w.calls).toContain("rail");
+  });
+
+  it("an answer for a row resolved meanwhile is recorded as a late answer, and the resolved row is the answer", async () => {
+    const late = row("RESOLVED_NOT_PAID", { late_answer_state: "ACCEPTED" });
+    const w = world({ recorded: undefined, late });
+    const out = await admission(w)(intent);
+    expect(w.calls).toEqual(["admit", "rail", "record:ACCEPTED", "late:ACCEPTED"]);
+    expect(out).toEqual({ kind: "ANSWERED", row: late });
+    expect(await w.metrics.lateAnswer.get()).toMatchObject({ values: [{ labels: { previous_state: "RESOLVED_NOT_PAID" }, value: 1 }] });
+  });
+
+  it("never invents a row: when the ledger cannot take the answer the outcome is ambiguous", async () => {
+    const w = world({ recorded: Object.assign(new Error("Connection terminated"), { code: "57P01" }) });
+    expect(await admission(w)(intent)).toEqual({ kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" });
+    expect(w.calls.filter((c) => c === "rail")).toHaveLength(1);
+  });
+
+  it("the in-memory mark (a negative control) decides before the statement", async () => {
+    const w = world();
+    expect(await admission(w, { ...ALL, mark: false }, () => false)(intent)).toEqual({ kind: "REFUSED", refusal: { kind: "FENCED_OUT" } });
+    expect(w.calls).toEqual([]);
+  });
+});

@@ -1,0 +1,64 @@
+/**
+ * Harness negative controls: each removes one guard alone, so a drill can show the checker
+ * catching what then gets through (SPEC C5 §5.2, C3 §3.9). None of them can be set through the
+ * Helm chart (its schema refuses the variables); each is loud at start and every minute after.
+ *
+ * - RAIL_PROXY_FENCING_ENABLED=false (D7): step 1, the mark, is skipped.
+ * - RAIL_PROXY_MARK_STORE=memory: ADR-007's rejected ConcurrentHashMap<accountId, token>, which
+ *   forgets on restart (failure i) and differs per replica (failure ii).
+ * - RAIL_PROXY_DISABLED_GUARDS=payout-binding,one-live,forward-budget: the §3.9 guards.
+ */
+import type { Logger } from "../shared/logger.js";
+import type { Guards, MarkPrecheck } from "./admission.js";
+import type { RailProxyConfig } from "./config.js";
+import type { ProxyMetrics } from "./proxy-metrics.js";
+
+/** The guards this configuration enforces (all of them in production). */
+export function guardsFrom(config: RailProxyConfig): Guards {
+  const off = new Set(config.disabledGuards);
+  return {
+    mark: config.fencingEnabled && config.markStore === "paydb",
+    binding: !off.has("payout-binding"),
+    oneLive: !off.has("one-live"),
+    forwardBudgetMs: off.has("forward-budget") ? undefined : config.forwardBudgetMs,
+  };
+}
+
+/** ADR-007's in-memory mark, decided before the statement. */
+export function inMemoryMark(): MarkPrecheck {
+  const marks = new Map<string, bigint>();
+  return (accountId, token) => {
+    const seen = marks.get(accountId) ?? 0n;
+    if (token <= seen) return false;
+    marks.set(accountId, token);
+    return true;
+  };
+}
+
+/** Sets the guard gauges and, for every guard removed, warns now and every minute. Returns a stop function. */
+export function announceGuards(config: RailProxyConfig, guards: Guards, metrics: ProxyMetrics, logger: Logger): () => void {
+  metrics.fencingEnabled.set(guards.mark ? 1 : 0);
+  metrics.guardEnabled.set({ guard: "mark" }, guards.mark ? 1 : 0);
+  metrics.guardEnabled.set({ guard: "payout_binding" }, guards.binding ? 1 : 0);
+  metrics.guardEnabled.set({ guard: "one_live" }, guards.oneLive ? 1 : 0);
+  metrics.guardEnabled.set({ guard: "forward_budget" }, guards.forwardBudgetMs === undefined ? 0 : 1);
+  const warnings: string[] = [];
+  if (config.markStore === "memory") {
+    warnings.push("RAIL_PROXY_MARK_STORE=memory: marks live in this process only (ADR-007's rejected design). Restarts and other replicas WILL admit stale tokens.");
+  } else if (!config.fencingEnabled) {
+    warnings.push("RAIL_PROXY_FENCING_ENABLED=false: high-water fencing is OFF. Stale executors WILL be admitted out of order.");
+  }
+  if (!guards.binding) warnings.push("payout-binding guard removed: submissions are no longer checked against their payouts. Anything can be paid to anyone.");
+  if (!guards.oneLive) warnings.push("one-live guard removed: a payout can be submitted again under another reference while its first submission is live.");
+  if (guards.forwardBudgetMs === undefined) warnings.push("forward-budget guard removed: a stalled proxy can pay a submission already resolved NOT_PAID.");
+  if (warnings.length === 0) return () => {};
+  const warn = () => {
+    for (const message of warnings) {
+      logger.warn({ event: "fencing_disabled", mark_store: config.markStore, fencing_enabled: config.fencingEnabled, disabled_guards: config.disabledGuards }, `${message} Harness negative controls only.`);
+    }
+  };
+  warn();
+  const timer = setInterval(warn, 60_000);
+  timer.unref();
+  return () => clearInterval(timer);
+}

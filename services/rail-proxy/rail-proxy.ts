@@ -1,0 +1,100 @@
+/**
+ * rail-proxy, built from its config: paydb (primary only, migrated) -> the ledger -> the rail
+ * client -> admission (the fence, admission.ts) -> the sweeper -> the RPC server. Dependencies a
+ * test wants to replace (the rail client) come in through `deps`; main.ts only reads the
+ * environment and wires signals.
+ */
+import { warnHarnessOnly } from "../shared/harness-only.js";
+import type { Logger } from "../shared/logger.js";
+import type { RunningService } from "../shared/lifecycle.js";
+import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import { createRegistry } from "../shared/metrics.js";
+import { requireMigrated } from "../shared/migrate.js";
+import { createPool, warnIfAsynchronous } from "../shared/pg.js";
+import { POLICIES } from "../shared/authz.js";
+import { startServiceServer } from "../shared/server.js";
+import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { createAdmission } from "./admission.js";
+import { harnessSettings, type RailProxyConfig } from "./config.js";
+import { announceGuards, guardsFrom, inMemoryMark } from "./negative-controls.js";
+import { proxyRoutes } from "./proxy-handlers.js";
+import { createProxyMetrics } from "./proxy-metrics.js";
+import { createRailClient, type RailClient } from "./rail-client.js";
+import { createSubmissionStore } from "./submission-store.js";
+import { startSweeper } from "./sweeper.js";
+
+export interface RailProxyDeps {
+  logger: Logger;
+  /** The one rail client (ADR-007 D1); built from the config unless a test passes its own. */
+  rail?: RailClient;
+}
+
+export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDeps): Promise<RunningService> {
+  const { logger } = deps;
+  warnHarnessOnly(logger, harnessSettings(config));
+  const pool = createPool({
+    url: config.paydbUrl,
+    max: config.paydbPoolMax,
+    primaryOnly: true,
+    statementTimeoutMs: config.admissionTimeoutMs,
+    applicationName: `rail-proxy/${config.replicaId}`,
+  });
+  try {
+    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs);
+    // The pool refuses a standby on every connection (ADR-007 failure iii): the first query fails
+    // start-up against one, as it would fail any admission later.
+    await requireMigrated(pool, "paydb");
+    await warnIfAsynchronous(pool, logger);
+
+    const registry = createRegistry("rail-proxy");
+    const metrics = createProxyMetrics(registry);
+    const guards = guardsFrom(config);
+    const stopWarning = announceGuards(config, guards, metrics, logger);
+    const rail = deps.rail ?? createRailClient(config.railUrl, config.railCredential, config.transport.tls);
+    const submit = createAdmission({
+      store,
+      rail,
+      metrics,
+      logger,
+      guards,
+      markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
+      railDeadlineMs: config.railDeadlineMs,
+    });
+    const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
+
+    const server = await startServiceServer({
+      name: "rail-proxy",
+      host: config.host,
+      port: config.port,
+      metricsPort: config.metricsPort,
+      serviceNames: [RailProxyService.typeName],
+      routes: proxyRoutes({ tokenKey: config.tokenKey, rail, railDeadlineMs: config.railDeadlineMs, store, submit, metrics, replicaId: config.replicaId, logger }),
+      registry,
+      logger,
+      readMaxBytes: REQUEST_MAX_BYTES["rail-proxy"],
+      readTimeoutMs: config.readTimeoutMs,
+      tls: config.transport,
+      authz: POLICIES.railProxy,
+    });
+    return {
+      ready: {
+        port: server.port,
+        metricsPort: server.metricsPort,
+        replica_id: config.replicaId,
+        fencing_enabled: config.fencingEnabled,
+        forward_budget_ms: guards.forwardBudgetMs ?? null,
+      },
+      drainBoundMs: config.drainMs + config.railDeadlineMs + 2000,
+      async close() {
+        stopSweeper();
+        stopWarning();
+        // In-flight submissions finish (rail answer recorded) before the pool closes.
+        await server.close(config.drainMs + config.railDeadlineMs);
+        await pool.end();
+      },
+    };
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+}

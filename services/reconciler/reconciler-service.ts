@@ -1,0 +1,96 @@
+/**
+ * The reconciler, built from its config: paydb (primary only, migrated) -> the rail-proxy clients
+ * -> one run (reconcile.ts). `runOnce` is the Kubernetes CronJob mode; `startLoop` runs every
+ * RECONCILE_INTERVAL_MS with /metrics. main.ts only reads the environment and picks the mode.
+ */
+import type { RunningService } from "../shared/lifecycle.js";
+import type { Logger } from "../shared/logger.js";
+import { createRegistry, serveMetrics } from "../shared/metrics.js";
+import { requireMigrated } from "../shared/migrate.js";
+import { createPool } from "../shared/pg.js";
+import { createProxyPool } from "../shared/proxy-pool.js";
+import type { ReconcilerConfig } from "./config.js";
+import { createReconcilerStore } from "./payout-store.js";
+import { createReconciler } from "./reconcile.js";
+import { createReconcilerMetrics } from "./reconciler-metrics.js";
+
+export interface ReconcilerService {
+  /** One run; a failure is logged once and reported (false), never half-hidden. */
+  runOnce(): Promise<boolean>;
+  /** Runs every intervalMs until closed, with /metrics. */
+  startLoop(): Promise<RunningService>;
+  /** Closes the pool (after runOnce, in the CronJob mode). */
+  close(): Promise<void>;
+}
+
+export async function createReconcilerService(config: ReconcilerConfig, deps: { logger: Logger }): Promise<ReconcilerService> {
+  const { logger } = deps;
+  const pool = createPool({ url: config.paydbUrl, max: 2, primaryOnly: true, applicationName: "reconciler" });
+  try {
+    await requireMigrated(pool, "paydb");
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw err;
+  }
+  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls);
+  const registry = createRegistry("reconciler");
+  const metrics = createReconcilerMetrics(registry);
+  const reconcile = createReconciler({
+    proxy: () => proxies.next(),
+    store: createReconcilerStore(pool),
+    metrics,
+    logger,
+    settlementWindowMs: config.settlementWindowMs,
+    contradictionWatchMs: config.contradictionWatchMs,
+    dryRun: config.dryRun,
+    actor: config.actor,
+    callTimeoutMs: config.callTimeoutMs,
+  });
+  if (config.dryRun) logger.warn({ event: "dry_run" }, "RECONCILER_DRY_RUN: decisions are logged, nothing is changed");
+
+  async function runOnce(): Promise<boolean> {
+    try {
+      const summary = await reconcile();
+      metrics.runs.inc({ result: "ok" });
+      logger.info(summary, "reconcile run finished");
+      return true;
+    } catch (err) {
+      metrics.runs.inc({ result: "failed" });
+      logger.error({ event: "reconcile_failed", error: err instanceof Error ? err.message : String(err) }, "reconcile run failed");
+      return false;
+    }
+  }
+
+  return {
+    runOnce,
+    close: () => pool.end(),
+    async startLoop() {
+      const metricsServer = await serveMetrics(registry, config.host, config.metricsPort);
+      let stopping = false;
+      let wake = () => {};
+      const loop = (async () => {
+        while (!stopping) {
+          await runOnce();
+          await new Promise<void>((resolve) => {
+            const t = setTimeout(resolve, config.intervalMs);
+            wake = () => (clearTimeout(t), resolve());
+          });
+        }
+      })();
+      return {
+        ready: { port: 0, metricsPort: metricsServer.port, interval_ms: config.intervalMs, dry_run: config.dryRun },
+        drainBoundMs: config.drainMs + config.callTimeoutMs + 2000,
+        async close() {
+          stopping = true;
+          wake();
+          await loop;
+          await new Promise<void>((resolve) => {
+            metricsServer.server.close(() => resolve());
+            metricsServer.server.closeAllConnections();
+          });
+          await pool.end();
+        },
+      };
+    },
+  };
+}

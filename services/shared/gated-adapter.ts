@@ -1,0 +1,76 @@
+/**
+ * The request listener every railfence server runs: connect-node's router and handlers behind
+ * request-gate.ts. It replaces connectNodeAdapter (connect-node's own listener), which reads and
+ * decodes the body inside the framework, before any interceptor, with no read deadline and with
+ * decoder errors answered `internal`. Here the gate reads the body first (deadline, size,
+ * framing, strict decoding) and connect-node receives only a complete, well-formed message; its
+ * handler, interceptors and response writing are unchanged.
+ */
+import type http2 from "node:http2";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, createConnectRouter, type ConnectRouter, type ConnectRouterOptions, type ContextValues } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { errorInfo, errorReason } from "./errors.js";
+import type { Logger } from "./logger.js";
+import { admitRequest, methodNotFound, type GateLimits, type Refusal } from "./request-gate.js";
+import { writeRefusal } from "./refusal.js";
+import { formatClientTimeout } from "./wire-protocol.js";
+
+export interface GatedAdapterOptions extends ConnectRouterOptions {
+  routes: (router: ConnectRouter) => void;
+  limits: GateLimits;
+  logger: Logger;
+  contextValues?: (req: http2.Http2ServerRequest) => ContextValues;
+}
+
+/** An http2 "request" listener serving the routes through the gate. */
+export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
+  const router = createConnectRouter(opts);
+  opts.routes(router);
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+
+  const refuse = (req: http2.Http2ServerRequest, refusal: Refusal, procedure: string) => {
+    writeRefusal(req.stream, refusal.error, refusal.protocol, refusal.httpStatus);
+    // Logged once here, as the boundary interceptor logs handler refusals (no request data).
+    opts.logger.info(
+      { event: "rpc_refused", procedure, code: Code[refusal.error.code], reason: errorReason(refusal.error), problem: errorInfo(refusal.error)?.metadata.problem },
+      "call refused before its handler",
+    );
+  };
+
+  return (req, res) => {
+    const path = (req.url ?? "").split("?", 1)[0]!;
+    const handler = handlers.get(path);
+    if (!handler) return refuse(req, methodNotFound(req.headers), "(unknown)");
+    const method: DescMethod = handler.method;
+    if (method.methodKind === "bidi_streaming" || method.methodKind === "client_streaming") {
+      // Streams of requests (gRPC reflection is the only one railfence serves) have no single body
+      // to gate: connect-node reads them as they come, under the framework's own limits.
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, opts.contextValues?.(req));
+      void handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((err: unknown) => opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered"));
+      return;
+    }
+    void admitRequest(req, req.headers, method, opts.limits).then(
+      (outcome) => {
+        if ("gone" in outcome) return;
+        if ("refused" in outcome) return refuse(req, outcome.refused, path);
+        const { protocol, body, remainingMs } = outcome.admitted;
+        // connect-node reads an async iterable for enveloped protocols and takes a Connect unary body as is.
+        const uBody = protocol.enveloped ? oneChunk(body) : body;
+        const uReq = universalRequestFromNodeRequest(req, res, uBody as never, opts.contextValues?.(req));
+        // The deadline runs from the request's arrival, not from the moment its body was complete.
+        if (remainingMs !== undefined) uReq.header.set(protocol.timeoutHeader, formatClientTimeout(protocol.timeoutHeader, remainingMs));
+        return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
+      },
+    ).catch((err: unknown) => {
+      // A write failure after the client left; nothing to answer any more.
+      opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered");
+    });
+  };
+}
+
+async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
+}

@@ -1,0 +1,173 @@
+/**
+ * A proxy frozen between admission and the rail call must never pay a payout that was closed
+ * NOT_PAID meanwhile (issue: "a frozen proxy pays a payout that was already closed").
+ *
+ * The reproduction, against real processes: hold the account's rail_high_water row so proxy 1's
+ * admission blocks inside PostgreSQL; SIGSTOP proxy 1; release the row (the intent commits as
+ * FORWARDING); proxy 2's sweeper makes it ambiguous; the reconciler resolves it NOT_PAID and the
+ * payout becomes FAILED; SIGCONT proxy 1.
+ *
+ * - Guarded (the pre-forward budget): proxy 1 sees that more than its budget passed since it sent
+ *   the admission statement, does not call the rail, and says NOT_FORWARDED. Nothing is paid.
+ * - Negative control (RAIL_PROXY_DISABLED_GUARDS=forward-budget): the rail books the payment. The
+ *   late answer is recorded on the ledger, counted, and the payout is flagged for a human; the
+ *   proxy answers the ledger's row, never an invented one.
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import type { ServiceProcess } from "../../tools/harness/service-process.js";
+import { errorReason } from "../../services/shared/errors.js";
+import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { eventually, metricValue, proxyClient } from "../support/clients.js";
+import { testMesh } from "../support/test-mesh.js";
+import { insertPayouts, poolFor } from "../executor/support.js";
+
+const RAIL_DEADLINE_MS = 1000;
+const AMBIGUITY_MARGIN_MS = 1000;
+const ADMISSION_TIMEOUT_MS = 4000;
+/** Strictly above deadline + margin + admission timeout, as the reconciler's config requires. */
+const SETTLEMENT_WINDOW_MS = RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS + 500;
+
+let mesh: Mesh;
+let paydb: pg.Pool;
+let raildb: pg.Pool;
+
+beforeAll(async () => {
+  mesh = testMesh({
+    proxies: 2,
+    proxyEnv: {
+      RAIL_DEADLINE_MS: String(RAIL_DEADLINE_MS),
+      AMBIGUITY_MARGIN_MS: String(AMBIGUITY_MARGIN_MS),
+      ADMISSION_TIMEOUT_MS: String(ADMISSION_TIMEOUT_MS),
+      RAIL_FORWARD_BUDGET_MS: "500",
+      SWEEP_INTERVAL_MS: "200",
+    },
+  });
+  await mesh.start();
+  // Replica 3: the same proxy without the pre-forward budget (the negative control).
+  await mesh.addProxy({ RAIL_PROXY_DISABLED_GUARDS: "forward-budget" });
+  paydb = poolFor(mesh.dbUrl("paydb"));
+  raildb = poolFor(mesh.dbUrl("raildb"));
+});
+
+afterAll(async () => {
+  for (const p of mesh?.proxies ?? []) p.resume();
+  await paydb?.end();
+  await raildb?.end();
+  await mesh?.stop();
+});
+
+/** A payout fenced by an executor holding `token` (what an honest executor does before submitting). */
+async function fencedPayout(payoutId: string, accountId: string, token: bigint): Promise<void> {
+  await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: 4200n, beneficiary: "ben-stall" }]);
+  await paydb.query("UPDATE payouts SET fence = $2, state = 'PROCESSING' WHERE payout_id = $1", [payoutId, token.toString()]);
+  // An earlier admission left a mark for the account: its row is what the blocker holds.
+  await paydb.query("INSERT INTO rail_high_water (account_id, mark) VALUES ($1, 1)", [accountId]);
+}
+
+async function submissionState(payoutId: string): Promise<string | undefined> {
+  const { rows } = await paydb.query<{ state: string }>("SELECT state FROM rail_submissions WHERE payout_id = $1", [payoutId]);
+  return rows[0]?.state;
+}
+
+async function railPayments(payoutId: string): Promise<number> {
+  const { rows } = await raildb.query<{ n: number }>("SELECT count(*)::int AS n FROM payments WHERE client_reference = $1 AND status = 'ACCEPTED'", [payoutId]);
+  return rows[0]!.n;
+}
+
+/**
+ * Plays the whole reproduction against `stalled` and returns the proxy's answer to the stalled
+ * SubmitPayout once it is resumed (after the payout was closed NOT_PAID).
+ */
+async function stallThroughResolution(stalled: ServiceProcess, payoutId: string, accountId: string) {
+  const token = 7n;
+  await fencedPayout(payoutId, accountId, token);
+  const blocker = await paydb.connect();
+  let answer: Promise<{ ok?: unknown; err?: ConnectError }>;
+  try {
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT mark FROM rail_high_water WHERE account_id = $1 FOR UPDATE", [accountId]);
+    answer = proxyClient(stalled.url)
+      .submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
+      .then(
+        (ok) => ({ ok }),
+        (err: unknown) => ({ err: ConnectError.from(err) }),
+      );
+    // The admission statement is inside PostgreSQL, waiting for the row lock.
+    await eventually(
+      async () => {
+        const { rows } = await paydb.query("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1 AND wait_event_type = 'Lock'", [`rail-proxy/${stalled.opts.env.REPLICA_ID}%`]);
+        return rows.length > 0;
+      },
+      "the admission to wait on the row lock",
+    );
+    stalled.pause();
+    await blocker.query("COMMIT");
+  } finally {
+    blocker.release();
+  }
+  // The intent commits while the proxy is frozen; replica 2's sweeper makes it ambiguous.
+  await eventually(async () => (await submissionState(payoutId)) === "TIMEOUT", "the sweeper to declare the frozen intent ambiguous");
+  // The reconciler closes it NOT_PAID once the settlement window has passed (read through replica 2).
+  const reconcilerEnv = {
+    RAIL_PROXY_URLS: mesh.proxies[1]!.url,
+    SETTLEMENT_WINDOW_MS: String(SETTLEMENT_WINDOW_MS),
+    RAIL_DEADLINE_MS: String(RAIL_DEADLINE_MS),
+    AMBIGUITY_MARGIN_MS: String(AMBIGUITY_MARGIN_MS),
+    ADMISSION_TIMEOUT_MS: String(ADMISSION_TIMEOUT_MS),
+  };
+  await eventually(
+    async () => {
+      const run = await mesh.reconcileOnce(reconcilerEnv);
+      expect(run.code, run.lines.slice(-5).join("\n")).toBe(0);
+      return (await submissionState(payoutId)) === "RESOLVED_NOT_PAID";
+    },
+    "the reconciler to resolve the ambiguous intent NOT_PAID",
+    SETTLEMENT_WINDOW_MS + 20_000,
+  );
+  const { rows } = await paydb.query<{ state: string }>("SELECT state FROM payouts WHERE payout_id = $1", [payoutId]);
+  expect(rows[0]!.state).toBe("FAILED");
+
+  stalled.resume();
+  const result = await answer;
+  // Whatever it did, give a rail call time to land before counting.
+  await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
+  return result;
+}
+
+describe("a proxy frozen between admission and the rail call", () => {
+  it("does not call the rail once its pre-forward budget has passed: nothing is paid after NOT_PAID", async () => {
+    const payoutId = "po-stall-guarded";
+    const result = await stallThroughResolution(mesh.proxies[0]!, payoutId, "acc-stall-guarded");
+    expect(await railPayments(payoutId)).toBe(0);
+    expect(result.err, "the stalled submission must be refused").toBeDefined();
+    expect(Code[result.err!.code]).toBe("Aborted");
+    expect(errorReason(result.err!)).toBe("NOT_FORWARDED");
+    // The ledger keeps the resolution; the payout stays FAILED.
+    expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
+  });
+
+  it("negative control: without the budget the rail books it, and the late answer is recorded, counted and flagged", async () => {
+    const payoutId = "po-stall-unguarded";
+    const unguarded = mesh.proxies[2]!;
+    const result = await stallThroughResolution(unguarded, payoutId, "acc-stall-unguarded");
+    expect(await railPayments(payoutId)).toBe(1);
+    // The proxy answers what the ledger holds: the resolved row, with the late answer on it.
+    expect(result.ok, result.err?.message).toBeDefined();
+    const submission = (result.ok as { submission?: { state: SubmissionState; lateAnswer?: { state: SubmissionState; railReference: string } } }).submission;
+    expect(submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+    expect(submission?.lateAnswer?.state).toBe(SubmissionState.ACCEPTED);
+    const { rows: ledger } = await paydb.query<{ late_answer_state: string; late_rail_reference: string }>(
+      "SELECT late_answer_state, late_rail_reference FROM rail_submissions WHERE payout_id = $1",
+      [payoutId],
+    );
+    expect(ledger[0]).toMatchObject({ late_answer_state: "ACCEPTED" });
+    expect(ledger[0]!.late_rail_reference).toMatch(/^rr_/);
+    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>("SELECT state, attention_reason FROM payouts WHERE payout_id = $1", [payoutId]);
+    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
+    expect(unguarded.lines.some((l) => l.includes('"event":"rail_late_answer"') && l.includes('"level":"error"'))).toBe(true);
+  });
+});

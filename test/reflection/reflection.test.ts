@@ -1,0 +1,131 @@
+/**
+ * gRPC server reflection on every railfence server, checked with a real reflection client:
+ * `buf curl` (the @bufbuild/buf dev dependency) lists each server's methods over
+ * grpc.reflection.v1 and over v1alpha, and calls a method with no proto files at hand. The mesh
+ * runs mutual TLS, so this also proves an identified operator may reflect and that nobody
+ * without a certificate can.
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { fromBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { Pki } from "../../tools/harness/pki.js";
+import { projectRoot } from "../../services/shared/project-root.js";
+import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
+import { testMesh } from "../support/test-mesh.js";
+import { startPayouts } from "../payouts/support.js";
+
+const run = promisify(execFile);
+const buf = join(projectRoot(), "node_modules", ".bin", "buf");
+
+let mesh: Mesh;
+
+beforeAll(async () => {
+  mesh = testMesh({ tls: true, proxies: 1 });
+  await mesh.start();
+  await mesh.startLock();
+  await mesh.startPayouts();
+});
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+/** Runs `buf curl` as the operator; resolves with its exit code and output (never throws). */
+async function bufCurl(args: string[], identity: "operator" | "none" = "operator"): Promise<{ code: number; stdout: string; stderr: string }> {
+  const op = mesh.identityFiles("operator");
+  const tls = identity === "operator" ? ["--cert", op.cert, "--key", op.key, "--cacert", op.ca] : ["--cacert", op.ca];
+  try {
+    const { stdout, stderr } = await run(buf, ["curl", ...tls, "--timeout", "20s", ...args], { timeout: 30_000 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === "number" ? e.code : -1, stdout: e.stdout ?? "", stderr: e.stderr ?? "" };
+  }
+}
+
+const servers = () => [
+  { name: "payouts", url: mesh.payouts!.url, methods: ["railfence.payouts.v1.PayoutService/CreatePayout", "railfence.payouts.v1.PayoutService/GetPayout", "railfence.payouts.v1.PayoutService/ListPayouts"] },
+  {
+    name: "rail-proxy",
+    url: mesh.proxies[0]!.url,
+    methods: ["railfence.railproxy.v1.RailProxyService/SubmitPayout", "railfence.railproxy.v1.RailProxyService/GetSubmission", "railfence.railproxy.v1.RailProxyService/GetRailStatement"],
+  },
+  { name: "lock", url: mesh.lock!.url, methods: ["railfence.lock.v1.LockService/Acquire", "railfence.lock.v1.LockService/Inspect"] },
+  { name: "rail-stub", url: mesh.railStub.url, methods: ["railfence.rail.v1.RailService/SubmitPayment", "railfence.rail.v1.RailService/ListPayments"] },
+  { name: "rail-stub control", url: mesh.railControlUrl, methods: ["railfence.railcontrol.v1.RailControlService/SetFaults"] },
+];
+
+describe("gRPC reflection", () => {
+  it.each(["grpc-v1", "grpc-v1alpha"])("buf curl --list-methods over %s lists every server's own methods, health and reflection", async (protocol) => {
+    for (const s of servers()) {
+      const r = await bufCurl(["--list-methods", "--reflect-protocol", protocol, s.url]);
+      expect(r.code, `${s.name}: ${r.stderr}`).toBe(0);
+      const listed = r.stdout.split("\n").filter((l) => l.trim());
+      for (const m of s.methods) expect(listed, s.name).toContain(m);
+      expect(listed, s.name).toContain("grpc.health.v1.Health/Check");
+      expect(listed, s.name).toContain("grpc.reflection.v1.ServerReflection/ServerReflectionInfo");
+      expect(listed, s.name).toContain("grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo");
+      // Only what this server serves: the payouts server does not describe the lock service.
+      if (s.name === "payouts") expect(listed.some((l) => l.startsWith("railfence.lock."))).toBe(false);
+    }
+  });
+
+  it("calls a method with nothing but reflection for the schema (no proto files)", async () => {
+    const r = await bufCurl(["--protocol", "grpc", "-d", '{"key":"account:reflected"}', `${mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ key: "account:reflected" });
+  });
+
+  it("fails for a service the server does not have (the check can fail)", async () => {
+    const r = await bufCurl(["-d", "{}", `${mesh.payouts!.url}/railfence.lock.v1.LockService/Inspect`]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/railfence\.lock\.v1\.LockService/);
+  });
+
+  it("refuses a caller without a client certificate (mutual TLS comes first)", async () => {
+    const r = await bufCurl(["--list-methods", mesh.payouts!.url], "none");
+    expect(r.code).not.toBe(0);
+  });
+
+  it("under TLS_CLIENT_AUTH=request, a caller without a certificate gets a session but no reflection", async () => {
+    const svc = await startPayouts(mesh.dbUrl("paydb"), { ...Pki.env(mesh.identityFiles("payouts")), TLS_CLIENT_AUTH: "request" }, "payouts-request-auth");
+    svc.opts.tls = true;
+    try {
+      const anonymous = await bufCurl(["--list-methods", svc.url], "none");
+      expect(anonymous.code).not.toBe(0);
+      expect(anonymous.stderr).toMatch(/permission_denied|PERMISSION_DENIED/);
+      const operator = await bufCurl(["--list-methods", svc.url]);
+      expect(operator.code, operator.stderr).toBe(0);
+      expect(operator.stdout).toContain("railfence.payouts.v1.PayoutService/CreatePayout");
+    } finally {
+      await svc.stop(5000);
+    }
+  });
+
+  it("answers symbol lookups with the file and its imports, and NOT_FOUND for unknown names", async () => {
+    const client = mesh.client(ServerReflection, mesh.proxies[0]!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    async function* requests() {
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.RailProxyService.GetSubmission" } };
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.SUBMISSION_STATE_TIMEOUT" } };
+      yield { host: "", messageRequest: { case: "fileByFilename" as const, value: "no/such/file.proto" } };
+      yield { host: "", messageRequest: { case: "allExtensionNumbersOfType" as const, value: "railfence.railproxy.v1.Submission" } };
+    }
+    const answers = [];
+    for await (const a of client.serverReflectionInfo(requests())) answers.push(a);
+    expect(answers).toHaveLength(4);
+    for (const a of answers.slice(0, 2)) {
+      expect(a.messageResponse.case).toBe("fileDescriptorResponse");
+      const names = (a.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name);
+      // Dependencies first, the file itself last.
+      expect(names[names.length - 1]).toBe("railfence/railproxy/v1/rail_proxy.proto");
+      expect(names).toContain("railfence/common/v1/money.proto");
+      expect(names).toContain("google/protobuf/timestamp.proto");
+    }
+    expect(answers[2]!.messageResponse).toMatchObject({ case: "errorResponse", value: { errorCode: 5 } });
+    expect(answers[3]!.messageResponse).toMatchObject({ case: "allExtensionNumbersResponse", value: { baseTypeName: "railfence.railproxy.v1.Submission", extensionNumber: [] } });
+  });
+});

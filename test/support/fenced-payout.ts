@@ -1,0 +1,68 @@
+/**
+ * The payout an honest executor holds when it calls SubmitPayout. rail-proxy admits a submission
+ * only for a payout in paydb with the same account, amount, currency and beneficiary, in state
+ * PROCESSING and fenced by the very token presented (SPEC C3 §3.9). Tests that submit to the
+ * proxy directly play that executor: `proxy.submitPayout(await fencedFor(paydb, request))`.
+ *
+ * It does what the payouts API and an executor would have done, nothing more: create the payout
+ * if it does not exist yet, then fence it (`fence < token` only, as an executor's fencing write,
+ * and only while it is PENDING or PROCESSING). It never rewrites what an existing payout pays
+ * and never lowers a fence, so a stale or mismatching request stays stale or mismatching.
+ */
+import type pg from "pg";
+import { payoutIdOf } from "../../services/shared/submission-ref.js";
+
+/** The SubmitPayout fields the binding compares (a request literal fits as is). */
+export interface SubmitFields {
+  accountId: string;
+  payoutId: string;
+  fencingToken: bigint;
+  amount?: { amountMinor?: bigint; currency?: string };
+  beneficiary: string;
+}
+
+type Queryable = pg.ClientBase | pg.Pool;
+
+const FENCE = `
+  INSERT INTO payouts AS p (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence)
+  VALUES ($1, 'test-client', $2, $3, $4, $5, 'PROCESSING', $6)
+  ON CONFLICT (payout_id) DO UPDATE SET fence = EXCLUDED.fence, state = 'PROCESSING', updated_at = now()
+   WHERE p.fence < EXCLUDED.fence AND p.state IN ('PENDING', 'PROCESSING')`;
+
+/**
+ * Creates and fences the payout `request` pays (the payout id of its reference). Resolves true
+ * when the payout now matches the request and is PROCESSING under its token, i.e. the proxy's
+ * binding will admit it; false when an existing payout differs or a newer token holds it.
+ */
+export async function fencePayout(paydb: Queryable, request: SubmitFields): Promise<boolean> {
+  const { amountMinor, currency } = request.amount ?? {};
+  if (amountMinor === undefined || currency === undefined) throw new Error("fencePayout: the request has no amount");
+  const payoutId = payoutIdOf(request.payoutId);
+  const token = request.fencingToken.toString();
+  await paydb.query(FENCE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary, token]);
+  const { rows } = await paydb.query<{ account_id: string; amount_minor: string; currency: string; beneficiary: string; state: string; fence: string }>(
+    "SELECT account_id, amount_minor::text, currency, beneficiary, state, fence::text FROM payouts WHERE payout_id = $1",
+    [payoutId],
+  );
+  const p = rows[0]!;
+  return (
+    p.account_id === request.accountId &&
+    p.amount_minor === amountMinor.toString() &&
+    p.currency === currency &&
+    p.beneficiary === request.beneficiary &&
+    p.state === "PROCESSING" &&
+    p.fence === token
+  );
+}
+
+/**
+ * The request, once its payout is fenced for it: `proxy.submitPayout(await fencedFor(paydb, req))`
+ * submits as the payout's holder. Throws when the payout cannot be fenced for it (the test's
+ * arrangement is wrong, not the proxy).
+ */
+export async function fencedFor<R extends SubmitFields>(paydb: Queryable, request: R): Promise<R> {
+  if (!(await fencePayout(paydb, request))) {
+    throw new Error(`payout ${payoutIdOf(request.payoutId)} cannot be fenced for ${request.accountId} with token ${request.fencingToken}: it differs or a newer token holds it`);
+  }
+  return request;
+}

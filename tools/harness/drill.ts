@@ -1,0 +1,114 @@
+/**
+ * `npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--seed S] [--json] [--verbose]`
+ * `npm run drill -- soak [--payouts N] [--minutes M] [--disable-guard mark|payout-binding|one-live|forward-budget] ...`
+ *
+ * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
+ * reports/drills/, and with --json prints one JSON object as the last line of stdout. Exit code
+ * 0 when every scenario met its expectation (PASS, or CORRUPTION_DETECTED for a negative control),
+ * 1 otherwise. The seed is printed so a failing drill can be replayed.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { projectRoot } from "../../services/shared/project-root.js";
+import { scenario, SCENARIOS } from "./drills/catalogue.js";
+import { soak, SOAK_DEFAULTS, type SoakGuard } from "./drills/soak.js";
+import { combinedTable, markdownReport, runScenario } from "./drills/run.js";
+import type { DrillResult } from "./drills/scenario.js";
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    "lock-backend": { type: "string" },
+    payouts: { type: "string" },
+    seed: { type: "string" },
+    json: { type: "boolean", default: false },
+    verbose: { type: "boolean", default: false },
+    minutes: { type: "string" },
+    accounts: { type: "string" },
+    "disable-guard": { type: "string" },
+  },
+});
+
+const name = positionals[0];
+if (!name) {
+  console.error(`usage: npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--seed S] [--json]\nscenarios:`);
+  for (const s of SCENARIOS) console.error(`  ${s.name.padEnd(16)} ${s.summary}`);
+  console.error(`  ${"soak".padEnd(16)} ${SOAK_DEFAULTS.payouts} payouts, combined nemesis, both backends (--payouts, --minutes, --accounts, --disable-guard)`);
+  process.exit(2);
+}
+const backend = values["lock-backend"];
+if (backend !== undefined && backend !== "pg" && backend !== "etcd") {
+  console.error("--lock-backend must be pg or etcd");
+  process.exit(2);
+}
+const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
+const payouts = values.payouts !== undefined ? Number(values.payouts) : undefined;
+const guard = values["disable-guard"];
+if (guard !== undefined && !["mark", "payout-binding", "one-live", "forward-budget"].includes(guard)) {
+  console.error("--disable-guard must be mark, payout-binding, one-live or forward-budget");
+  process.exit(2);
+}
+const scenarios =
+  name === "all"
+    ? SCENARIOS
+    : name === "soak"
+      ? [
+          soak({
+            payouts: payouts ?? SOAK_DEFAULTS.payouts,
+            minutes: values.minutes !== undefined ? Number(values.minutes) : SOAK_DEFAULTS.minutes,
+            accounts: values.accounts !== undefined ? Number(values.accounts) : SOAK_DEFAULTS.accounts,
+            disabledGuard: guard as SoakGuard | undefined,
+          }),
+        ]
+      : [scenario(name)];
+const backends: Array<"pg" | "etcd"> = backend ? [backend] : name === "all" || name === "soak" ? ["pg", "etcd"] : ["pg"];
+const say = (line: string) => {
+  if (!values.json) console.log(line);
+  else console.error(line);
+};
+
+say(`railfence drill ${name} - seed ${seed} (replay with --seed ${seed})`);
+const results: DrillResult[] = [];
+const reportDir = join(projectRoot(), "reports", "drills");
+mkdirSync(reportDir, { recursive: true });
+for (const lockBackend of backends) {
+  for (const s of scenarios) {
+    say(`\n== ${s.name} on ${lockBackend}: ${s.summary}`);
+    const r = await runScenario(s, {
+      lockBackend,
+      seed,
+      payouts,
+      log: values.verbose ? (l) => console.error(l) : () => {},
+    }).catch((err: unknown): DrillResult => ({
+      scenario: s.name,
+      lockBackend,
+      seed,
+      verdict: "FAIL",
+      violations: [],
+      counts: {},
+      failures: [`drill crashed: ${err instanceof Error ? err.message : String(err)}`],
+      notes: [],
+      durationMs: 0,
+    }));
+    results.push(r);
+    for (const n of r.notes) say(`   ${n}`);
+    for (const f of r.failures) say(`   FAILED EXPECTATION: ${f}`);
+    for (const v of r.violations.slice(0, 10)) say(`   ${v.invariant}: ${v.detail}`);
+    say(`   verdict: ${r.verdict}${r.verdict === "CORRUPTION_DETECTED" ? " (expected: a guard was removed on purpose, and the checker caught what it let through)" : ""}`);
+    writeFileSync(join(reportDir, `${s.name}-${lockBackend}-${seed}.md`), markdownReport(r) + "\n");
+  }
+}
+
+const ok = (r: DrillResult) => {
+  const s = scenarios.find((x) => x.name === r.scenario);
+  return s?.expectsCorruption ? r.verdict === "CORRUPTION_DETECTED" : r.verdict === "PASS";
+};
+const table = combinedTable(results);
+say(`\n${table}`);
+writeFileSync(join(reportDir, `${name}-${seed}.md`), `# railfence drills: ${name} (seed ${seed})\n\n${table}\n`);
+if (values.json) {
+  const summary = results.length === 1 ? results[0]! : { scenario: name, seed, verdict: results.every(ok) ? "PASS" : "FAIL", results };
+  console.log(JSON.stringify(summary));
+}
+process.exit(results.every(ok) ? 0 : 1);

@@ -1,0 +1,35 @@
+/** Every C5 scenario, by name. */
+import { paydbOutage } from "./paydb-outage.js";
+import { pausedHolder } from "./paused-holder.js";
+import { railAmbiguity } from "./rail-ambiguity.js";
+import { replicaKill } from "./replica-kill.js";
+import { soak } from "./soak.js";
+import type { Scenario } from "./scenario.js";
+
+export const SCENARIOS: Scenario[] = [
+  pausedHolder({ name: "paused-holder", summary: "§5.1 SIGSTOP a holder past its lease; its submission is FENCED_OUT", fencingEnabled: true }),
+  pausedHolder({ name: "fencing-off", summary: "§5.2 the same with fencing disabled: the checker must find the double payment", fencingEnabled: false }),
+  replicaKill,
+  pausedHolder({ name: "restart-amnesia", summary: "§5.4 every proxy restarts while the holder is paused (failure i)", fencingEnabled: true, restartProxies: true }),
+  pausedHolder({ name: "two-replicas", summary: "§5.5 the stale holder talks to the replica that never saw the newer token (failure ii)", fencingEnabled: true, splitReplicas: true }),
+  pausedHolder({ name: "stale-read", summary: "§5.6 a proxy against a paydb standby refuses to start (failure iii)", fencingEnabled: true, standby: true }),
+  railAmbiguity,
+  paydbOutage,
+  pausedHolder({ name: "lock-outage", summary: "§5.9 the lock backend stops; the stale holder is still fenced by the proxy", fencingEnabled: true, lockOutage: true }),
+  // Negative controls for ADR-007 failures i and ii: the same drills against the rejected
+  // in-memory mark must let the stale holder through, and the checker must say so.
+  pausedHolder({ name: "restart-amnesia-memory", summary: "negative control: restart-amnesia with in-memory marks: double payment detected", fencingEnabled: true, restartProxies: true, memoryMarks: true }),
+  pausedHolder({ name: "two-replicas-memory", summary: "negative control: two-replicas with in-memory marks: double payment detected", fencingEnabled: true, splitReplicas: true, memoryMarks: true }),
+];
+
+/**
+ * The bounded soak `npm test` runs on both backends (the full one is `npm run drill -- soak`,
+ * README "Drills"): a few hundred payouts, every nemesis kind at least once.
+ */
+export const BOUNDED_SOAK = soak({ payouts: 150, minutes: 1.2, accounts: 20 });
+
+export function scenario(name: string): Scenario {
+  const s = SCENARIOS.find((x) => x.name === name);
+  if (!s) throw new Error(`unknown scenario ${name}; one of: ${SCENARIOS.map((x) => x.name).join(", ")}, all`);
+  return s;
+}

@@ -1,0 +1,203 @@
+/**
+ * The mesh a drill runs on: real PostgreSQL (optionally one server per database, so one can be
+ * stopped alone), optionally a real etcd, rail-stub, rail-proxy replicas, the lock service on the
+ * chosen backend, the payouts API, and executors. Helpers create load, wait for it to settle,
+ * run the reconciler and the invariant checker.
+ */
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import { PayoutService } from "../../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { RailControlService, type FaultRule } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { FaultRuleSchema } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { checkInvariants, meshCheckTarget, type CheckResult } from "../invariants.js";
+import { Mesh } from "../mesh.js";
+import { PostgresServer } from "../postgres.js";
+import type { DatabaseKind } from "../../../services/shared/migrate.js";
+import { pick, type Rng } from "./rng.js";
+
+export type LockBackend = "pg" | "etcd";
+
+export interface DrillMeshOptions {
+  lockBackend: LockBackend;
+  proxies?: number;
+  proxyEnv?: Record<string, string>;
+  /** Databases that get a PostgreSQL server of their own. */
+  ownServers?: DatabaseKind[];
+  log?: (line: string) => void;
+  /** Reuse this server for the shared databases (tests pass the run's server). */
+  postgresUrl?: string;
+}
+
+/**
+ * The proxies' timings in drills: short, so ambiguity shows up within seconds. The pre-forward
+ * budget defaults to half the margin; the reconciler gets the same values, and a settlement
+ * window above their sum (its config refuses anything less).
+ */
+export const DRILL_PROXY_TIMINGS = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
+export const DRILL_SETTLEMENT_WINDOW_MS = 4500;
+
+/** Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts). */
+export const UNTRUSTED_EXECUTOR_ENV = {
+  EXECUTOR_SUBMISSION_REFERENCE: "attempt",
+  POLL_INTERVAL_MS: "50",
+  CALL_TIMEOUT_MS: "3000",
+};
+
+export class DrillMesh {
+  readonly mesh: Mesh;
+  readonly servers: Partial<Record<DatabaseKind, PostgresServer>> = {};
+  etcd: import("../etcd.js").EtcdServer | undefined;
+  private shared: PostgresServer | undefined;
+  private paydb: pg.Pool | undefined;
+
+  private constructor(readonly opts: DrillMeshOptions, mesh: Mesh) {
+    this.mesh = mesh;
+  }
+
+  static async start(opts: DrillMeshOptions): Promise<DrillMesh> {
+    const servers: Partial<Record<DatabaseKind, PostgresServer>> = {};
+    for (const kind of opts.ownServers ?? []) servers[kind] = await PostgresServer.start();
+    const mesh = new Mesh({
+      postgresUrl: opts.postgresUrl,
+      dbSuffix: opts.postgresUrl ? `_drill_${randomUUID().slice(0, 8).replace(/-/g, "")}` : "",
+      servers,
+      // Drills run as production does: mutual TLS and per-method authorization on every hop.
+      tls: true,
+      signTokens: true,
+      proxies: opts.proxies ?? 2,
+      proxyEnv: { ...DRILL_PROXY_TIMINGS, SWEEP_INTERVAL_MS: "200", ...opts.proxyEnv },
+      onLine: opts.log ? (name, line) => opts.log!(`[${name}] ${line}`) : undefined,
+    });
+    const drill = new DrillMesh(opts, mesh);
+    Object.assign(drill.servers, servers);
+    try {
+      await mesh.start();
+      const lockEnv: Record<string, string> = {};
+      if (opts.lockBackend === "etcd") {
+        const { EtcdServer } = await import("../etcd.js");
+        drill.etcd = await EtcdServer.start();
+        lockEnv.LOCK_BACKEND = "etcd";
+        lockEnv.ETCD_ENDPOINTS = drill.etcd.endpoint;
+      }
+      await mesh.startLock(lockEnv);
+      await mesh.startPayouts();
+      drill.paydb = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 4 });
+      drill.paydb.on("error", () => {});
+    } catch (err) {
+      await drill.stop();
+      throw err;
+    }
+    return drill;
+  }
+
+  get paydbUrl(): string {
+    return this.mesh.dbUrl("paydb");
+  }
+
+  /** Starts an executor (untrusted mode) with extra env. */
+  addExecutor(env: Record<string, string> = {}) {
+    return this.mesh.addExecutor({ ...UNTRUSTED_EXECUTOR_ENV, ...env });
+  }
+
+  payoutsClient() {
+    return this.mesh.client(PayoutService, this.mesh.payouts!.url, "client");
+  }
+
+  railControl() {
+    return this.mesh.client(RailControlService, this.mesh.railControlUrl, "operator");
+  }
+
+  async setFaults(rules: Array<MessageInitShape<typeof FaultRuleSchema>>): Promise<void> {
+    await this.railControl().setFaults({ rules: rules as FaultRule[] });
+  }
+
+  /** Creates payouts through the API (each with its own Idempotency-Key); returns their ids. */
+  async createPayouts(n: number, accounts: string[], rng: Rng): Promise<string[]> {
+    const client = this.payoutsClient();
+    const ids: string[] = [];
+    const batch = 20;
+    for (let i = 0; i < n; i += batch) {
+      const chunk = await Promise.all(
+        Array.from({ length: Math.min(batch, n - i) }, () =>
+          client.createPayout(
+            { accountId: pick(rng, accounts), amount: { amountMinor: BigInt(100 + Math.floor(rng() * 100_000)), currency: "EUR" }, beneficiary: `ben-${Math.floor(rng() * 1000)}` },
+            { headers: { "idempotency-key": randomUUID() } },
+          ),
+        ),
+      );
+      ids.push(...chunk.map((r) => r.payout!.payoutId));
+    }
+    return ids;
+  }
+
+  async query<T extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<T[]> {
+    return (await this.paydb!.query<T>(sql, params)).rows;
+  }
+
+  async payoutState(id: string): Promise<string | undefined> {
+    return (await this.query<{ state: string }>("SELECT state FROM payouts WHERE payout_id = $1", [id]))[0]?.state;
+  }
+
+  /** Waits until no payout is PENDING/PROCESSING (bounded); returns how many are still open. */
+  async waitSettled(timeoutMs: number): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const open = await this.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING', 'PROCESSING')").then(
+        (r) => r[0]!.n,
+        () => -1,
+      );
+      if (open === 0 || Date.now() > deadline) return open;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /**
+   * Runs the reconciler once, after waiting until every intent is older than the settlement
+   * window (so "absent from the statement" can mean NOT_PAID for all of them).
+   */
+  async reconcile(settlementWindowMs = DRILL_SETTLEMENT_WINDOW_MS): Promise<{ code: number | null; lines: string[] }> {
+    const [newest] = await this.query<{ age_ms: number | null }>("SELECT (EXTRACT(EPOCH FROM now() - max(created_at)) * 1000)::float8 AS age_ms FROM rail_submissions");
+    const wait = Math.max(0, settlementWindowMs + 500 - (newest?.age_ms ?? settlementWindowMs + 500));
+    await new Promise((r) => setTimeout(r, wait));
+    return this.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(settlementWindowMs), ...DRILL_PROXY_TIMINGS });
+  }
+
+  /** Holds a payout's claim (as if its holder were busy), so no other executor takes it. */
+  async holdClaim(payoutId: string): Promise<void> {
+    await this.query("UPDATE payouts SET claimed_until = now() + interval '1 hour' WHERE payout_id = $1", [payoutId]);
+  }
+
+  /** Lets any executor claim the payout again. */
+  async releaseClaim(payoutId: string): Promise<void> {
+    await this.query("UPDATE payouts SET claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND state IN ('PENDING', 'PROCESSING')", [payoutId]);
+  }
+
+  async check(quiescent = true): Promise<CheckResult> {
+    return checkInvariants(meshCheckTarget(this.mesh), { quiescent });
+  }
+
+  /** Log lines of one process matching an event (parsed). */
+  events(name: string, event: string): Array<Record<string, unknown>> {
+    const proc = this.mesh.processes().find((p) => p.name === name);
+    return (proc?.lines ?? []).filter((l) => l.includes(`"event":"${event}"`)).map((l) => JSON.parse(l) as Record<string, unknown>);
+  }
+
+  async waitEvent(name: string, event: string, match: (e: Record<string, unknown>) => boolean, timeoutMs = 20_000): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.events(name, event).find(match);
+      if (found) return found;
+      if (Date.now() > deadline) throw new Error(`${name} did not log ${event} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.paydb?.end().catch(() => {});
+    await this.mesh.stop().catch(() => {});
+    await this.etcd?.destroy().catch(() => {});
+    for (const s of Object.values(this.servers)) await s?.destroy().catch(() => {});
+    await this.shared?.destroy().catch(() => {});
+  }
+}
