@@ -5,9 +5,9 @@
  * is remembered, so that "no submission lost" is checked per intent afterwards.
  */
 import { randomUUID } from "node:crypto";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { connectClient } from "../../tools/harness/clients.js";
 import { sleep } from "./kube.js";
 
 export interface Intent {
@@ -24,7 +24,7 @@ export interface Intent {
 const PERMANENT = new Set([Code.InvalidArgument, Code.PermissionDenied, Code.Unauthenticated, Code.Unimplemented, Code.FailedPrecondition]);
 
 export function payoutsClient(baseUrl: string) {
-  return createClient(PayoutService, createGrpcTransport({ baseUrl, defaultTimeoutMs: 10_000 }));
+  return connectClient(PayoutService, baseUrl, { timeoutMs: 10_000 });
 }
 
 export class HostLoad {

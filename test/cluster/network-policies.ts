@@ -32,11 +32,12 @@ const COMPONENT = "app.kubernetes.io/component";
 
 /** Which components each policy's pod peers must resolve to (the chart's intended flows). */
 const EXPECTED: Record<string, { ingressFrom: string[]; egressTo: string[] }> = {
-  "rail-proxy": { ingressFrom: ["executor", "reconciler"], egressTo: ["rail-stub"] },
+  "rail-proxy": { ingressFrom: ["executor", "reconciler", "audit"], egressTo: ["rail-stub"] },
   lock: { ingressFrom: ["executor"], egressTo: [] },
   payouts: { ingressFrom: [], egressTo: [] },
   executor: { ingressFrom: [], egressTo: ["lock", "rail-proxy"] },
   reconciler: { ingressFrom: [], egressTo: ["rail-proxy"] },
+  audit: { ingressFrom: [], egressTo: ["rail-proxy"] },
   "rail-stub": { ingressFrom: ["rail-proxy"], egressTo: [] },
   migrate: { ingressFrom: [], egressTo: [] },
 };
@@ -155,7 +156,7 @@ export async function probeEnforcement(k: Kube, ns: string, release: string, ima
       await sleep(1000);
     }
     const out = k.kubectl(["-n", ns, "logs", name]).stdout.trim();
-    if (out === "CONNECTED") return `NOT enforced: an unlabelled pod opened a TCP connection to rail-proxy ${target.metadata.name}:7200 although only executor and reconciler pods are admitted (expected with the bridge CNI)`;
+    if (out === "CONNECTED") return `NOT enforced: an unlabelled pod opened a TCP connection to rail-proxy ${target.metadata.name}:7200 although only executor, reconciler and audit pods are admitted (expected with the bridge CNI)`;
     return `enforced: an unlabelled pod's connection to rail-proxy ${target.metadata.name}:7200 ended with ${out || "no output"}`;
   } finally {
     k.kubectl(["-n", ns, "delete", "pod", name, "--wait=false"]);

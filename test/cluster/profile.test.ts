@@ -9,13 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { afterAll, describe, expect, it } from "vitest";
-import type { PostgresServer } from "../../services/harness/postgres.js";
+import type { PostgresServer } from "../../tools/harness/postgres.js";
 import { networkPolicyViolations, probeViolations, railSecretViolations, securityViolations } from "../helm/chart-checks.js";
 import { helm } from "../helm/helm-tool.js";
 import { validateObject } from "../helm/k8s-validate.js";
 import { containers, podSpecs, templateArgs, type K8sObject } from "../helm/render.js";
 import type { ClusterInfo } from "./kube.js";
-import { NAMESPACE, RELEASE, valuesProfile, writeProfile, type Databases } from "./profile.js";
+import { LOGINS, NAMESPACE, RELEASE, valuesProfile, writeProfile, type Databases } from "./profile.js";
 
 const info: ClusterInfo = {
   kubernetesVersion: "v1.34.4",
@@ -29,8 +29,8 @@ const info: ClusterInfo = {
 };
 const dbs = {
   server: { port: 45432 } as PostgresServer,
-  passwords: { railfence: "x", railstub: "y" },
-  podUrl: (db: string) => `postgresql://${db === "raildb" ? "railstub" : "railfence"}@10.244.0.1:45432/${db}?sslmode=disable`,
+  passwords: Object.fromEntries(LOGINS.map((l) => [l.secret, "x"])),
+  podUrl: (db: string) => `postgresql://10.244.0.1:45432/${db}?sslmode=disable`,
   nodeUrl: (db: string) => `postgres://postgres@127.0.0.1:45432/${db}`,
 } as Databases;
 
@@ -73,15 +73,30 @@ describe("the test cluster's values profile", () => {
     expect(JSON.parse(env(all.find(({ component }) => component === "rail-stub")!.c, "RAIL_STUB_FAULTS")!)).toEqual([{ kind: "LATENCY", latencyMs: 80, count: 0, clientReferencePrefix: "" }]);
   });
 
-  it("points every database URL and the collector at the node, passwords only from Secrets", () => {
-    const all = podSpecs(objects).flatMap((p) => containers(p.spec));
+  it("points every database URL and the collector at the node; each component its own login and Secret", () => {
+    const pods = podSpecs(objects);
+    const all = pods.flatMap((p) => containers(p.spec));
     const urls = all.flatMap((c) => (c.env ?? []).filter((e: { name: string }) => /_URL$/.test(e.name) && /^postgres/.test(String((e as { value?: string }).value))));
     expect(urls.length).toBeGreaterThan(0);
     for (const u of urls) {
-      expect(u.value).toMatch(/^postgresql:\/\/rail(fence|stub)@10\.244\.0\.1:45432\//);
+      expect(u.value).toMatch(/^postgresql:\/\/[a-z_]+@10\.244\.0\.1:45432\//);
       expect(u.value).not.toMatch(/:[^/@]*@/);
     }
     for (const c of all.filter((x) => env(x, "OTEL_EXPORTER_OTLP_ENDPOINT") !== undefined)) expect(env(c, "OTEL_EXPORTER_OTLP_ENDPOINT")).toBe("http://10.244.0.1:4318");
+    // Each long-running component logs in as the login the profile gives it and mounts only its
+    // own password Secret (the migration Job mounts them all: it provisions the logins).
+    for (const l of LOGINS.filter((x) => x.component !== "migrate")) {
+      const pod = pods.find((p) => p.component === l.component);
+      expect(pod, l.component).toBeDefined();
+      const cs = containers(pod!.spec);
+      const dbUrls = cs.flatMap((c) => (c.env ?? []).map((e: { value?: string }) => String(e.value ?? ""))).filter((v) => v.startsWith("postgresql://"));
+      expect(dbUrls, l.component).toContain(`postgresql://${l.role}@10.244.0.1:45432/${l.database}?sslmode=disable`);
+      const secrets = ((pod!.spec.volumes ?? []) as Array<{ secret?: { secretName: string } }>).map((v) => v.secret?.secretName).filter((n) => n?.startsWith(`${RELEASE}-db-`));
+      expect(secrets, l.component).toEqual([l.secret]);
+    }
+    const migrate = pods.find((p) => p.component === "migrate");
+    const mounted = new Set(((migrate!.spec.volumes ?? []) as Array<{ secret?: { secretName: string } }>).map((v) => v.secret?.secretName));
+    for (const l of LOGINS) expect(mounted.has(l.secret), l.secret).toBe(true);
   });
 
   it("the chart without the profile sets no fault plan (negative control)", () => {

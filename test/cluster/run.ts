@@ -7,8 +7,10 @@
  *      "restricted"; `helm install` with the cluster's values profile (profile.ts);
  *   4. checks: every pod Ready through its gRPC probes; a payout through the payouts Service
  *      reaches PAID and its trace reaches the receiver; NetworkPolicy objects select the right
- *      pods; deploy/drills/replica-kill.sh; reconciler + invariant checker; a rolling upgrade
- *      under load; kubectl drain against the rail-proxy PodDisruptionBudget;
+ *      pods; every component logs in to PostgreSQL as its own login; deploy/drills/replica-kill.sh;
+ *      the reconciler, then the release's audit (`railfence check`, a Job from its CronJob) with
+ *      zero violations, and a planted double payment it must catch; a rolling upgrade under load;
+ *      kubectl drain against the rail-proxy PodDisruptionBudget;
  *   5. everything is torn down (CLUSTER_KEEP=1 leaves the cluster and the release running).
  *
  * Needs root. Exit 0 only when every check passed. The report goes to reports/cluster/.
@@ -16,14 +18,17 @@
 import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { checkInvariants, formatTable, type CheckResult } from "../../services/harness/invariants.js";
+import pg from "pg";
+import { formatTable, runAudit, type AuditResult, type Violation } from "../../services/cli/audit/audit.js";
+import { SERVICE_ROLES } from "../../services/shared/db-roles.js";
 import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";
 import { buildAndImportImage, type ImageRef } from "./image.js";
 import { Kube, PodWatcher, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
 import { HostLoad, payoutsClient, waitSettled } from "./load.js";
-import { NAMESPACE, RELEASE, prepareNamespace, secretOf, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
+import { ledgerStatement } from "../../tools/harness/invariants.js";
+import { LOGINS, NAMESPACE, RELEASE, prepareNamespace, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
 import { Report } from "./report.js";
 import { checkNetworkPolicies, probeEnforcement } from "./network-policies.js";
 
@@ -35,6 +40,8 @@ const skip = new Set((process.env.CLUSTER_SKIP ?? "").split(",").filter(Boolean)
 const SEL = `app.kubernetes.io/instance=${RELEASE}`;
 const component = (c: string) => `${SEL},app.kubernetes.io/component=${c}`;
 const work = mkdtempSync(join(tmpdir(), "railfence-cluster-"));
+// The audits cover everything this run creates (paydb's clock and ours may differ a little).
+const auditSince = new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 19) + "Z";
 
 let kube: Kube | undefined;
 let dbs: Databases | undefined;
@@ -71,7 +78,7 @@ async function main(): Promise<void> {
   const image: ImageRef = await report.step("image built and imported into containerd", () => buildAndImportImage(info, log), (i) => `${i.repository}:${i.tag} (+ ${i.upgradeTag} for the upgrade), ${i.sizeMb} MB archive`);
 
   // ---- PostgreSQL, OTLP receiver, namespace ----
-  dbs = await report.step("PostgreSQL on the node", () => startDatabases(info, log), (d) => `${info.nodeIp}:${d.server.port}, roles railfence + railstub, scram-sha-256 from ${info.podCidr}`);
+  dbs = await report.step("PostgreSQL on the node", () => startDatabases(info, log), (d) => `${info.nodeIp}:${d.server.port}, scram-sha-256 from ${info.podCidr}; made before the install: ${[...new Set(LOGINS.filter((l) => l.createdBy === "dba").map((l) => l.role))].join(", ")}; ${LOGINS.filter((l) => l.createdBy === "job").length} component logins left to the migration Job`);
   const databases = dbs;
   receiver = await new OtlpReceiver().start(info.nodeIp);
   const otlp = receiver;
@@ -89,6 +96,7 @@ async function main(): Promise<void> {
   }, (s) => `release ${(JSON.parse(s) as { info: { status: string } }).info.status}, server ${version.serverVersion.gitVersion}`);
 
   await report.step("every pod Ready through its gRPC probes", () => everyPodReady(k), (v) => v);
+  await report.step("every component logs in as its own login, made by the migration Job", () => componentLogins(databases, info.podCidr), (v) => v);
 
   const payoutsIp = k.must(["-n", NAMESPACE, "get", "svc", `${RELEASE}-payouts`, "-o", "jsonpath={.spec.clusterIP}"]).trim();
   const payoutsUrl = `http://${payoutsIp}:7400`;
@@ -113,8 +121,9 @@ async function main(): Promise<void> {
 }
 
 async function drillSteps(k: Kube, image: ImageRef, databases: Databases): Promise<void> {
-  const drill = await report.step("replica-kill drill (deploy/drills/replica-kill.sh)", () => replicaKillDrill(k, image, databases), (d) => `${d.kills.length} kills (${d.kills.filter((x) => x.mode === "sigkill").length} SIGKILL, ${d.kills.filter((x) => x.mode === "force-delete").length} force-delete), ${d.ambiguous} submissions left ambiguous by killed pods, script checker PASS`);
-  const afterDrill = await report.step("reconciler + invariant checker after the drill", () => reconcileAndCheck(k, databases, "drill"), (r) => `${r.runs} reconciler Job run(s); ${r.violations.length} violations, ${r.counts.ambiguousUnresolved} unresolved, resolved paid ${r.counts.resolvedPaid} / not paid ${r.counts.resolvedNotPaid}`);
+  const drill = await report.step("replica-kill drill (deploy/drills/replica-kill.sh)", () => replicaKillDrill(k, image, databases), (d) => `${d.kills.length} kills (${d.kills.filter((x) => x.mode === "sigkill").length} SIGKILL, ${d.kills.filter((x) => x.mode === "force-delete").length} force-delete), ${d.ambiguous} submissions left ambiguous by killed pods; the script's audit Job: ${d.audit.verdict}, ${d.audit.violations.length} violations, ${d.audit.counts.ambiguousUnresolved} ambiguous listed for the reconciler`);
+  const afterDrill = await report.step("reconciler, then the release's audit (railfence check) after the drill", () => reconcileAndCheck(k, databases, "drill"), (r) => r.summary);
+  const control = await report.step("the audit catches a planted double payment (negative control)", () => auditNegativeControl(k, databases), (v) => v);
   const closed = await ambiguityTable(databases);
   report.section("Replica-kill drill", [
     "Kills, in order (`force-delete`: `kubectl delete --grace-period=0 --force`; `sigkill`: the rail-proxy container SIGKILLed through the node's containerd, restarted in place by the kubelet):",
@@ -129,11 +138,117 @@ async function drillSteps(k: Kube, image: ImageRef, databases: Databases): Promi
     "```",
     drill.loadSummary,
     "```",
-    "Checker after the reconciler:",
-    "```",
-    formatTable(afterDrill),
-    "```",
+    `The drill's own verdict (a Job from the audit CronJob, \`railfence check --since <drill start> --quiescent --json\`, before the reconciler): exit 0, ${drill.audit.verdict}; counts ${JSON.stringify(drill.audit.counts)}`,
+    "",
+    afterDrill.details,
+    "",
+    `Negative control: ${control}`,
   ].join("\n"));
+}
+
+/** The report `railfence check --json` prints (the CLI's JSON: verdict plus the audit result). */
+interface AuditReport extends AuditResult {
+  verdict: "PASS" | "FAIL";
+}
+
+/** The `railfence check --json` report in a log that may hold other lines (the script's, stderr's) around it. */
+function parseAuditReport(text: string): AuditReport | undefined {
+  const lines = text.split("\n");
+  for (let i = lines.length - 1; i >= 0; i--) {
+    if (!lines[i]!.startsWith("{")) continue;
+    for (let j = i; j < lines.length; j++) {
+      if (!lines[j]!.startsWith("}")) continue;
+      try {
+        const parsed = JSON.parse(lines.slice(i, j + 1).join("\n")) as Partial<AuditReport>;
+        if (parsed.verdict && parsed.counts) return parsed as AuditReport;
+      } catch {
+        // not this span
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The JSON patch replica-kill.sh applies to the audit CronJob's Job (same shape, same guards). */
+function auditJobPatch(since: string, name: string): string {
+  return JSON.stringify([
+    { op: "test", path: "/spec/template/spec/containers/0/command/2", value: "check" },
+    { op: "test", path: "/spec/template/spec/containers/0/command/3", value: "--since" },
+    { op: "replace", path: "/spec/template/spec/containers/0/command/4", value: since },
+    { op: "add", path: "/spec/template/spec/containers/0/command/-", value: "--quiescent" },
+    { op: "add", path: "/metadata/labels/railfence.dev~1drill", value: name },
+  ]);
+}
+
+/**
+ * One run of the release's audit, exactly as the drill makes it: a Job from the audit CronJob
+ * (the image's `railfence check`, the auditor's login and its Secret, the statement through the
+ * rail-proxy Service), over this run's window, --quiescent. Returns its exit code and report.
+ */
+async function auditJob(k: Kube, name: string): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
+  const job = `audit-${name}`;
+  const spec = k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-audit`, "--dry-run=client", "-o", "json"]);
+  const patched = k.must(["-n", NAMESPACE, "patch", "--local", "-f", "-", "--type=json", "-p", auditJobPatch(auditSince, job), "-o", "json"], spec);
+  k.must(["-n", NAMESPACE, "create", "-f", "-"], patched);
+  const exitCode = () => k.kubectl(["-n", NAMESPACE, "get", "pods", "-l", `job-name=${job}`, "-o", "jsonpath={.items[0].status.containerStatuses[0].state.terminated.exitCode}"]).stdout.trim();
+  const code = await until(() => exitCode() || undefined, `audit Job ${job} finished`, 600_000, 2000);
+  const out = k.kubectl(["-n", NAMESPACE, "logs", `job/${job}`]).stdout;
+  return { code: Number(code), report: parseAuditReport(out), log: out };
+}
+
+/**
+ * The same audit on the node over the rail's OWN ledger (raildb, which only a test may read),
+ * as the auditor's login: a statement that left payments out would show as a difference.
+ */
+async function hostAudit(d: Databases): Promise<AuditResult> {
+  const paydb = new pg.Pool({ connectionString: d.nodeUrl("paydb", LOGINS.find((l) => l.component === "audit")!.role), max: 1 });
+  const raildb = new pg.Pool({ connectionString: d.nodeUrl("raildb"), max: 1 });
+  paydb.on("error", () => {});
+  raildb.on("error", () => {});
+  try {
+    return await runAudit(paydb, ledgerStatement(raildb), { quiescent: true });
+  } finally {
+    await paydb.end();
+    await raildb.end();
+  }
+}
+
+const violationLines = (vs: Violation[]) => vs.slice(0, 5).map((v) => v.detail).join("; ");
+
+/**
+ * Every long-running component is connected to its database as the login the profile gives it
+ * (created by the chart's migration Job, with the password from that component's Secret), and
+ * nothing from the pod network is connected as the owner or a superuser. Each login is LOGIN,
+ * neither superuser nor CREATEROLE, and a member of exactly its group role.
+ */
+async function componentLogins(d: Databases, podCidr: string): Promise<string> {
+  const sessions = await query<{ usename: string; datname: string; n: number }>(
+    d,
+    "paydb",
+    "SELECT usename, datname, count(*)::int AS n FROM pg_stat_activity WHERE client_addr <<= $1::inet GROUP BY 1, 2 ORDER BY 1, 2",
+    [podCidr],
+  );
+  const problems: string[] = [];
+  const running = LOGINS.filter((l) => !["migrate", "reconciler", "audit"].includes(l.component));
+  for (const l of running) if (!sessions.some((x) => x.usename === l.role && x.datname === l.database)) problems.push(`no session of ${l.component} as ${l.role} on ${l.database}`);
+  for (const x of sessions) if (!running.some((l) => l.role === x.usename && l.database === x.datname)) problems.push(`unexpected session ${x.usename}@${x.datname} (${x.n})`);
+  const jobLogins = LOGINS.filter((l) => l.createdBy === "job");
+  const roles = await query<{ rolname: string; rolcanlogin: boolean; rolsuper: boolean; rolcreaterole: boolean; groups: string[] }>(
+    d,
+    "paydb",
+    `SELECT r.rolname, r.rolcanlogin, r.rolsuper, r.rolcreaterole, array_remove(array_agg(g.rolname::text ORDER BY g.rolname), NULL) AS groups
+       FROM pg_roles r LEFT JOIN pg_auth_members m ON m.member = r.oid LEFT JOIN pg_roles g ON g.oid = m.roleid
+      WHERE r.rolname = ANY($1) GROUP BY 1, 2, 3, 4`,
+    [jobLogins.map((l) => l.role)],
+  );
+  const groupOf: Record<string, string> = { "rail-proxy": SERVICE_ROLES["rail-proxy"].name, executor: SERVICE_ROLES.executor.name, payouts: SERVICE_ROLES.payouts.name, reconciler: SERVICE_ROLES.reconciler.name, audit: SERVICE_ROLES.auditor.name, lock: SERVICE_ROLES.lock.name };
+  for (const l of jobLogins) {
+    const r = roles.find((x) => x.rolname === l.role);
+    if (!r) problems.push(`login ${l.role} was not created`);
+    else if (!r.rolcanlogin || r.rolsuper || r.rolcreaterole || r.groups.join() !== groupOf[l.component]) problems.push(`login ${l.role}: login ${r.rolcanlogin}, superuser ${r.rolsuper}, createrole ${r.rolcreaterole}, member of ${r.groups.join(",") || "nothing"}`);
+  }
+  if (problems.length) throw new Error(problems.join("; "));
+  return `${sessions.map((x) => `${x.usename}@${x.datname} ×${x.n}`).join(", ")} from the pod network, nothing else; ${jobLogins.length} logins made by the migration Job, each LOGIN, not superuser, not CREATEROLE, member of its group role only`;
 }
 
 /**
@@ -229,10 +344,6 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
     NAMESPACE,
     RELEASE,
     IMAGE: `${image.repository}:${image.tag}`,
-    PAYDB_URL: d.podUrl("paydb"),
-    PAYDB_SECRET: secretOf("paydb"),
-    RAILDB_URL: d.podUrl("raildb"),
-    RAILDB_SECRET: secretOf("raildb"),
     PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "400",
     ACCOUNTS: "20",
     CONCURRENCY: "8",
@@ -247,7 +358,11 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
   const r = await runScript(join(root, "deploy", "drills", "replica-kill.sh"), [], env, (l) => log(`  ${l}`));
   const kills: Kill[] = [...r.stdout.matchAll(/^(\S+) kill pod\/(\S+) (\S+)$/gm)].map((m) => ({ at: m[1]!, pod: m[2]!, mode: m[3]! }));
   const loadSummary = (r.stdout.match(/^\{"event":"load_done".*$/m) ?? ["(no load summary)"])[0];
-  if (r.status !== 0) throw new Error(`replica-kill.sh exited ${r.status}`);
+  const audit = parseAuditReport(r.stdout);
+  if (r.status !== 0) throw new Error(`replica-kill.sh exited ${r.status}${audit ? `: audit ${audit.verdict}, ${violationLines(audit.violations)}` : ""}`);
+  // Exit 0 must mean the audit ran and passed, not that nothing was checked.
+  if (!audit || audit.verdict !== "PASS" || audit.violations.length) throw new Error(`replica-kill.sh exited 0 without a passing audit report in its output`);
+  if (audit.counts.payouts < Number(env.PAYOUTS)) throw new Error(`the drill's audit saw ${audit.counts.payouts} payouts, the load created ${env.PAYOUTS}: not this run's window`);
   if (kills.length < 3) throw new Error(`only ${kills.length} kills: the load ended before the drill could kill repeatedly`);
   // Which submissions each killed pod left behind mid-call (swept: STALE_FORWARDING).
   const byPod = new Map<string, number>();
@@ -259,11 +374,10 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
   const ambiguous = rows.reduce((a, b) => a + b.n, 0);
   // The point of the drill is a process dying between intent commit and rail answer.
   if (ambiguous === 0) throw new Error("no kill landed mid-call (no ambiguous submission): the drill proved nothing about ambiguity");
-  return { kills, byPod, ambiguous, status: r.status, loadSummary };
+  return { kills, byPod, ambiguous, status: r.status, loadSummary, audit };
 }
 
 async function query<T>(d: Databases, db: "paydb" | "raildb", sql: string, params: unknown[] = []): Promise<T[]> {
-  const pg = (await import("pg")).default;
   const c = new pg.Client({ connectionString: d.nodeUrl(db) });
   await c.connect();
   try {
@@ -274,28 +388,81 @@ async function query<T>(d: Databases, db: "paydb" | "raildb", sql: string, param
 }
 
 /**
- * Runs the reconciler the way the chart schedules it (a Job from its CronJob) until no ambiguous
- * submission is left (the settlement window makes young rows wait for a later run; the chart's
- * own CronJob may get there first, which is as good), then the invariant checker on the node,
- * quiescent: zero violations required.
+ * Runs the reconciler the way the chart schedules it (a Job from its CronJob) until the audit
+ * on the node finds no ambiguous submission and no UNKNOWN payout left (the settlement window
+ * makes young rows wait for a later run; the chart's own CronJob may get there first, which is
+ * as good). Then the verdict: the release's audit Job (`railfence check`, exit 0, PASS, nothing
+ * left open), and the same audit on the node over the rail's own ledger, which must agree.
  */
-async function reconcileAndCheck(k: Kube, d: Databases, tag: string): Promise<CheckResult & { runs: number }> {
+async function reconcileAndCheck(k: Kube, d: Databases, tag: string): Promise<{ summary: string; details: string; violations: number }> {
   let runs = 0;
   for (;;) {
     const job = `reconcile-${tag}-${++runs}`;
     k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-reconciler`]);
     const w = k.kubectl(["-n", NAMESPACE, "wait", "--for=condition=complete", `job/${job}`, "--timeout=180s"]);
     if (w.status !== 0) throw new Error(`reconciler job ${job} did not complete: ${k.kubectl(["-n", NAMESPACE, "logs", `job/${job}`, "--tail=20"]).stdout}`);
-    const state = await checkInvariants(d.nodeUrl("paydb"), d.nodeUrl("raildb"), { quiescent: true });
+    const state = await hostAudit(d);
     log(`   reconciler run ${runs}: ${state.counts.ambiguousUnresolved} ambiguous left, ${state.counts.payoutsUnknown} payouts UNKNOWN`);
     if (state.counts.ambiguousUnresolved === 0 && state.counts.payoutsUnknown === 0) break;
     if (runs >= 8) throw new Error(`${state.counts.ambiguousUnresolved} ambiguous submissions still unresolved after ${runs} reconciler runs`);
     // Nothing younger than the settlement window (30 s) is decided NOT_PAID: let it age.
     await sleep(10_000);
   }
-  const result = await checkInvariants(d.nodeUrl("paydb"), d.nodeUrl("raildb"), { quiescent: true });
-  if (result.violations.length) throw new Error(`${result.violations.length} invariant violations: ${result.violations.slice(0, 5).map((v) => `${v.invariant}: ${v.detail}`).join("; ")}`);
-  return { ...result, runs };
+  const audit = await auditJob(k, tag);
+  const r = audit.report;
+  if (!r) throw new Error(`audit Job exited ${audit.code} without a report: ${audit.log.slice(-600)}`);
+  if (audit.code !== 0 || r.verdict !== "PASS" || r.violations.length) throw new Error(`audit Job exited ${audit.code} (${r.verdict}): ${violationLines(r.violations)}`);
+  if (r.counts.ambiguousUnresolved !== 0 || r.counts.payoutsUnknown !== 0 || r.counts.payoutsOpen !== 0) throw new Error(`the audit still sees ${r.counts.ambiguousUnresolved} ambiguous, ${r.counts.payoutsUnknown} UNKNOWN, ${r.counts.payoutsOpen} open payouts`);
+  const host = await hostAudit(d);
+  if (host.violations.length) throw new Error(`the audit over the rail's own ledger: ${violationLines(host.violations)}`);
+  const compared = ["railPayments", "railAccepted", "intents", "payouts", "payoutsPaid", "payoutsFailed", "resolvedPaid", "resolvedNotPaid"] as const;
+  const differ = compared.filter((c) => r.counts[c] !== host.counts[c]);
+  if (differ.length) throw new Error(`the release's audit and the ledger audit disagree on ${differ.map((c) => `${c} (${r.counts[c]} vs ${host.counts[c]})`).join(", ")}`);
+  const c = r.counts;
+  const summary = `${runs} reconciler Job run(s); audit Job exit 0, ${r.verdict}: ${c.payouts} payouts (${c.payoutsPaid} PAID, ${c.payoutsFailed} FAILED), ${c.railAccepted} rail payments, ambiguous resolved paid ${c.resolvedPaid} / not paid ${c.resolvedNotPaid}, 0 unresolved; the ledger audit agrees`;
+  const details = [
+    `Verdict after the reconciler: a Job from cronjob/${RELEASE}-audit (\`railfence check --since ${auditSince} --quiescent --json\`), exit ${audit.code}, ${r.verdict}:`,
+    "```",
+    formatTable(r),
+    "```",
+    `Counts: ${JSON.stringify(r.counts)}. The same audit on the node over the rail's own ledger (raildb): 0 violations, equal on ${compared.join(", ")}.`,
+  ].join("\n");
+  return { summary, details, violations: r.violations.length };
+}
+
+/**
+ * Negative control of the verdict: a second payment of a PAID payout, under an unrelated
+ * reference, booked on the rail's ledger (as a rail that paid twice would show it). The same
+ * audit Job must exit 5 and name that payout under INV-02; with the row removed it passes again.
+ */
+async function auditNegativeControl(k: Kube, d: Databases): Promise<string> {
+  const planted = `rr_planted_${Date.now().toString(36)}`;
+  const [p] = await query<{ payout_id: string; account_id: string; beneficiary: string; amount_minor: string; currency: string }>(
+    d,
+    "paydb",
+    "SELECT payout_id, account_id, beneficiary, amount_minor::text, currency FROM payouts WHERE state = 'PAID' ORDER BY created_at DESC LIMIT 1",
+  );
+  if (!p) throw new Error("no PAID payout to plant a second payment for");
+  await query(d, "raildb", "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ($1, $2, $3, $4, $5, $6, 'ACCEPTED')", [
+    planted,
+    `${p.payout_id}.retry`,
+    p.account_id,
+    p.beneficiary,
+    p.amount_minor,
+    p.currency,
+  ]);
+  let caught;
+  try {
+    caught = await auditJob(k, "planted");
+  } finally {
+    await query(d, "raildb", "DELETE FROM payments WHERE rail_reference = $1", [planted]);
+  }
+  const inv02 = caught.report?.violations.filter((v) => v.invariant === "INV-02") ?? [];
+  if (caught.code !== 5 || caught.report?.verdict !== "FAIL") throw new Error(`with a planted double payment the audit Job exited ${caught.code} (${caught.report?.verdict ?? "no report"}), not 5 FAIL`);
+  if (inv02.map((v) => v.row.payout_id).join() !== p.payout_id || !JSON.stringify(inv02[0]!.row).includes(planted)) throw new Error(`the audit did not name the planted payment: ${violationLines(caught.report!.violations)}`);
+  const again = await auditJob(k, "cleaned");
+  if (again.code !== 0 || again.report?.verdict !== "PASS") throw new Error(`with the planted payment removed the audit Job exited ${again.code}`);
+  return `a second payment of PAID payout ${p.payout_id} (${planted}) on the rail's ledger: the audit Job exited 5, FAIL, INV-02 naming that payout and payment; removed: exit 0, PASS`;
 }
 
 /** The ambiguous submissions and how they were closed, for the report. */
@@ -377,7 +544,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const errors = new Map<string, number>();
   for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
   const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
-  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), checker ${checked.violations.length} violations`;
+  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), audit ${checked.violations} violations`;
   const details = [
     `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
     "",
@@ -396,10 +563,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
     "",
     closed,
     "",
-    "Checker after the upgrade:",
-    "```",
-    formatTable(checked),
-    "```",
+    checked.details,
   ].join("\n");
   return { summary, details };
 }
