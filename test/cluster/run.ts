@@ -96,11 +96,14 @@ async function main(): Promise<void> {
   }, (s) => `release ${(JSON.parse(s) as { info: { status: string } }).info.status}, server ${version.serverVersion.gitVersion}`);
 
   await report.step("every pod Ready through its gRPC probes", () => everyPodReady(k), (v) => v);
-  await report.step("every component logs in as its own login, made by the migration Job", () => componentLogins(databases, info.podCidr), (v) => v);
 
   const payoutsIp = k.must(["-n", NAMESPACE, "get", "svc", `${RELEASE}-payouts`, "-o", "jsonpath={.spec.clusterIP}"]).trim();
   const payoutsUrl = `http://${payoutsIp}:7400`;
+  // Sessions are sampled while the first payout goes through every component (pools close idle
+  // connections, so a single look could miss a component that is not busy at that moment).
+  const sessions = new SessionSampler(databases, info.podCidr).start();
   await report.step("a payout through the payouts Service reaches PAID; its trace reaches the receiver", () => payoutAndTrace(payoutsUrl, otlp), (v) => v);
+  await report.step("every component logs in as its own login, made by the migration Job", () => componentLogins(databases, sessions), (v) => v);
 
   await report.step("NetworkPolicy objects select the right pods", () => checkNetworkPolicies(k, NAMESPACE, RELEASE, info), (v) => v);
   const enforcement = await report.step("NetworkPolicy enforcement (observed, not required)", () => probeEnforcement(k, NAMESPACE, RELEASE, image), (v) => v);
@@ -215,23 +218,58 @@ async function hostAudit(d: Databases): Promise<AuditResult> {
 
 const violationLines = (vs: Violation[]) => vs.slice(0, 5).map((v) => v.detail).join("; ");
 
+/** Which logins the pod network has sessions of, on which database: sampled every 200 ms. */
+class SessionSampler {
+  readonly seen = new Map<string, number>();
+  private stopped = false;
+  private loop: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly d: Databases,
+    private readonly podCidr: string,
+  ) {}
+
+  start(): this {
+    this.loop = (async () => {
+      while (!this.stopped) {
+        const rows = await query<{ usename: string; datname: string; n: number }>(
+          this.d,
+          "paydb",
+          "SELECT usename, datname, count(*)::int AS n FROM pg_stat_activity WHERE client_addr <<= $1::inet GROUP BY 1, 2",
+          [this.podCidr],
+        ).catch(() => []);
+        for (const r of rows) this.seen.set(`${r.usename}@${r.datname}`, Math.max(this.seen.get(`${r.usename}@${r.datname}`) ?? 0, r.n));
+        await sleep(200);
+      }
+    })();
+    return this;
+  }
+
+  /** Samples until every key in `wanted` was seen (or timeoutMs), then stops. */
+  async stop(wanted: string[], timeoutMs: number): Promise<Map<string, number>> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline && !wanted.every((w) => this.seen.has(w))) await sleep(200);
+    this.stopped = true;
+    await this.loop;
+    return this.seen;
+  }
+}
+
 /**
- * Every long-running component is connected to its database as the login the profile gives it
+ * Every long-running component connects to its database as the login the profile gives it
  * (created by the chart's migration Job, with the password from that component's Secret), and
- * nothing from the pod network is connected as the owner or a superuser. Each login is LOGIN,
- * neither superuser nor CREATEROLE, and a member of exactly its group role.
+ * nothing from the pod network connects as the owner, a superuser or anyone else. Each login is
+ * LOGIN, neither superuser nor CREATEROLE, and a member of exactly its group role.
  */
-async function componentLogins(d: Databases, podCidr: string): Promise<string> {
-  const sessions = await query<{ usename: string; datname: string; n: number }>(
-    d,
-    "paydb",
-    "SELECT usename, datname, count(*)::int AS n FROM pg_stat_activity WHERE client_addr <<= $1::inet GROUP BY 1, 2 ORDER BY 1, 2",
-    [podCidr],
-  );
+async function componentLogins(d: Databases, sampler: SessionSampler): Promise<string> {
   const problems: string[] = [];
+  const key = (l: { role: string; database: string }) => `${l.role}@${l.database}`;
   const running = LOGINS.filter((l) => !["migrate", "reconciler", "audit"].includes(l.component));
-  for (const l of running) if (!sessions.some((x) => x.usename === l.role && x.datname === l.database)) problems.push(`no session of ${l.component} as ${l.role} on ${l.database}`);
-  for (const x of sessions) if (!running.some((l) => l.role === x.usename && l.database === x.datname)) problems.push(`unexpected session ${x.usename}@${x.datname} (${x.n})`);
+  // The reconciler's and the audit's CronJob pods may run meanwhile: as themselves, that is fine.
+  const allowed = new Set(LOGINS.filter((l) => l.component !== "migrate").map(key));
+  const seen = await sampler.stop(running.map(key), 60_000);
+  for (const l of running) if (!seen.has(key(l))) problems.push(`no session of ${l.component} as ${l.role} on ${l.database}`);
+  for (const k of seen.keys()) if (!allowed.has(k)) problems.push(`unexpected session ${k}`);
   const jobLogins = LOGINS.filter((l) => l.createdBy === "job");
   const roles = await query<{ rolname: string; rolcanlogin: boolean; rolsuper: boolean; rolcreaterole: boolean; groups: string[] }>(
     d,
@@ -248,7 +286,7 @@ async function componentLogins(d: Databases, podCidr: string): Promise<string> {
     else if (!r.rolcanlogin || r.rolsuper || r.rolcreaterole || r.groups.join() !== groupOf[l.component]) problems.push(`login ${l.role}: login ${r.rolcanlogin}, superuser ${r.rolsuper}, createrole ${r.rolcreaterole}, member of ${r.groups.join(",") || "nothing"}`);
   }
   if (problems.length) throw new Error(problems.join("; "));
-  return `${sessions.map((x) => `${x.usename}@${x.datname} ×${x.n}`).join(", ")} from the pod network, nothing else; ${jobLogins.length} logins made by the migration Job, each LOGIN, not superuser, not CREATEROLE, member of its group role only`;
+  return `sessions from the pod network: ${[...seen].map(([k, n]) => `${k} (up to ${n})`).join(", ")}, nothing else; ${jobLogins.length} logins made by the migration Job, each LOGIN, not superuser, not CREATEROLE, member of its group role only`;
 }
 
 /**
