@@ -96,8 +96,10 @@ export function checkNetworkPolicies(k: Kube, ns: string, release: string, info:
             if (!comp) problems.push(`${name} ${dir}: a pod peer without a component`);
             else comps.add(comp);
             // The selector must match the running pods of that component (all of them, nothing else).
+            // Both lists read now: a CronJob's pod (reconciler, the daily audit) may have started
+            // since the release's pods were listed above.
             const matched = podsBy(peer.podSelector);
-            const ofComp = releasePods.filter((rp) => rp.metadata.labels?.[COMPONENT] === comp);
+            const ofComp = podsBy({ matchLabels: { "app.kubernetes.io/instance": release, [COMPONENT]: comp! } });
             if (matched.some((m) => m.metadata.labels?.[COMPONENT] !== comp) || matched.length !== ofComp.length) {
               problems.push(`${name} ${dir} peer ${selectorArg(peer.podSelector)} matches ${matched.length} pods, ${comp} has ${ofComp.length}`);
             }
