@@ -111,22 +111,26 @@ async function main(): Promise<void> {
 
   // ---- drills ----
   if (skip.size) report.section("Skipped", `CLUSTER_SKIP=${[...skip].join(",")}: this run is not a full test.`);
-  if (!skip.has("drill")) await drillSteps(k, image, databases);
+  // The drills are independent: a failed one is recorded (the run fails) and the next still runs,
+  // so one finding does not hide what the others would have shown.
+  if (!skip.has("drill")) await drillSteps(k, image, databases).catch(() => {});
   if (!skip.has("upgrade")) {
-    const upgrade = await report.step("rolling upgrade under load (helm upgrade, new image tag)", () => rollingUpgrade(k, profile, image, payoutsUrl, databases), (u) => u.summary);
-    report.section("Rolling upgrade", upgrade.details);
+    const upgrade = await report.step("rolling upgrade under load (helm upgrade, new image tag)", () => rollingUpgrade(k, profile, image, payoutsUrl, databases), (u) => u.summary).catch(() => undefined);
+    if (upgrade) report.section("Rolling upgrade", upgrade.details);
   }
   if (!skip.has("drain")) {
-    const drain = await report.step("kubectl drain respects the rail-proxy PDB", () => drainAgainstPdb(k, info.node), (d) => d.summary);
-    report.section("Drain", drain.details);
+    const drain = await report.step("kubectl drain respects the rail-proxy PDB", () => drainAgainstPdb(k, info.node), (d) => d.summary).catch(() => undefined);
+    if (drain) report.section("Drain", drain.details);
   }
   if (skip.size) report.failed = true;
 }
 
 async function drillSteps(k: Kube, image: ImageRef, databases: Databases): Promise<void> {
   const drill = await report.step("replica-kill drill (deploy/drills/replica-kill.sh)", () => replicaKillDrill(k, image, databases), (d) => `${d.kills.length} kills (${d.kills.filter((x) => x.mode === "sigkill").length} SIGKILL, ${d.kills.filter((x) => x.mode === "force-delete").length} force-delete), ${d.ambiguous} submissions left ambiguous by killed pods; the script's audit Job: ${d.audit.verdict}, ${d.audit.violations.length} violations, ${d.audit.counts.ambiguousUnresolved} ambiguous listed for the reconciler`);
-  const afterDrill = await report.step("reconciler, then the release's audit (railfence check) after the drill", () => reconcileAndCheck(k, databases, "drill"), (r) => r.summary);
-  const control = await report.step("the audit catches a planted double payment (negative control)", () => auditNegativeControl(k, databases), (v) => v);
+  const afterDrill = await report
+    .step("reconciler, then the release's audit (railfence check) after the drill", () => reconcileAndCheck(k, databases, "drill", auditSince), (r) => r.summary)
+    .catch((err: unknown) => ({ details: `Reconciler and audit after the drill: FAILED, ${(err as Error).message}` }));
+  const control = await report.step("the audit catches a planted double payment (negative control)", () => auditNegativeControl(k, databases), (v) => v).catch((err: unknown) => `FAILED, ${(err as Error).message}`);
   const closed = await ambiguityTable(databases);
   report.section("Replica-kill drill", [
     "Kills, in order (`force-delete`: `kubectl delete --grace-period=0 --force`; `sigkill`: the rail-proxy container SIGKILLed through the node's containerd, restarted in place by the kubelet):",
@@ -188,10 +192,10 @@ function auditJobPatch(since: string, name: string): string {
  * (the image's `railfence check`, the auditor's login and its Secret, the statement through the
  * rail-proxy Service), over this run's window, --quiescent. Returns its exit code and report.
  */
-async function auditJob(k: Kube, name: string): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
+async function auditJob(k: Kube, name: string, since = auditSince): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
   const job = `audit-${name}`;
   const spec = k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-audit`, "--dry-run=client", "-o", "json"]);
-  const patched = k.must(["-n", NAMESPACE, "patch", "--local", "-f", "-", "--type=json", "-p", auditJobPatch(auditSince, job), "-o", "json"], spec);
+  const patched = k.must(["-n", NAMESPACE, "patch", "--local", "-f", "-", "--type=json", "-p", auditJobPatch(since, job), "-o", "json"], spec);
   k.must(["-n", NAMESPACE, "create", "-f", "-"], patched);
   const exitCode = () => k.kubectl(["-n", NAMESPACE, "get", "pods", "-l", `job-name=${job}`, "-o", "jsonpath={.items[0].status.containerStatuses[0].state.terminated.exitCode}"]).stdout.trim();
   const code = await until(() => exitCode() || undefined, `audit Job ${job} finished`, 600_000, 2000);
@@ -203,13 +207,13 @@ async function auditJob(k: Kube, name: string): Promise<{ code: number; report: 
  * The same audit on the node over the rail's OWN ledger (raildb, which only a test may read),
  * as the auditor's login: a statement that left payments out would show as a difference.
  */
-async function hostAudit(d: Databases): Promise<AuditResult> {
+async function hostAudit(d: Databases, since?: string): Promise<AuditResult> {
   const paydb = new pg.Pool({ connectionString: d.nodeUrl("paydb", LOGINS.find((l) => l.component === "audit")!.role), max: 1 });
   const raildb = new pg.Pool({ connectionString: d.nodeUrl("raildb"), max: 1 });
   paydb.on("error", () => {});
   raildb.on("error", () => {});
   try {
-    return await runAudit(paydb, ledgerStatement(raildb), { quiescent: true });
+    return await runAudit(paydb, ledgerStatement(raildb), { quiescent: true, ...(since ? { since: new Date(since) } : {}) });
   } finally {
     await paydb.end();
     await raildb.end();
@@ -427,31 +431,42 @@ async function query<T>(d: Databases, db: "paydb" | "raildb", sql: string, param
 
 /**
  * Runs the reconciler the way the chart schedules it (a Job from its CronJob) until the audit
- * on the node finds no ambiguous submission and no UNKNOWN payout left (the settlement window
- * makes young rows wait for a later run; the chart's own CronJob may get there first, which is
- * as good). Then the verdict: the release's audit Job (`railfence check`, exit 0, PASS, nothing
- * left open), and the same audit on the node over the rail's own ledger, which must agree.
+ * on the node finds no ambiguous submission and no UNKNOWN payout left in the window (the
+ * settlement window makes young rows wait for a later run; the chart's own CronJob may get there
+ * first, which is as good). Then the verdict: the release's audit Job (`railfence check`, exit 0,
+ * PASS, nothing left open), and the same audit on the node over the rail's own ledger, which must
+ * agree. A payout still UNKNOWN when nothing is ambiguous any more is a failure, explained in
+ * the report with its fence and its submissions.
  */
-async function reconcileAndCheck(k: Kube, d: Databases, tag: string): Promise<{ summary: string; details: string; violations: number }> {
+async function reconcileAndCheck(k: Kube, d: Databases, tag: string, since: string): Promise<{ summary: string; details: string; violations: number }> {
   let runs = 0;
+  let settledRuns = 0;
   for (;;) {
     const job = `reconcile-${tag}-${++runs}`;
     k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-reconciler`]);
     const w = k.kubectl(["-n", NAMESPACE, "wait", "--for=condition=complete", `job/${job}`, "--timeout=180s"]);
     if (w.status !== 0) throw new Error(`reconciler job ${job} did not complete: ${k.kubectl(["-n", NAMESPACE, "logs", `job/${job}`, "--tail=20"]).stdout}`);
-    const state = await hostAudit(d);
+    const state = await hostAudit(d, since);
     log(`   reconciler run ${runs}: ${state.counts.ambiguousUnresolved} ambiguous left, ${state.counts.payoutsUnknown} payouts UNKNOWN`);
     if (state.counts.ambiguousUnresolved === 0 && state.counts.payoutsUnknown === 0) break;
+    // Nothing ambiguous left: one more run has the reconciler's UNKNOWN sync pass; after that,
+    // an UNKNOWN payout has nothing left that could close it.
+    if (state.counts.ambiguousUnresolved === 0 && ++settledRuns >= 2) break;
     if (runs >= 8) throw new Error(`${state.counts.ambiguousUnresolved} ambiguous submissions still unresolved after ${runs} reconciler runs`);
     // Nothing younger than the settlement window (30 s) is decided NOT_PAID: let it age.
     await sleep(10_000);
   }
-  const audit = await auditJob(k, tag);
+  const audit = await auditJob(k, tag, since);
   const r = audit.report;
   if (!r) throw new Error(`audit Job exited ${audit.code} without a report: ${audit.log.slice(-600)}`);
   if (audit.code !== 0 || r.verdict !== "PASS" || r.violations.length) throw new Error(`audit Job exited ${audit.code} (${r.verdict}): ${violationLines(r.violations)}`);
+  const stuck = await stuckUnknown(d, since);
+  if (stuck.length) {
+    report.section(`Payouts left UNKNOWN after the ${tag} (reconciler runs: ${runs})`, stuck.join("\n"));
+    throw new Error(`${r.counts.payoutsUnknown} payouts stay UNKNOWN although nothing is ambiguous any more (the audit Job: exit 0, ${r.verdict}, ${r.counts.resolvedNotPaid} resolved NOT_PAID): ${stuck.length - 2} rows in the report's section "Payouts left UNKNOWN"`);
+  }
   if (r.counts.ambiguousUnresolved !== 0 || r.counts.payoutsUnknown !== 0 || r.counts.payoutsOpen !== 0) throw new Error(`the audit still sees ${r.counts.ambiguousUnresolved} ambiguous, ${r.counts.payoutsUnknown} UNKNOWN, ${r.counts.payoutsOpen} open payouts`);
-  const host = await hostAudit(d);
+  const host = await hostAudit(d, since);
   if (host.violations.length) throw new Error(`the audit over the rail's own ledger: ${violationLines(host.violations)}`);
   const compared = ["railPayments", "railAccepted", "intents", "payouts", "payoutsPaid", "payoutsFailed", "resolvedPaid", "resolvedNotPaid"] as const;
   const differ = compared.filter((c) => r.counts[c] !== host.counts[c]);
@@ -459,13 +474,28 @@ async function reconcileAndCheck(k: Kube, d: Databases, tag: string): Promise<{ 
   const c = r.counts;
   const summary = `${runs} reconciler Job run(s); audit Job exit 0, ${r.verdict}: ${c.payouts} payouts (${c.payoutsPaid} PAID, ${c.payoutsFailed} FAILED), ${c.railAccepted} rail payments, ambiguous resolved paid ${c.resolvedPaid} / not paid ${c.resolvedNotPaid}, 0 unresolved; the ledger audit agrees`;
   const details = [
-    `Verdict after the reconciler: a Job from cronjob/${RELEASE}-audit (\`railfence check --since ${auditSince} --quiescent --json\`), exit ${audit.code}, ${r.verdict}:`,
+    `Verdict after the reconciler: a Job from cronjob/${RELEASE}-audit (\`railfence check --since ${since} --quiescent --json\`), exit ${audit.code}, ${r.verdict}:`,
     "```",
     formatTable(r),
     "```",
     `Counts: ${JSON.stringify(r.counts)}. The same audit on the node over the rail's own ledger (raildb): 0 violations, equal on ${compared.join(", ")}.`,
   ].join("\n");
   return { summary, details, violations: r.violations.length };
+}
+
+/** UNKNOWN payouts of the window with their fence and their submissions, as a table (empty: none). */
+async function stuckUnknown(d: Databases, since: string): Promise<string[]> {
+  const rows = await query<{ payout_id: string; fence: string; reason: string | null; submissions: string }>(
+    d,
+    "paydb",
+    `SELECT p.payout_id, p.fence::text, p.failure_reason AS reason,
+            string_agg(s.state || ' token ' || s.fencing_token || COALESCE(' by ' || s.resolution_actor, '') || ' (' || s.replica_id || ')', '; ' ORDER BY s.created_at) AS submissions
+       FROM payouts p LEFT JOIN rail_submissions s ON s.bound_payout_id = p.payout_id
+      WHERE p.state = 'UNKNOWN' AND p.created_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1`,
+    [since],
+  );
+  if (!rows.length) return [];
+  return ["| payout | fence | failure_reason | its submissions |", "|---|---|---|---|", ...rows.map((r) => `| ${r.payout_id} | ${r.fence} | ${r.reason ?? "-"} | ${r.submissions ?? "none"} |`)];
 }
 
 /**
@@ -576,7 +606,8 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   if (unexplained.length) {
     throw new Error(`ambiguous submissions no stopping pod explains: ${unexplained.map((a) => `${a.payout_id} (${a.ambiguity_cause}, replica ${a.replica_id}, at ${new Date(a.created_ms).toISOString().slice(11, 23)})`).join("; ")}; pods stopped: ${[...watcher.pods.values()].filter((p) => p.stopAsked).map((p) => `${p.name} ${new Date(p.stopAsked!).toISOString().slice(11, 19)}-${new Date(p.lastSeen).toISOString().slice(11, 19)}`).join(", ")}`);
   }
-  const checked = await reconcileAndCheck(k, d, "upgrade");
+  // The upgrade's own window (the drill's payouts were audited by the drill's step).
+  const checked = await reconcileAndCheck(k, d, "upgrade", new Date(t0.getTime() - 60_000).toISOString().slice(0, 19) + "Z");
   const closed = await ambiguityTable(d, t0);
   const retried = load.intents.filter((i) => i.attempts > 1);
   const errors = new Map<string, number>();
