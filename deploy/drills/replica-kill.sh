@@ -24,6 +24,10 @@
 #       process dies between intent commit and rail answer, the kubelet restarts the container
 #       in the same pod: the drill's real case (C5 §5.3), which managed clusters do not expose.
 #   mixed    alternate the two (sigkill first).
+# KEEP_READY (1): a kill happens only while more than this many rail-proxy pods are Ready, so the
+#   drill takes replicas, not the service: on a slow node, killing the last Ready replica again
+#   and again starves the executors (no proxy to ask) until the load never settles. 0 kills
+#   whatever is Ready.
 # Output: one line per kill, "<time> kill pod/<name> <mode>", the load's summary as JSON, and the
 # audit's report (`railfence check --json`).
 #
@@ -31,6 +35,7 @@
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
 #           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) KILL_MODE (force-delete) SIGKILL_CMD
+#           KEEP_READY (1)
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -44,6 +49,7 @@ TIMEOUT_S=${TIMEOUT_S:-900}
 : "${IMAGE:?set IMAGE to the railfence image the release runs (the load Job runs in it)}"
 KILL_MODE=${KILL_MODE:-force-delete}
 SIGKILL_CMD=${SIGKILL_CMD:-}
+KEEP_READY=${KEEP_READY:-1}
 case $KILL_MODE in
   force-delete) ;;
   sigkill|mixed) [ -n "$SIGKILL_CMD" ] || { echo "KILL_MODE=$KILL_MODE needs SIGKILL_CMD" >&2; exit 2; } ;;
@@ -228,7 +234,7 @@ YAML
 # Kill rail-proxy replicas while the executors pay (the load job ends when every payout is
 # settled). Only Ready pods are victims: a container SIGKILLed again and again would sit in the
 # kubelet's restart back-off and the drill would end up killing nothing.
-log "killing a Ready rail-proxy pod every ${KILL_EVERY_S}s ($KILL_MODE) until the load job ends"
+log "killing a Ready rail-proxy pod every ${KILL_EVERY_S}s ($KILL_MODE, while more than $KEEP_READY are Ready) until the load job ends"
 kills=0
 deadline=$((SECONDS + TIMEOUT_S))
 while :; do
@@ -238,7 +244,7 @@ while :; do
   mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running \
     -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].ready}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].containerID}{"\n"}{end}' \
     | awk '$2 == "true" && $3 != "" {print $1, $3}')
-  if [ "${#pods[@]}" -gt 0 ]; then
+  if [ "${#pods[@]}" -gt "$KEEP_READY" ]; then
     read -r victim cid <<<"${pods[$((RANDOM % ${#pods[@]}))]}"
     mode=$KILL_MODE
     [ "$KILL_MODE" = mixed ] && { [ $((kills % 2)) -eq 0 ] && mode=sigkill || mode=force-delete; }
