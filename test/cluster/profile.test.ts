@@ -70,7 +70,7 @@ describe("the test cluster's values profile", () => {
     }
     const withFaults = all.filter(({ c }) => env(c, "RAIL_STUB_FAULTS") !== undefined).map(({ component }) => component);
     expect(withFaults).toEqual(["rail-stub"]);
-    expect(JSON.parse(env(all.find(({ component }) => component === "rail-stub")!.c, "RAIL_STUB_FAULTS")!)).toEqual([{ kind: "LATENCY", latencyMs: 80, count: 0, clientReferencePrefix: "" }]);
+    expect(JSON.parse(env(all.find(({ component }) => component === "rail-stub")!.c, "RAIL_STUB_FAULTS")!)).toEqual([{ kind: "LATENCY", latencyMs: 150, count: 0, clientReferencePrefix: "" }]);
   });
 
   it("points every database URL and the collector at the node; each component its own login and Secret", () => {

@@ -142,8 +142,8 @@ export interface ProfileOptions {
  * The values profile for this cluster. Cleartext h2c between pods (tls.enabled=false with
  * allowInsecure): that is the chart mode whose probes are gRPC probes against
  * grpc.health.v1, which is what this cluster verifies; the TLS mode's HTTP probes are not
- * exercised here. The development rail (rail-stub) answers after 80 ms so that a killed
- * rail-proxy pod dies with calls in flight.
+ * exercised here. The development rail (rail-stub) answers after 150 ms (as in the container
+ * smoke test) so that a killed rail-proxy pod dies with calls in flight.
  */
 export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
   const database: Record<string, Record<string, unknown>> = { paydb: { url: o.dbs.podUrl("paydb"), credentials: {} }, lockdb: { url: o.dbs.podUrl("lockdb"), credentials: {} } };
@@ -160,7 +160,7 @@ export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
     tls: { enabled: false, allowInsecure: true },
     database,
     rail: { existingSecret: RAIL_SECRET, credentialKey: "credential" },
-    railStub: { enabled: true, resources: small, faults: JSON.stringify([{ kind: "LATENCY", latencyMs: 80, count: 0, clientReferencePrefix: "" }]) },
+    railStub: { enabled: true, resources: small, faults: JSON.stringify([{ kind: "LATENCY", latencyMs: 150, count: 0, clientReferencePrefix: "" }]) },
     // One node: the zone and host spread constraints cannot be met and must not block scheduling.
     topology: { zoneWhenUnsatisfiable: "ScheduleAnyway", hostWhenUnsatisfiable: "ScheduleAnyway" },
     // NOT_PAID only after the rail's statement has had time to show a payment: kept short so a

@@ -387,7 +387,7 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
     NAMESPACE,
     RELEASE,
     IMAGE: `${image.repository}:${image.tag}`,
-    PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "400",
+    PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "600",
     ACCOUNTS: "20",
     CONCURRENCY: "8",
     KILL_EVERY_S: "6",
