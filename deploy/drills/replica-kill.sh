@@ -28,6 +28,9 @@
 #   drill takes replicas, not the service: on a slow node, killing the last Ready replica again
 #   and again starves the executors (no proxy to ask) until the load never settles. 0 kills
 #   whatever is Ready.
+# VICTIM (random): which Ready pod. "oldest" takes the one whose rail-proxy container has run
+#   longest: clients keep their HTTP/2 connections, so that is the replica most likely to have
+#   calls in flight (a fresh replacement often has none, and a kill of it proves little).
 # Output: one line per kill, "<time> kill pod/<name> <mode>", the load's summary as JSON, and the
 # audit's report (`railfence check --json`).
 #
@@ -35,7 +38,7 @@
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
 #           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) KILL_MODE (force-delete) SIGKILL_CMD
-#           KEEP_READY (1)
+#           KEEP_READY (1) VICTIM (random)
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -50,6 +53,8 @@ TIMEOUT_S=${TIMEOUT_S:-900}
 KILL_MODE=${KILL_MODE:-force-delete}
 SIGKILL_CMD=${SIGKILL_CMD:-}
 KEEP_READY=${KEEP_READY:-1}
+VICTIM=${VICTIM:-random}
+case $VICTIM in random|oldest) ;; *) echo "VICTIM must be random or oldest" >&2; exit 2 ;; esac
 case $KILL_MODE in
   force-delete) ;;
   sigkill|mixed) [ -n "$SIGKILL_CMD" ] || { echo "KILL_MODE=$KILL_MODE needs SIGKILL_CMD" >&2; exit 2; } ;;
@@ -242,10 +247,12 @@ while :; do
   [ -n "$done_state" ] && break
   [ "$SECONDS" -ge "$deadline" ] && { log "load did not finish within ${TIMEOUT_S}s"; break; }
   mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running \
-    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].ready}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].containerID}{"\n"}{end}' \
-    | awk '$2 == "true" && $3 != "" {print $1, $3}')
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].ready}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].containerID}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].state.running.startedAt}{"\n"}{end}' \
+    | awk '$2 == "true" && $3 != "" {print $4, $1, $3}' | sort | cut -d' ' -f2-)
   if [ "${#pods[@]}" -gt "$KEEP_READY" ]; then
-    read -r victim cid <<<"${pods[$((RANDOM % ${#pods[@]}))]}"
+    pick=$((RANDOM % ${#pods[@]}))
+    [ "$VICTIM" = oldest ] && pick=0
+    read -r victim cid <<<"${pods[$pick]}"
     mode=$KILL_MODE
     [ "$KILL_MODE" = mixed ] && { [ $((kills % 2)) -eq 0 ] && mode=sigkill || mode=force-delete; }
     if [ "$mode" = sigkill ]; then

@@ -394,6 +394,8 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
     // Both kinds of kill: force deletion (what a managed cluster offers) and a real SIGKILL of
     // the container through the node's containerd (a process dying mid-call).
     KILL_MODE: "mixed",
+    // The replica up longest holds the executors' HTTP/2 connections: its death lands mid-call.
+    VICTIM: "oldest",
     SIGKILL_CMD: `ctr --address ${k.info.containerdAddress} -n k8s.io tasks kill -s SIGKILL`,
     SETTLE_S: "20",
     TIMEOUT_S: "600",
