@@ -97,7 +97,7 @@ export class Kube {
 }
 
 export interface KubeObject {
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; deletionTimestamp?: string; uid?: string };
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; deletionTimestamp?: string; deletionGracePeriodSeconds?: number; uid?: string };
   spec?: Record<string, unknown>;
   status?: Record<string, unknown>;
 }
@@ -175,7 +175,9 @@ export class PodWatcher {
           for (const p of (JSON.parse(r.stdout) as KubeList<Pod>).items) {
             const life = this.pods.get(p.metadata.name) ?? { name: p.metadata.name, component: p.metadata.labels?.["app.kubernetes.io/component"] ?? "?", lastSeen: now };
             life.lastSeen = now;
-            if (p.metadata.deletionTimestamp && life.stopAsked === undefined) life.stopAsked = Date.parse(p.metadata.deletionTimestamp);
+            // deletionTimestamp is when the grace period ENDS (the API server sets it to the
+            // request time plus deletionGracePeriodSeconds): the request was that much earlier.
+            if (p.metadata.deletionTimestamp && life.stopAsked === undefined) life.stopAsked = Date.parse(p.metadata.deletionTimestamp) - 1000 * (p.metadata.deletionGracePeriodSeconds ?? 0);
             this.pods.set(p.metadata.name, life);
           }
         }
