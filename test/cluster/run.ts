@@ -240,7 +240,8 @@ class SessionSampler {
         const rows = await query<{ usename: string; datname: string; n: number }>(
           this.d,
           "paydb",
-          "SELECT usename, datname, count(*)::int AS n FROM pg_stat_activity WHERE client_addr <<= $1::inet GROUP BY 1, 2",
+          // A connection still authenticating has no user yet: not a session of anyone.
+          "SELECT usename, datname, count(*)::int AS n FROM pg_stat_activity WHERE client_addr <<= $1::inet AND usename IS NOT NULL GROUP BY 1, 2",
           [this.podCidr],
         ).catch(() => []);
         for (const r of rows) this.seen.set(`${r.usename}@${r.datname}`, Math.max(this.seen.get(`${r.usename}@${r.datname}`) ?? 0, r.n));
