@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cluster replica-kill drill (C5 §5.3 on a real cluster):
 #   1. a load Job creates payouts through the payouts API (Idempotency-Key per payout),
-#   2. meanwhile rail-proxy pods are force-deleted (--grace-period=0 --force) on a schedule,
+#   2. until the executors have settled every payout it created, a Ready rail-proxy pod is killed
+#      on a schedule (KILL_MODE below),
 #   3. after the load and a settle period, the verdict is the release's own daily audit: a Job
 #      made from the audit CronJob (`kubectl create job --from`, so exactly its pod: the image's
 #      `railfence check`, the auditor's login and certificate, its NetworkPolicy), with --quiescent
@@ -11,10 +12,33 @@
 # the audit (audit.enabled=true, the default). Nothing is built or shipped from a checkout: the
 # product image holds the audit, and the load is plain node:http2 inside that image.
 #
+# KILL_MODE:
+#   force-delete (default)  kubectl delete pod --grace-period=0 --force: what any cluster user
+#       can do. It is NOT a SIGKILL: the pod object goes at once, but the kubelet still runs the
+#       preStop hook (cut short) and sends SIGTERM with a grace of at least 2 s, in which
+#       rail-proxy drains its in-flight calls. Only a rail call outliving that window dies
+#       mid-call; with a fast rail, none does.
+#   sigkill  SIGKILL the rail-proxy container on its node through SIGKILL_CMD, run with the
+#       container's runtime id appended (e.g. SIGKILL_CMD="ctr -n k8s.io tasks kill -s SIGKILL"
+#       where the node's containerd is reachable, as on a kind or a local test cluster). The
+#       process dies between intent commit and rail answer, the kubelet restarts the container
+#       in the same pod: the drill's real case (C5 §5.3), which managed clusters do not expose.
+#   mixed    alternate the two (sigkill first).
+# KEEP_READY (1): a kill happens only while more than this many rail-proxy pods are Ready, so the
+#   drill takes replicas, not the service: on a slow node, killing the last Ready replica again
+#   and again starves the executors (no proxy to ask) until the load never settles. 0 kills
+#   whatever is Ready.
+# VICTIM (random): which Ready pod. "oldest" takes the one whose rail-proxy container has run
+#   longest: clients keep their HTTP/2 connections, so that is the replica most likely to have
+#   calls in flight (a fresh replacement often has none, and a kill of it proves little).
+# Output: one line per kill, "<time> kill pod/<name> <mode>", the load's summary as JSON, and the
+# audit's report (`railfence check --json`).
+#
 # Usage:
 #   IMAGE=REGION-docker.pkg.dev/PROJECT/railfence/railfence@sha256:... deploy/drills/replica-kill.sh
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
-#           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900)
+#           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) KILL_MODE (force-delete) SIGKILL_CMD
+#           KEEP_READY (1) VICTIM (random)
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -26,6 +50,16 @@ KILL_EVERY_S=${KILL_EVERY_S:-15}
 SETTLE_S=${SETTLE_S:-60}
 TIMEOUT_S=${TIMEOUT_S:-900}
 : "${IMAGE:?set IMAGE to the railfence image the release runs (the load Job runs in it)}"
+KILL_MODE=${KILL_MODE:-force-delete}
+SIGKILL_CMD=${SIGKILL_CMD:-}
+KEEP_READY=${KEEP_READY:-1}
+VICTIM=${VICTIM:-random}
+case $VICTIM in random|oldest) ;; *) echo "VICTIM must be random or oldest" >&2; exit 2 ;; esac
+case $KILL_MODE in
+  force-delete) ;;
+  sigkill|mixed) [ -n "$SIGKILL_CMD" ] || { echo "KILL_MODE=$KILL_MODE needs SIGKILL_CMD" >&2; exit 2; } ;;
+  *) echo "KILL_MODE must be force-delete, sigkill or mixed" >&2; exit 2 ;;
+esac
 
 RUN_ID="drill-$(date +%s)"
 K=(kubectl -n "$NAMESPACE")
@@ -97,16 +131,21 @@ POD_SECURITY='securityContext: {runAsNonRoot: true, runAsUser: 10001, runAsGroup
 CONTAINER_SECURITY='securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}'
 
 # Load: Connect JSON over h2c with node:http2 only (nothing but the image is needed). Each
-# payout has its own Idempotency-Key; a retryable answer is retried with the SAME key.
+# payout has its own Idempotency-Key; a retryable answer is retried with the SAME key. The job
+# then waits until the executors have settled every payout it created (PAID, FAILED, or UNKNOWN
+# = waiting for the reconciler), so that the kills below go on while rail-proxy has calls in
+# flight, not only while the API is being called (creating payouts takes seconds; paying them
+# is the part the drill is about).
 LOAD_JS=$(cat <<'JS'
 const http2 = require("node:http2");
 const { randomUUID } = require("node:crypto");
 const [url, total, accounts, conc] = [process.env.PAYOUTS_URL, +process.env.PAYOUTS, +process.env.ACCOUNTS, +process.env.CONCURRENCY];
+const settleTimeoutMs = 1000 * +(process.env.SETTLE_TIMEOUT_S || 600);
 let session;
 const client = () => { if (!session || session.closed || session.destroyed) { session = http2.connect(url); session.on("error", () => {}); } return session; };
-function call(body, key) {
+function call(method, body, headers = {}) {
   return new Promise((resolve) => {
-    const req = client().request({ ":method": "POST", ":path": "/railfence.payouts.v1.PayoutService/CreatePayout", "content-type": "application/json", "idempotency-key": key });
+    const req = client().request({ ":method": "POST", ":path": `/railfence.payouts.v1.PayoutService/${method}`, "content-type": "application/json", ...headers });
     let data = ""; let status = 0;
     req.setTimeout(15000, () => req.close(http2.constants.NGHTTP2_CANCEL));
     req.on("response", (h) => { status = h[":status"]; });
@@ -117,6 +156,7 @@ function call(body, key) {
   });
 }
 const stats = { created: 0, failed: 0, retries: 0 };
+const ids = [];
 let next = 0;
 async function worker() {
   while (next < total) {
@@ -124,8 +164,8 @@ async function worker() {
     const key = randomUUID();
     const body = { accountId: `drill-acct-${i % accounts}`, amount: { amountMinor: "100", currency: "EUR" }, beneficiary: `drill-ben-${i}`, clientReference: `${process.env.RUN_ID}-${i}` };
     for (let attempt = 0; ; attempt++) {
-      const r = await call(body, key);
-      if (r.status === 200) { stats.created++; break; }
+      const r = await call("CreatePayout", body, { "idempotency-key": key });
+      if (r.status === 200) { stats.created++; ids.push(JSON.parse(r.data).payout.payoutId); break; }
       const retryable = r.status === 0 || r.status === 503 || r.status === 409 || r.status === 502 || r.status === 504;
       if (!retryable || attempt >= 10) { stats.failed++; console.error(JSON.stringify({ payout: i, status: r.status, body: r.data.slice(0, 200) })); break; }
       stats.retries++;
@@ -133,10 +173,30 @@ async function worker() {
     }
   }
 }
-Promise.all(Array.from({ length: conc }, worker)).then(() => {
-  console.log(JSON.stringify({ event: "load_done", ...stats }));
+async function settle() {
+  const states = new Map();
+  const done = (s) => s === "PAYOUT_STATE_PAID" || s === "PAYOUT_STATE_FAILED" || s === "PAYOUT_STATE_UNKNOWN";
+  const deadline = Date.now() + settleTimeoutMs;
+  for (;;) {
+    for (const id of ids) {
+      if (done(states.get(id))) continue;
+      const r = await call("GetPayout", { payoutId: id });
+      if (r.status === 200) states.set(id, JSON.parse(r.data).payout.state);
+    }
+    const open = ids.filter((id) => !done(states.get(id))).length;
+    if (open === 0 || Date.now() > deadline) {
+      const byState = {};
+      for (const id of ids) { const s = (states.get(id) || "OPEN").replace("PAYOUT_STATE_", ""); byState[s] = (byState[s] || 0) + 1; }
+      return { open, byState };
+    }
+    await new Promise((s) => setTimeout(s, 1000));
+  }
+}
+Promise.all(Array.from({ length: conc }, worker)).then(async () => {
+  const settled = await settle();
+  console.log(JSON.stringify({ event: "load_done", ...stats, ...settled }));
   session?.close();
-  process.exit(stats.created > 0 ? 0 : 1);
+  process.exit(stats.created > 0 && settled.open === 0 ? 0 : 1);
 });
 JS
 )
@@ -168,6 +228,7 @@ spec:
             - {name: ACCOUNTS, value: "$ACCOUNTS"}
             - {name: CONCURRENCY, value: "$CONCURRENCY"}
             - {name: RUN_ID, value: "$RUN_ID"}
+            - {name: SETTLE_TIMEOUT_S, value: "$TIMEOUT_S"}
           volumeMounts:
             - {name: drill, mountPath: /drill, readOnly: true}
           $CONTAINER_SECURITY
@@ -175,19 +236,32 @@ spec:
         - {name: drill, configMap: {name: $RUN_ID-load}}
 YAML
 
-# Kill rail-proxy replicas while the load runs: no drain, no goodbye (SIGKILL equivalent).
-log "killing a random rail-proxy pod every ${KILL_EVERY_S}s while the load runs"
+# Kill rail-proxy replicas while the executors pay (the load job ends when every payout is
+# settled). Only Ready pods are victims: a container SIGKILLed again and again would sit in the
+# kubelet's restart back-off and the drill would end up killing nothing.
+log "killing a Ready rail-proxy pod every ${KILL_EVERY_S}s ($KILL_MODE, while more than $KEEP_READY are Ready) until the load job ends"
 kills=0
 deadline=$((SECONDS + TIMEOUT_S))
 while :; do
   done_state=$("${K[@]}" get job "$RUN_ID-load" -o jsonpath='{.status.succeeded}{.status.failed}')
   [ -n "$done_state" ] && break
   [ "$SECONDS" -ge "$deadline" ] && { log "load did not finish within ${TIMEOUT_S}s"; break; }
-  mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running -o name)
-  if [ "${#pods[@]}" -gt 0 ]; then
-    victim=${pods[$((RANDOM % ${#pods[@]}))]}
-    log "kill $victim"
-    "${K[@]}" delete "$victim" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  mapfile -t pods < <("${K[@]}" get pods -l "$SEL,app.kubernetes.io/component=rail-proxy" --field-selector=status.phase=Running \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].ready}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].containerID}{" "}{.status.containerStatuses[?(@.name=="rail-proxy")].state.running.startedAt}{"\n"}{end}' \
+    | awk '$2 == "true" && $3 != "" {print $4, $1, $3}' | sort | cut -d' ' -f2-)
+  if [ "${#pods[@]}" -gt "$KEEP_READY" ]; then
+    pick=$((RANDOM % ${#pods[@]}))
+    [ "$VICTIM" = oldest ] && pick=0
+    read -r victim cid <<<"${pods[$pick]}"
+    mode=$KILL_MODE
+    [ "$KILL_MODE" = mixed ] && { [ $((kills % 2)) -eq 0 ] && mode=sigkill || mode=force-delete; }
+    if [ "$mode" = sigkill ]; then
+      # shellcheck disable=SC2086
+      $SIGKILL_CMD "${cid#*://}" >/dev/null 2>&1 || log "SIGKILL of $victim failed"
+    else
+      "${K[@]}" delete "pod/$victim" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+    fi
+    log "kill pod/$victim $mode"
     kills=$((kills + 1))
   fi
   sleep "$KILL_EVERY_S"

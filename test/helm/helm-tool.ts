@@ -8,7 +8,7 @@
  * git-ignored .tools/ cache through a temp dir and an atomic rename, so test files running in
  * parallel never see a half-written binary.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { projectRoot } from "../../services/shared/project-root.js";
@@ -96,18 +96,34 @@ export interface HelmResult {
   stderr: string;
 }
 
+/** The hermetic environment helm runs in, plus `env` (e.g. the KUBECONFIG of the test cluster). */
+function helmEnv(env: Record<string, string>): Record<string, string> {
+  // Offline and hermetic: no user config, cache or repositories leak into the run.
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HELM_CACHE_HOME: join(root, ".tools", "helm-home", "cache"),
+    HELM_CONFIG_HOME: join(root, ".tools", "helm-home", "config"),
+    HELM_DATA_HOME: join(root, ".tools", "helm-home", "data"),
+    // Against a cluster, helm's client caches discovery under $HOME/.kube: keep it in .tools.
+    HOME: join(root, ".tools", "helm-home"),
+    ...env,
+  };
+}
+
 /** Runs helm with args; never throws on a non-zero exit (callers assert on it). */
-export function helm(args: string[]): HelmResult {
-  const r = spawnSync(helmBinary(), args, {
-    encoding: "utf8",
-    // Offline and hermetic: no user config, cache or repositories leak into the run.
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HELM_CACHE_HOME: join(root, ".tools", "helm-home", "cache"),
-      HELM_CONFIG_HOME: join(root, ".tools", "helm-home", "config"),
-      HELM_DATA_HOME: join(root, ".tools", "helm-home", "data"),
-    },
-    maxBuffer: 64 * 1024 * 1024,
-  });
+export function helm(args: string[], env: Record<string, string> = {}): HelmResult {
+  const r = spawnSync(helmBinary(), args, { encoding: "utf8", env: helmEnv(env), maxBuffer: 64 * 1024 * 1024 });
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The same without blocking the event loop: for a long command while the caller keeps working (load during an upgrade). */
+export function helmAsync(args: string[], env: Record<string, string> = {}): Promise<HelmResult> {
+  return new Promise((resolve) => {
+    const child = spawn(helmBinary(), args, { env: helmEnv(env) });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("close", (code) => resolve({ status: code ?? -1, stdout, stderr }));
+  });
 }

@@ -28,6 +28,7 @@ export class OtlpReceiver {
   port = 0;
   host = "127.0.0.1";
 
+  /** Listens on host (loopback by default; the test cluster's pods reach the node's bridge address). */
   async start(host = "127.0.0.1"): Promise<this> {
     this.host = host;
     this.server = createServer((req, res) => {
@@ -76,6 +77,8 @@ export class OtlpReceiver {
   }
 
   async stop(): Promise<void> {
+    // Exporters keep their connections alive: close them, or close() waits for them for ever.
+    this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 }

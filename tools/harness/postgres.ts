@@ -6,6 +6,8 @@
  *
  * Runs as an unprivileged user when we are root (PostgreSQL refuses root).
  * Authentication is `trust` on 127.0.0.1 only: a throwaway local server, no password to leak.
+ * A server that other machines' processes must reach (the test cluster's pods) listens on more
+ * addresses and admits them by password only (`listenAddresses`, `hba`).
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -116,6 +118,10 @@ export interface PostgresOptions {
   durable?: boolean;
   /** Keep the data directory on stop (npm start). */
   persistent?: boolean;
+  /** Addresses to listen on besides 127.0.0.1 (e.g. the test cluster's bridge address). */
+  listenAddresses?: string[];
+  /** pg_hba.conf lines placed before the defaults, e.g. "host all all 10.244.0.0/24 scram-sha-256". */
+  hba?: string[];
   log?: (line: string) => void;
 }
 
@@ -147,6 +153,11 @@ export class PostgresServer {
       stdio: "ignore",
       ...(this.owner ?? {}),
     });
+    if (this.opts.hba?.length) {
+      // First match wins: the extra lines go before initdb's trust lines for loopback.
+      const hbaFile = join(this.dataDir, "pg_hba.conf");
+      writeFileSync(hbaFile, `${this.opts.hba.join("\n")}\n${readFileSync(hbaFile, "utf8")}`);
+    }
   }
 
   get pid(): number | undefined {
@@ -166,7 +177,7 @@ export class PostgresServer {
       "-p",
       String(this.port),
       "-c",
-      "listen_addresses=127.0.0.1",
+      `listen_addresses=${["127.0.0.1", ...(this.opts.listenAddresses ?? [])].join(",")}`,
       "-c",
       `unix_socket_directories=${this.dataDir}`,
       "-c",
