@@ -9,7 +9,7 @@
  * Errors: an interceptor maps every handler failure to a ConnectError with ErrorInfo (never
  * leaking an internal message) and logs it once, here, at the boundary.
  */
-import { Code, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -81,13 +81,18 @@ export interface RunningServer {
   close(drainMs: number): Promise<void>;
 }
 
-/** Logs each failed call once and turns every thrown value into a client-safe ConnectError. */
+/**
+ * Logs each failed call once and turns every thrown value into a client-safe ConnectError, for
+ * streaming responses too: an error while a stream is being read (a deadline during Health/Watch)
+ * is mapped the same way, so it still carries its ErrorInfo reason.
+ */
 function boundaryInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     const started = performance.now();
-    try {
-      return await next(req);
-    } catch (err) {
+    const refuse = (thrown: unknown): ConnectError => {
+      // A stream cut by the call's own signal (deadline, caller gone) fails with the signal's
+      // reason, not with whatever the aborted iterator threw (an AbortError would read "internal").
+      const err = req.signal.aborted && !(thrown instanceof ConnectError) ? ConnectError.from(req.signal.reason) : thrown;
       const ce = toConnectError(err);
       const entry = {
         event: "rpc_error",
@@ -102,8 +107,26 @@ function boundaryInterceptor(logger: Logger): Interceptor {
       } else {
         logger.info(entry, "call rejected");
       }
-      throw ce;
+      return ce;
+    };
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await next(req);
+    } catch (err) {
+      throw refuse(err);
     }
+    if (!res.stream) return res;
+    const message = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        try {
+          yield* message;
+        } catch (err) {
+          throw refuse(err);
+        }
+      })(),
+    };
   };
 }
 

@@ -284,6 +284,20 @@ describe("headers and routing", () => {
     );
   });
 
+  it("a deadline that ends a server stream (Health/Watch) is refused with its reason, in every gRPC dialect (found by npm run hostile, seed 20261201)", async () => {
+    for (const contentType of ["application/grpc-web", "application/grpc-web+proto", "application/grpc"]) {
+      // An empty HealthCheckRequest (the whole server): Watch answers once, then waits for changes until the deadline.
+      const a = await rawRequest(mesh.proxies[0]!.url, {
+        path: "/grpc.health.v1.Health/Watch",
+        headers: { "content-type": contentType, te: "trailers", "grpc-timeout": "200m" },
+        body: grpcFrame(new Uint8Array()),
+        boundMs: 8000,
+      });
+      const label = expectCleanRaw(a, `Watch ${contentType}`, { allowReset: true });
+      expect(a.reason, `${contentType}: ${label}`).toBe("DEADLINE_EXCEEDED");
+    }
+  });
+
   it("an unknown method is unimplemented over gRPC and Connect", async () => {
     const url = mesh.proxies[0]!.url;
     const g = await rawRequest(url, { path: "/railfence.railproxy.v1.RailProxyService/DropTables", headers: GRPC_HEADERS, body: grpcFrame(new Uint8Array(0)) });
