@@ -92,7 +92,10 @@ function boundaryInterceptor(logger: Logger): Interceptor {
     const refuse = (thrown: unknown): ConnectError => {
       // A stream cut by the call's own signal (deadline, caller gone) fails with the signal's
       // reason, not with whatever the aborted iterator threw (an AbortError would read "internal").
-      const err = req.signal.aborted && !(thrown instanceof ConnectError) ? ConnectError.from(req.signal.reason) : thrown;
+      // A caller that left is a cancellation, never "internal".
+      const reason: unknown = req.signal.reason;
+      const cut = reason instanceof ConnectError ? reason : new ConnectError("the call was cancelled", Code.Canceled);
+      const err = req.signal.aborted && !(thrown instanceof ConnectError) ? cut : thrown;
       const ce = toConnectError(err);
       const entry = {
         event: "rpc_error",
