@@ -56,7 +56,13 @@ export class FuzzTally {
         // a suite file being replaced right now: the next writer includes it
       }
     }
-    atomicWrite(join(projectRoot(), "reports", "fuzz-summary.json"), { total_cases: total, suites, written_at: new Date().toISOString() });
+    // scale: the FUZZ_SCALE this tally ran at, so `npm run hostile` can size its next run from it.
+    atomicWrite(join(projectRoot(), "reports", "fuzz-summary.json"), {
+      total_cases: total,
+      scale: Number(process.env.FUZZ_SCALE ?? 1) || 1,
+      suites,
+      written_at: new Date().toISOString(),
+    });
     return total;
   }
 }
