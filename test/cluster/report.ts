@@ -55,7 +55,7 @@ export class Report {
       ...this.steps.map((s) => `| ${s.name} | ${s.ok ? "ok" : "**FAILED**"} | ${s.seconds.toFixed(1)} s | ${s.detail.replace(/\|/g, "\\|")} |`),
     ];
     for (const s of this.sections) lines.push("", `## ${s.title}`, "", s.body);
-    return lines.join("\n") + "\n";
+    return `${lines.join("\n")}\n`;
   }
 
   write(dir: string): string {

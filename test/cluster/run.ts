@@ -41,7 +41,7 @@ const SEL = `app.kubernetes.io/instance=${RELEASE}`;
 const component = (c: string) => `${SEL},app.kubernetes.io/component=${c}`;
 const work = mkdtempSync(join(tmpdir(), "railfence-cluster-"));
 // The audits cover everything this run creates (paydb's clock and ours may differ a little).
-const auditSince = new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 19) + "Z";
+const auditSince = `${new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 19)}Z`;
 
 let kube: Kube | undefined;
 let dbs: Databases | undefined;
@@ -544,7 +544,7 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
   const audit = parseAuditReport(r.stdout);
   if (r.status !== 0) throw new Error(`replica-kill.sh exited ${r.status}${audit ? `: audit ${audit.verdict}, ${violationLines(audit.violations)}` : ""}`);
   // Exit 0 must mean the audit ran and passed, not that nothing was checked.
-  if (!audit || audit.verdict !== "PASS" || audit.violations.length) throw new Error(`replica-kill.sh exited 0 without a passing audit report in its output`);
+  if (audit?.verdict !== "PASS" || audit.violations.length) throw new Error(`replica-kill.sh exited 0 without a passing audit report in its output`);
   if (audit.counts.payouts < Number(env.PAYOUTS))
     throw new Error(`the drill's audit saw ${audit.counts.payouts} payouts, the load created ${env.PAYOUTS}: not this run's window`);
   if (kills.length < 3) throw new Error(`only ${kills.length} kills: the load ended before the drill could kill repeatedly`);
@@ -817,7 +817,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
     );
   }
   // The upgrade's own window (the drill's payouts were audited by the drill's step).
-  const checked = await reconcileAndCheck(k, d, "upgrade", new Date(t0.getTime() - 60_000).toISOString().slice(0, 19) + "Z");
+  const checked = await reconcileAndCheck(k, d, "upgrade", `${new Date(t0.getTime() - 60_000).toISOString().slice(0, 19)}Z`);
   const closed = await ambiguityTable(d, t0);
   const retried = load.intents.filter((i) => i.attempts > 1);
   const errors = new Map<string, number>();
@@ -953,7 +953,7 @@ try {
 } finally {
   await teardown();
   const file = report.write(join(root, "reports", "cluster"));
-  console.log("\n" + report.markdown());
+  console.log(`\n${report.markdown()}`);
   log(`report: ${file}`);
   process.exit(report.failed ? 1 : 0);
 }
