@@ -14,7 +14,8 @@ export interface BookedPayment {
   bookedAt: Date;
 }
 
-interface Row {
+/** A row of the stub's `payments` table (the harness's ledger cross-check reads the same rows). */
+export interface LedgerRow {
   sequence: string;
   rail_reference: string;
   client_reference: string;
@@ -27,7 +28,7 @@ interface Row {
   booked_at: Date;
 }
 
-const toPayment = (r: Row): BookedPayment => ({
+const toPayment = (r: LedgerRow): BookedPayment => ({
   sequence: BigInt(r.sequence),
   railReference: r.rail_reference,
   clientReference: r.client_reference,
@@ -44,7 +45,7 @@ export function createLedgerStore(pool: Pool) {
   return {
     /** Books a payment. Always a new row: the rail has no notion of a duplicate. */
     async book(p: Omit<BookedPayment, "sequence" | "bookedAt">): Promise<BookedPayment> {
-      const { rows } = await pool.query<Row>(
+      const { rows } = await pool.query<LedgerRow>(
         `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
         [p.railReference, p.clientReference, p.accountId, p.beneficiary, p.amountMinor.toString(), p.currency, p.status, p.reason],
@@ -54,7 +55,7 @@ export function createLedgerStore(pool: Pool) {
 
     /** One page of the statement, plus the instant up to which it is complete. */
     async list(afterSequence: bigint, since: Date | undefined, limit: number) {
-      const { rows } = await pool.query<Row & { covered_until: Date }>(
+      const { rows } = await pool.query<LedgerRow & { covered_until: Date }>(
         `SELECT p.*, now() - interval '1 second' AS covered_until
            FROM (SELECT 1) one
            LEFT JOIN LATERAL (

@@ -7,6 +7,7 @@
 import pg from "pg";
 import { runAudit, type AuditResult, type Violation } from "../../services/cli/audit/audit.js";
 import { proxyStatement, type StatementSource } from "../../services/cli/audit/statement.js";
+import type { LedgerRow } from "../../services/rail-stub/ledger-store.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { connectClient, type ClientTls } from "./clients.js";
 import { serviceUrl } from "./database-roles.js";
@@ -30,17 +31,10 @@ export function ledgerStatement(raildb: pg.Pool): StatementSource {
   return async function* pages(since) {
     let after = "0";
     for (;;) {
-      const { rows } = await raildb.query<{
-        sequence: string;
-        rail_reference: string;
-        client_reference: string;
-        account_id: string;
-        beneficiary: string;
-        amount_minor: string;
-        currency: string;
-        status: "ACCEPTED" | "REJECTED";
-        booked_at: Date;
-      }>("SELECT * FROM payments WHERE sequence > $1 AND ($2::timestamptz IS NULL OR booked_at >= $2) ORDER BY sequence LIMIT 1000", [after, since ?? null]);
+      const { rows } = await raildb.query<LedgerRow>(
+        "SELECT * FROM payments WHERE sequence > $1 AND ($2::timestamptz IS NULL OR booked_at >= $2) ORDER BY sequence LIMIT 1000",
+        [after, since ?? null],
+      );
       if (rows.length === 0) return;
       after = rows[rows.length - 1]!.sequence;
       yield rows.map((r) => ({
