@@ -5,7 +5,7 @@
  * missing guard let through.
  */
 import { describe, expect, it, inject } from "vitest";
-import { BOUNDED_SOAK, SCENARIOS } from "../../tools/harness/drills/catalogue.js";
+import { BOUNDED_SOAK, BOUNDED_SOAK_CONTROLS, SCENARIOS } from "../../tools/harness/drills/catalogue.js";
 import type { LockBackend } from "../../tools/harness/drills/drill-mesh.js";
 import { runScenario } from "../../tools/harness/drills/run.js";
 
@@ -31,7 +31,18 @@ export function drillSuite(lockBackend: LockBackend): void {
     it("soak (bounded): every nemesis kind, reconciled, audited: PASS", async () => {
       const r = await runScenario(BOUNDED_SOAK, { lockBackend, seed: 20261201, postgresUrl: inject("pgUrl"), log: () => {} });
       expect(r.verdict, JSON.stringify({ failures: r.failures, violations: r.violations.slice(0, 5), notes: r.notes.slice(0, 3) }, null, 1)).toBe("PASS");
-      expect(r.counts.nemesisEvents).toBeGreaterThanOrEqual(9);
+      expect(r.counts.nemesisEvents).toBeGreaterThanOrEqual(11);
     }, 600_000);
+    // The soak's negative controls: the same schedule with one guard removed must end in that
+    // guard's violation. The guards are rail-proxy's, so one lock backend is enough.
+    if (lockBackend === "pg") {
+      for (const control of BOUNDED_SOAK_CONTROLS) {
+        it(`${control.name} (bounded): CORRUPTION_DETECTED by ${control.caughtBy}`, async () => {
+          const r = await runScenario(control, { lockBackend, seed: 20261201, postgresUrl: inject("pgUrl"), log: () => {} });
+          expect(r.verdict, JSON.stringify({ failures: r.failures, notes: r.notes.slice(0, 3) }, null, 1)).toBe("CORRUPTION_DETECTED");
+          expect(r.violations.map((v) => v.invariant)).toContain(control.caughtBy);
+        }, 600_000);
+      }
+    }
   });
 }

@@ -29,11 +29,14 @@ const outDir = join(reports, "hostile");
 function baselineCases(): number {
   try {
     const s = JSON.parse(readFileSync(summaryFile, "utf8")) as { total_cases: number; scale?: number };
-    if (s.total_cases > 0) return s.total_cases / (s.scale ?? 1);
+    // A tally without its scale is from an older run whose size is unknown: not a baseline.
+    if (s.total_cases > 0 && s.scale !== undefined) return s.total_cases / s.scale;
   } catch {
     // no run yet
   }
-  return 3700;
+  // Measured: 74,458 cases at scale 27 (a large run makes fewer cases per unit of scale than
+  // `npm test`'s, as some properties are capped).
+  return 2750;
 }
 
 const scale = Math.max(1, target / baselineCases());
@@ -119,4 +122,6 @@ const lines = [
 ];
 writeFileSync(join(outDir, "summary.md"), `${lines.join("\n")}\n`);
 console.log(`\n${lines.join("\n")}\n\nwritten: ${outDir}/summary.{json,md}`);
+// The scale is estimated from the last tally: say so when the run fell short of what was asked.
+if (cases < target) console.log(`ran ${cases} of the ${target} cases asked for (the next run sizes itself from this one's tally)`);
 process.exit(run.status === 0 && report.failed === 0 && cases > 0 ? 0 : 1);

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { scenario, SCENARIOS } from "./drills/catalogue.js";
-import { soak, SOAK_DEFAULTS, type SoakGuard } from "./drills/soak.js";
+import { SOAK_DEFAULTS, SOAK_GUARDS, soak, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";
 import type { DrillResult } from "./drills/scenario.js";
 
@@ -45,8 +45,8 @@ if (backend !== undefined && backend !== "pg" && backend !== "etcd") {
 const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
 const payouts = values.payouts !== undefined ? Number(values.payouts) : undefined;
 const guard = values["disable-guard"];
-if (guard !== undefined && !["mark", "payout-binding", "one-live", "forward-budget"].includes(guard)) {
-  console.error("--disable-guard must be mark, payout-binding, one-live or forward-budget");
+if (guard !== undefined && !(SOAK_GUARDS as readonly string[]).includes(guard)) {
+  console.error(`--disable-guard must be one of ${SOAK_GUARDS.join(", ")}`);
   process.exit(2);
 }
 const scenarios =

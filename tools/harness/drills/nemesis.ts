@@ -14,12 +14,23 @@
  *   rogue-submit    a compromised executor pays a made-up payout to its own beneficiary
  *   rogue-resubmit  a compromised executor re-fences a payout that was submitted and submits it
  *                   again under a fresh reference
+ *
+ * Two kinds are aimed, not random: each makes the one interleaving that only one guard stops, so
+ * that removing that guard (the soak's negative controls) lets a violation through for the audit
+ * to find. Random faults alone rarely land there (a pause right between fence and submit; a
+ * second submission while the first is live).
+ *   stale-holder    a holder fences its payout, stops past its lease (no renewal, no release)
+ *                   while the next holder pays another payout of the account, then submits with
+ *                   its stale token: only the high-water mark stands (FENCE_ADVANCED without it)
+ *   rogue-double    a compromised executor submits a payout, re-fences it under a newer token and
+ *                   submits it again under the other reference shape: only the one-live guard
+ *                   stands (a double payment, INV-02, without it)
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { LockService } from "../../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { RailProxyService } from "../../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { RailProxyService, SubmissionState } from "../../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { errorReason } from "../../../services/shared/errors.js";
 import { accountLockKey } from "../../../services/shared/token-signature.js";
 import { serviceUrl } from "../database-roles.js";
@@ -36,7 +47,9 @@ export type NemesisKind =
   | "executor-kill"
   | "rail-fault"
   | "rogue-submit"
-  | "rogue-resubmit";
+  | "rogue-resubmit"
+  | "stale-holder"
+  | "rogue-double";
 
 export interface NemesisEvent {
   at: string;
@@ -66,8 +79,11 @@ export interface NemesisDeps {
   settleMs: number;
   /** Hot accounts (stalls block one of these). */
   hotAccounts: string[];
-  /** Runs the reconciler once (a stall closes its intent NOT_PAID before the proxy resumes). */
-  reconcile: () => Promise<unknown>;
+  /**
+   * Runs the reconciler once (a stall closes its intent NOT_PAID before the proxy resumes), through
+   * every proxy but `avoid`: the frozen one would hold its statement read until the deadline.
+   */
+  reconcile: (avoid?: string) => Promise<{ code: number | null; lines: string[] }>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -178,6 +194,8 @@ export class Nemesis {
    * left down for good would end the run with none to read the statement through.
    */
   private readonly restarting = new Set<object>();
+  /** Proxies a stall holds SIGSTOPped between admission and forward. */
+  private readonly frozen = new Set<object>();
 
   private async restartUntilUp(proc: { running: boolean; name: string; restart(): Promise<unknown> }, withinMs = 120_000): Promise<void> {
     this.restarting.add(proc);
@@ -222,8 +240,10 @@ export class Nemesis {
             "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' GROUP BY replica_id",
           )
           .catch(() => []);
-        // Never one that is still coming back from an earlier kill: that would kill a start-up, not a replica.
-        const up = drill.mesh.proxies.filter((x) => x.running && !this.restarting.has(x));
+        // Never one that is still coming back from an earlier kill: that would kill a start-up, not a
+        // replica. Never one a stall froze either: it has an intent in flight, so it would be the
+        // favourite victim, and killing it would end the stall before the forward it is there for.
+        const up = drill.mesh.proxies.filter((x) => x.running && !this.restarting.has(x) && !this.frozen.has(x));
         const busy = up.filter((x) => forwarding.some((f) => f.replica_id === x.opts.env.REPLICA_ID && f.n > 0));
         const victim = this.pick(busy.length > 0 && this.d.rng() < 0.8 ? busy : up);
         if (!victim) return;
@@ -286,6 +306,10 @@ export class Nemesis {
         return this.rogueSubmit();
       case "rogue-resubmit":
         return this.rogueResubmit();
+      case "stale-holder":
+        return this.staleHolder();
+      case "rogue-double":
+        return this.rogueDouble();
     }
   }
 
@@ -324,8 +348,18 @@ export class Nemesis {
         frozen = drill.mesh.proxies.find((p) => p.running && rows.some((r) => r.application_name === `rail-proxy/${p.opts.env.REPLICA_ID}`));
         if (!frozen) await sleep(50);
       }
-      if (frozen) frozen.pause();
+      if (frozen) {
+        this.frozen.add(frozen);
+        frozen.pause();
+      }
       await client.query("COMMIT");
+    } catch (err) {
+      // paydb went away mid-strike: never leave a proxy frozen.
+      if (frozen) {
+        frozen.resume();
+        this.frozen.delete(frozen);
+      }
+      throw err;
     } finally {
       client.release();
     }
@@ -333,18 +367,52 @@ export class Nemesis {
       this.miss("proxy-stall", "no admission queued on the held marks within 5 s");
       return;
     }
-    this.record("proxy-stall", frozen.name, "frozen between admission and forward (hot accounts' marks held); swept, reconciled, resumed");
+    const frozenAt = Date.now();
+    // The intents its queued admissions committed while it was frozen (the statement finishes in
+    // paydb without the process): what it does with them once it runs again is the point.
+    await sleep(200);
+    const intents = await this.owner
+      .query<{ payout_id: string }>(
+        "SELECT payout_id FROM rail_submissions WHERE replica_id = $1 AND account_id = ANY($2) AND state = 'FORWARDING' AND created_at > now() - interval '10 seconds'",
+        [frozen.opts.env.REPLICA_ID, accounts],
+      )
+      .then(
+        (r) => r.rows.map((x) => x.payout_id),
+        () => [] as string[],
+      );
+    const states = () =>
+      this.owner
+        .query<{ payout_id: string; state: string; late: string | null }>(
+          "SELECT payout_id, state, late_answer_state AS late FROM rail_submissions WHERE payout_id = ANY($1)",
+          [intents],
+        )
+        .then(
+          (r) => r.rows.map((x) => `${x.payout_id} ${x.state}${x.late ? ` (late answer ${x.late})` : ""}`).join(", ") || "none found",
+          () => "unknown (paydb did not answer)",
+        );
+    let before = "";
+    let reconciled = "";
     try {
       await sleep(Math.max(this.d.ambiguityMs, this.d.settleMs) + 500);
-      await this.d.reconcile();
+      const rec = await this.d.reconcile(frozen.url);
+      reconciled = rec.code === 0 ? "reconciled" : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
+      before = await states();
     } finally {
       frozen.resume();
+      this.frozen.delete(frozen);
     }
+    const frozenMs = Date.now() - frozenAt;
+    await sleep(1500);
+    this.record(
+      "proxy-stall",
+      frozen.name,
+      `frozen ${frozenMs} ms between admission and forward (hot accounts' marks held); ${reconciled}; its intents before it resumed: ${before}; after: ${await states()}`,
+    );
   }
 
   private proxyAs() {
     const { drill } = this.d;
-    const proxy = drill.mesh.proxies.find((p) => p.running);
+    const proxy = drill.mesh.proxies.find((p) => p.running && !this.frozen.has(p) && !this.restarting.has(p));
     if (!proxy || !drill.mesh.lock) return undefined;
     return {
       proxy: drill.mesh.client(RailProxyService, proxy.url, "executor"),
@@ -353,11 +421,11 @@ export class Nemesis {
   }
 
   /** A real lease for the rogue: it waits for the account like any executor (a few tries). */
-  private async rogueLease(c: NonNullable<ReturnType<Nemesis["proxyAs"]>>, account: string) {
+  private async rogueLease(c: NonNullable<ReturnType<Nemesis["proxyAs"]>>, account: string, owner = "rogue", ttlMs = 2000) {
     let last: unknown;
     for (let i = 0; i < 5; i++) {
       try {
-        return (await c.lock.acquire({ key: accountLockKey(account), owner: "rogue", ttlMs: 2000, waitMs: 3000 }, { timeoutMs: 6000 })).lease!;
+        return (await c.lock.acquire({ key: accountLockKey(account), owner, ttlMs, waitMs: 3000 }, { timeoutMs: 6000 })).lease!;
       } catch (err) {
         last = err;
         await sleep(200);
@@ -453,6 +521,152 @@ export class Nemesis {
       this.record("rogue-resubmit", victim.payout_id, `re-fenced at ${lease.fencingToken} and resubmitted as ${ref}: ${answer}`);
     } finally {
       await c.lock.release({ key: accountLockKey(victim.account_id), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
+    }
+  }
+
+  /**
+   * A payout of `account` created through the Payouts API, as any client would, and claimed at
+   * once for `owner` so that no honest executor takes it meanwhile (undefined if one was faster).
+   */
+  private async claimedNewPayout(account: string, owner: string): Promise<string | undefined> {
+    for (let i = 0; i < 3; i++) {
+      const [id] = await this.d.drill.createPayouts(1, [account], this.d.rng);
+      if (!id) continue;
+      const { rowCount } = await this.executorDb.query(
+        "UPDATE payouts SET claimed_by = $2, claimed_until = now() + interval '10 minutes' WHERE payout_id = $1 AND state = 'PENDING' AND claimed_until IS NULL",
+        [id, owner],
+      );
+      if (rowCount) return id;
+    }
+    return undefined;
+  }
+
+  /** Hands the payout back to the honest executors (retried: paydb may be crashing this instant). */
+  private async unclaim(payoutId: string): Promise<void> {
+    for (let i = 0; i < 120; i++) {
+      const done = await this.executorDb
+        .query("UPDATE payouts SET claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND state IN ('PENDING', 'PROCESSING')", [payoutId])
+        .then(
+          () => true,
+          () => false,
+        );
+      if (done) return;
+      await sleep(500);
+    }
+    throw new Error(`could not hand ${payoutId} back to the executors`);
+  }
+
+  /** Fences the payout under `token` with the executor's role, as an executor does before submitting. */
+  private async fenceAs(payoutId: string, token: bigint): Promise<boolean> {
+    const { rowCount } = await this.executorDb.query(
+      "UPDATE payouts SET fence = $2, state = 'PROCESSING', updated_at = now() WHERE payout_id = $1 AND fence < $2 AND state IN ('PENDING', 'PROCESSING')",
+      [payoutId, token.toString()],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  private async payoutRow(payoutId: string) {
+    const [row] = await this.d.drill.query<{ account_id: string; amount_minor: string; currency: string; beneficiary: string }>(
+      "SELECT account_id, amount_minor::text, currency, beneficiary FROM payouts WHERE payout_id = $1",
+      [payoutId],
+    );
+    if (!row) throw new Error(`payout ${payoutId} not found`);
+    return row;
+  }
+
+  /** SubmitPayout as an executor sends it: the proxy's answer, or undefined when no proxy answered at all. */
+  private async submitAs(
+    c: NonNullable<ReturnType<Nemesis["proxyAs"]>>,
+    payout: Awaited<ReturnType<Nemesis["payoutRow"]>>,
+    reference: string,
+    lease: { fencingToken: bigint; tokenSignature: Uint8Array },
+  ): Promise<string | undefined> {
+    return c.proxy
+      .submitPayout(
+        {
+          accountId: payout.account_id,
+          payoutId: reference,
+          fencingToken: lease.fencingToken,
+          fencingTokenSignature: lease.tokenSignature,
+          amount: { amountMinor: BigInt(payout.amount_minor), currency: payout.currency },
+          beneficiary: payout.beneficiary,
+        },
+        { timeoutMs: 5000 },
+      )
+      .then(
+        (r) => `ADMITTED (${SubmissionState[r.submission?.state ?? SubmissionState.UNSPECIFIED]})`,
+        (err: unknown) => errorReason(err) || undefined,
+      );
+  }
+
+  /** The account's high-water mark once it is above `token` (the next holder submitted), or undefined after `withinMs`. */
+  private async markAbove(account: string, token: bigint, withinMs: number): Promise<bigint | undefined> {
+    const deadline = Date.now() + withinMs;
+    while (Date.now() < deadline && !this.stopped) {
+      const [row] = await this.d.drill.query<{ mark: string }>("SELECT mark::text FROM rail_high_water WHERE account_id = $1", [account]).catch(() => []);
+      if (row && BigInt(row.mark) > token) return BigInt(row.mark);
+      await sleep(200);
+    }
+    return undefined;
+  }
+
+  /**
+   * Aimed at the mark: a holder fences its own payout and stops (no renewal, no release) past its
+   * lease; the next holder takes the account with a newer token and pays another payout of it;
+   * the stale holder then submits. Its payout is fenced by its own token and has no other
+   * submission, so the binding and the one-live guard let it through: only the mark refuses it.
+   */
+  private async staleHolder(): Promise<void> {
+    const c = this.proxyAs();
+    if (!c) return;
+    const account = this.pick(this.d.hotAccounts)!;
+    const payoutId = await this.claimedNewPayout(account, "stale-holder");
+    if (!payoutId) return this.miss("stale-holder", `an executor claimed the new payout of ${account} first`);
+    try {
+      const lease = await this.rogueLease(c, account, "stale-holder", this.d.leaseTtlMs);
+      if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("stale-holder", `could not fence ${payoutId}`);
+      // Stopped: the lease lapses. Another payout of the account, so the next holder has one to pay.
+      await this.d.drill.createPayouts(1, [account], this.d.rng);
+      const mark = await this.markAbove(account, lease.fencingToken, 60_000);
+      if (mark === undefined) return this.miss("stale-holder", `${account}'s mark did not pass ${lease.fencingToken} within 60 s`);
+      const answer = await this.submitAs(c, await this.payoutRow(payoutId), `${payoutId}:t${lease.fencingToken}`, lease);
+      if (answer === undefined) return this.miss("stale-holder", `no proxy answered ${payoutId}'s stale submission`);
+      this.record("stale-holder", payoutId, `fenced at ${lease.fencingToken}, stopped past its lease; mark moved to ${mark}; stale submission: ${answer}`);
+    } finally {
+      await this.unclaim(payoutId);
+    }
+  }
+
+  /**
+   * Aimed at the one-live guard: a compromised executor submits a payout, takes the account again
+   * (a newer token), re-fences the payout to it and submits it under the other reference shape
+   * (plain id after `:t<token>`). Mark and binding both let the second one through; only "no
+   * other live submission of this payout" refuses it (PAYOUT_ALREADY_SUBMITTED).
+   */
+  private async rogueDouble(): Promise<void> {
+    const c = this.proxyAs();
+    if (!c) return;
+    const account = this.pick(this.d.hotAccounts)!;
+    const payoutId = await this.claimedNewPayout(account, "rogue");
+    if (!payoutId) return this.miss("rogue-double", `an executor claimed the new payout of ${account} first`);
+    try {
+      const payout = await this.payoutRow(payoutId);
+      const answers: string[] = [];
+      for (const shape of ["attempt", "plain"] as const) {
+        const lease = await this.rogueLease(c, account);
+        try {
+          if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("rogue-double", `could not fence ${payoutId} at ${lease.fencingToken}`);
+          const ref = shape === "attempt" ? `${payoutId}:t${lease.fencingToken}` : payoutId;
+          const answer = await this.submitAs(c, payout, ref, lease);
+          if (answer === undefined) return this.miss("rogue-double", `no proxy answered ${ref}`);
+          answers.push(`${ref} at ${lease.fencingToken}: ${answer}`);
+        } finally {
+          await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
+        }
+      }
+      this.record("rogue-double", payoutId, answers.join("; then "));
+    } finally {
+      await this.unclaim(payoutId);
     }
   }
 }

@@ -15,7 +15,8 @@ import { DrillMesh, DRILL_PROXY_TIMINGS, DRILL_SETTLEMENT_WINDOW_MS } from "./dr
 import { BASELINE_FAULTS, Nemesis, type NemesisKind, type NemesisPlan } from "./nemesis.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
-export type SoakGuard = "mark" | "payout-binding" | "one-live" | "forward-budget";
+export const SOAK_GUARDS = ["mark", "payout-binding", "one-live", "forward-budget"] as const;
+export type SoakGuard = (typeof SOAK_GUARDS)[number];
 
 export interface SoakOptions {
   payouts: number;
@@ -38,6 +39,10 @@ const FULL_MINIMUMS: Partial<Record<NemesisKind, number>> = {
   "rail-fault": 20,
   "rogue-submit": 5,
   "rogue-resubmit": 5,
+  // Aimed at the one window each of two guards alone is for (nemesis.ts): without them the soak's
+  // negative controls for the mark and the one-live guard had nothing to catch.
+  "stale-holder": 10,
+  "rogue-double": 10,
 };
 
 /** Mean seconds between events per kind, so that `minutes` of nemesis meets the minimums with margin. */
@@ -56,6 +61,19 @@ function plan(minutes: number, scale: number): NemesisPlan {
 
 const LEASE_TTL_MS = 1500;
 
+/**
+ * The invariant that must catch what each removed guard lets through: the mark (a stale holder
+ * admitted out of order), the payout binding (the rogue's made-up payout), one live submission
+ * (a payout paid under two references), the pre-forward budget (a stalled proxy paying after the
+ * reconciler closed the intent NOT_PAID).
+ */
+export const CAUGHT_BY: Record<SoakGuard, string> = {
+  mark: "FENCE_ADVANCED",
+  "payout-binding": "UNMAPPED_PAYMENT",
+  "one-live": "INV-02",
+  "forward-budget": "PAID_DESPITE_NOT_PAID",
+};
+
 /** Proxy env removing one guard (the negative controls). */
 function guardEnv(g: SoakGuard | undefined): Record<string, string> {
   if (!g) return {};
@@ -68,6 +86,7 @@ export function soak(o: SoakOptions): Scenario {
     name: o.disabledGuard ? `soak-without-${o.disabledGuard}` : "soak",
     summary: `${o.payouts} payouts over ${o.accounts} accounts, ${o.minutes} min of combined nemesis; reconcile; audit`,
     expectsCorruption: !!o.disabledGuard,
+    caughtBy: o.disabledGuard ? CAUGHT_BY[o.disabledGuard] : undefined,
     async run(p: DrillParams) {
       const notes: string[] = [];
       const failures: string[] = [];
@@ -98,7 +117,19 @@ export function soak(o: SoakOptions): Scenario {
           ambiguityMs: Number(DRILL_PROXY_TIMINGS.RAIL_DEADLINE_MS) + Number(DRILL_PROXY_TIMINGS.AMBIGUITY_MARGIN_MS),
           settleMs: DRILL_SETTLEMENT_WINDOW_MS + 500,
           hotAccounts: hot,
-          reconcile: () => drill.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(DRILL_SETTLEMENT_WINDOW_MS), ...DRILL_PROXY_TIMINGS }),
+          reconcile: (avoid) =>
+            drill.mesh.reconcileOnce({
+              SETTLEMENT_WINDOW_MS: String(DRILL_SETTLEMENT_WINDOW_MS),
+              ...DRILL_PROXY_TIMINGS,
+              ...(avoid
+                ? {
+                    RAIL_PROXY_URLS: drill.mesh.proxies
+                      .filter((x) => x.ready && x.url !== avoid)
+                      .map((x) => x.url)
+                      .join(","),
+                  }
+                : {}),
+            }),
         });
         nemesis.start(nemesisPlan);
 
@@ -152,12 +183,21 @@ export function soak(o: SoakOptions): Scenario {
               .slice(0, 2000)}`,
           );
         for (const e of nemesis.events) notes.push(`+${e.t}s ${e.at} ${e.kind} ${e.target}: ${e.detail}`);
-        const corruption = result.violations.length > 0;
+        // A removed guard is caught only by its own invariant: another violation would not show
+        // that the checker sees what this guard alone stops.
+        const caughtBy = o.disabledGuard && CAUGHT_BY[o.disabledGuard];
+        const corruption = !!caughtBy && result.violations.some((v) => v.invariant === caughtBy);
         return {
           verdict: o.disabledGuard ? (corruption ? "CORRUPTION_DETECTED" : "FAIL") : guardedVerdict(result.violations, failures),
           violations: result.violations,
           counts: { ...result.counts, nemesisEvents: nemesis.events.length, proxyKillsMidCall: midCall },
-          failures: o.disabledGuard ? (corruption ? [] : [`the ${o.disabledGuard} guard was removed but the audit found nothing`]) : failures,
+          failures: o.disabledGuard
+            ? corruption
+              ? []
+              : [
+                  `the ${o.disabledGuard} guard was removed but the audit found no ${caughtBy} (found: ${[...new Set(result.violations.map((v) => v.invariant))].join(", ") || "nothing"})`,
+                ]
+            : failures,
           notes,
         };
       } finally {
