@@ -502,22 +502,7 @@ export class Nemesis {
         return;
       }
       const ref = `${victim.payout_id}:t${lease.fencingToken}`;
-      const answer = await c.proxy
-        .submitPayout(
-          {
-            accountId: victim.account_id,
-            payoutId: ref,
-            fencingToken: lease.fencingToken,
-            fencingTokenSignature: lease.tokenSignature,
-            amount: { amountMinor: BigInt(victim.amount_minor), currency: victim.currency },
-            beneficiary: victim.beneficiary,
-          },
-          { timeoutMs: 5000 },
-        )
-        .then(
-          () => "ADMITTED",
-          (err: unknown) => errorReason(err) || String(err),
-        );
+      const answer = (await this.submitAs(c, victim, ref, lease)) ?? "no proxy answered";
       this.record("rogue-resubmit", victim.payout_id, `re-fenced at ${lease.fencingToken} and resubmitted as ${ref}: ${answer}`);
     } finally {
       await c.lock.release({ key: accountLockKey(victim.account_id), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
