@@ -6,16 +6,23 @@
  */
 import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { createUnaryGrpcTransport } from "./grpc-unary-client.js";
+import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
 
 export function serviceTransport(baseUrl: string, tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined, interceptors: Interceptor[] = []) {
   const nodeOptions = clientTlsOptions(tls);
-  return createGrpcTransport({
+  const options = {
     baseUrl,
     interceptors: [clientTracing, ...interceptors],
     pingIntervalMs: 30_000,
     idleConnectionTimeoutMs: 300_000,
     ...(nodeOptions ? { nodeOptions } : {}),
-  });
+  };
+  const streams = createGrpcTransport(options);
+  // Unary calls (every call railfence's services make) skip connect-node's pipeline
+  // (grpc-unary-client.ts, decision 006); RAILFENCE_CONNECT_UNARY=1 keeps them on it, for the bench.
+  if (!directUnaryEnabled("client")) return streams;
+  return createUnaryGrpcTransport(options, streams);
 }

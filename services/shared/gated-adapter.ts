@@ -8,26 +8,36 @@
  */
 import type http2 from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, createConnectRouter, type ConnectRouter, type ConnectRouterOptions, type ContextValues } from "@connectrpc/connect";
+import { Code, createConnectRouter, createContextValues, type ConnectRouter, type ConnectRouterOptions, type ContextValues } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { errorInfo, errorReason } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { admitRequest, methodNotFound, type GateLimits, type Refusal } from "./request-gate.js";
 import { writeRefusal } from "./refusal.js";
 import { formatClientTimeout } from "./wire-protocol.js";
+import { createUnaryServer, directUnaryEnabled, recordUnaryImpls, servedDirectly } from "./grpc-unary-server.js";
 
 export interface GatedAdapterOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
   limits: GateLimits;
   logger: Logger;
   contextValues?: (req: http2.Http2ServerRequest) => ContextValues;
+  /**
+   * Unary gRPC calls with protobuf bodies skip connect-node's pipeline (grpc-unary-server.ts):
+   * same implementations, same interceptors, same answers. Default: on unless
+   * RAILFENCE_CONNECT_UNARY=1 (the bench compares the two).
+   */
+  directUnary?: boolean;
 }
 
 /** An http2 "request" listener serving the routes through the gate. */
 export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
   const router = createConnectRouter(opts);
-  opts.routes(router);
+  const direct = recordUnaryImpls(router, opts.routes);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const serveDirect = !(opts.directUnary ?? directUnaryEnabled("server"))
+    ? undefined
+    : createUnaryServer(opts.interceptors ?? [], opts.shutdownSignal ?? new AbortController().signal);
 
   const refuse = (req: http2.Http2ServerRequest, refusal: Refusal, procedure: string) => {
     writeRefusal(req.stream, refusal.error, refusal.protocol, refusal.httpStatus);
@@ -64,7 +74,22 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
       .then((outcome) => {
         if ("gone" in outcome) return;
         if ("refused" in outcome) return refuse(req, outcome.refused, path);
-        const { protocol, body, remainingMs } = outcome.admitted;
+        const { protocol, body, remainingMs, message } = outcome.admitted;
+        const spec = serveDirect && servedDirectly(protocol) ? direct.get(path) : undefined;
+        if (spec && serveDirect) {
+          const authority = one(req.headers[":authority"]) ?? "localhost";
+          return serveDirect({
+            spec,
+            stream: req.stream,
+            response: res,
+            headers: req.headers,
+            url: `${one(req.headers[":scheme"]) ?? "http"}://${authority}${path}`,
+            protocol,
+            message,
+            remainingMs,
+            contextValues: opts.contextValues?.(req) ?? createContextValues(),
+          });
+        }
         // connect-node reads an async iterable for enveloped protocols and takes a Connect unary body as is.
         const uBody = protocol.enveloped ? oneChunk(body) : body;
         const uReq = universalRequestFromNodeRequest(req, res, uBody as never, opts.contextValues?.(req));
@@ -78,6 +103,8 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
       });
   };
 }
+
+const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 async function* oneChunk(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes;

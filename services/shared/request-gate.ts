@@ -39,6 +39,8 @@ export interface AdmittedRequest {
   body: Uint8Array;
   /** Time left of the client's deadline when it set one (the framework further in enforces it). */
   remainingMs?: number;
+  /** The request, decoded (strictly) once here: a server path that needs no framework uses it as is. */
+  message: unknown;
 }
 
 export interface Refusal {
@@ -116,8 +118,9 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   const message = decompressMessage(complete.payload, complete.compressed, encoding, limits.maxMessageBytes);
   if ("kind" in message) return refuse(problemError(message, limits));
 
+  let decoded: unknown;
   try {
-    decodeRequest(method.input, message, protocol.binary);
+    decoded = decodeRequest(method.input, message, protocol.binary);
   } catch (err) {
     return refuse(toConnectError(err));
   }
@@ -129,7 +132,7 @@ export async function admitRequest(body: Readable, headers: IncomingHttpHeaders,
   }
   // An uncompressed body goes on as received; a compressed one as its decompressed message.
   const onward = !complete.compressed ? complete.body : protocol.enveloped ? encodeEnvelope(message) : message;
-  return { admitted: { protocol, body: onward, remainingMs } };
+  return { admitted: { protocol, body: onward, remainingMs, message: decoded } };
 }
 
 function problemError(p: BodyProblem, limits: GateLimits): ConnectError {
