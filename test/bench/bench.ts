@@ -9,13 +9,22 @@
  *   B2  B1 with 10 hot accounts (per-account serialisation, ADR-007 §7.3).
  *   B3  end to end: payouts API -> executors (lock + fence + proxy + rail + outcome).
  *   B5  RPC floor: one unary call's server CPU on node:http2, grpc-js, connect-node and rail-proxy.
+ *   L   hot-path layouts: B1 (one replica, c=16) with each side of the proxy's money path on
+ *       connect-node or on the direct unary gRPC path (RAILFENCE_CONNECT_UNARY), side by side;
+ *       CPU per submission in RPC units (B5's bare node:http2 server CPU per call).
+ *   S   as shipped: B1 through proxies with mutual TLS and tracing to a file (what `npm start` and
+ *       the chart run), at c=16 and 64, both layouts, with the proxies' and the stub's peak RSS.
+ *
+ * Flags (after `npm run bench --`): --proxy-node-args "<node flags>" passes flags to every proxy
+ * (with --cpu-prof and --cpu-prof-dir=DIR the bench ends with the proxies' CPU by package);
+ * --b3-node-args "<node flags>" the same for the executors and the lock service; --skip-shipped.
  *
  * PostgreSQL runs with default durability (fsync and synchronous_commit on). Results go to
  * reports/bench/ (JSON, markdown, SVG). BENCH_SECONDS (default 4) sets each point's length.
  */
 import { randomUUID } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
@@ -34,6 +43,7 @@ import { migrate } from "../../services/shared/migrate.js";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { svgChart, type Series } from "./chart.js";
 import { measureServer, RPC_SERVER_KINDS, rpcFloor } from "./rpc-floor.js";
+import { profileTable, summarizeProfiles } from "./profile-summary.js";
 import { closedLoop, cpuSeconds, peakRssMb, type PointResult } from "./load.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
@@ -41,6 +51,25 @@ const WARMUP = 1;
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? "1,4,16,64").split(",").map(Number);
 const SEED = Number(process.env.BENCH_SEED ?? 7);
 const POOL = 20; // the proxy's PAYDB_POOL_MAX default: the raw floor gets the same connections
+
+/** `--name value` from the command line. */
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+const splitArgs = (v: string | undefined) => (v ? v.split(/\s+/).filter(Boolean) : undefined);
+const PROXY_NODE_ARGS = splitArgs(flag("proxy-node-args") ?? process.env.BENCH_PROXY_NODE_ARGS);
+const B3_NODE_ARGS = splitArgs(flag("b3-node-args") ?? process.env.BENCH_B3_NODE_ARGS);
+const SHIPPED = !process.argv.includes("--skip-shipped") && process.env.BENCH_SKIP_SHIPPED !== "1";
+/** The layouts of the proxy's two hops (server, rail client): RAILFENCE_CONNECT_UNARY's values. */
+const LAYOUTS = [
+  { name: "connect server + connect client", env: { RAILFENCE_CONNECT_UNARY: "1" } },
+  { name: "connect server + direct client", env: { RAILFENCE_CONNECT_UNARY: "server" } },
+  { name: "direct server + connect client", env: { RAILFENCE_CONNECT_UNARY: "client" } },
+  { name: "direct server + direct client (shipped)", env: {} },
+] as const;
+/** The concurrency the layouts, RPC units and the goals are read at. */
+const GOAL_C = 16;
 
 interface Row extends PointResult {
   workload: string;
@@ -65,7 +94,7 @@ function record(workload: string, concurrency: number, r: PointResult, extra: Pa
 async function main(): Promise<void> {
   const rand = seededRng(SEED);
   const server = await PostgresServer.start({ durable: true });
-  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL) } });
+  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL) }, proxyNodeArgs: PROXY_NODE_ARGS, b3NodeArgs: B3_NODE_ARGS });
   try {
     await mesh.start();
     // B0's database: same server, same schema, its own rows (so paydb's checker run stays meaningful).
@@ -177,21 +206,27 @@ async function main(): Promise<void> {
     await directStub.stop();
 
     // B1 / B2: through the proxy.
-    const proxyClients = mesh.proxies.map((p) => connectClient(RailProxyService, p.url));
-    const proxyPids = mesh.proxies.map((p) => p.pid!);
-    const throughProxy = async (workload: string, replicas: number, accountCount: number) => {
-      for (const c of CONCURRENCY) {
+    const throughProxies = async (
+      workload: string,
+      targets: ServiceProcess[],
+      accountCount: number,
+      concurrencies = CONCURRENCY,
+      client = (p: ServiceProcess) => connectClient(RailProxyService, p.url),
+    ) => {
+      const clients = targets.map(client);
+      const pids = targets.map((p) => p.pid!);
+      for (const c of concurrencies) {
         const prefix = `${workload.replace(/\W/g, "")}${c}`;
         const next = await fencedPayouts(paydbOwner, prefix, makeAccounts(accountCount, prefix), PREPARED);
         let i = 0;
-        const cpuBefore = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0);
+        const cpuBefore = pids.reduce((s, pid) => s + cpuSeconds(pid), 0);
         const r = await closedLoop(
           c,
           SECONDS,
           WARMUP,
           async () => {
             const { payoutId, accountId, token } = next();
-            await proxyClients[i++ % replicas]!.submitPayout({
+            await clients[i++ % clients.length]!.submitPayout({
               accountId,
               payoutId,
               fencingToken: token,
@@ -201,17 +236,26 @@ async function main(): Promise<void> {
           },
           reason,
         );
-        const cpu = proxyPids.slice(0, replicas).reduce((s, pid) => s + cpuSeconds(pid), 0) - cpuBefore;
+        const cpu = pids.reduce((s, pid) => s + cpuSeconds(pid), 0) - cpuBefore;
         // CPU covers warm-up too: divide by every op the proxies served in the window.
         const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
         record(workload, c, r, { proxyCpuUsPerOp: (cpu / (served * ((SECONDS + WARMUP) / SECONDS))) * 1e6 });
       }
     };
-    await throughProxy("B1 proxy x1", 1, 10_000);
-    await throughProxy("B1 proxy x2", 2, 10_000);
-    await throughProxy("B2 hot (10 accounts)", 2, 10);
+    await throughProxies("B1 proxy x1", mesh.proxies.slice(0, 1), 10_000);
+    await throughProxies("B1 proxy x2", mesh.proxies.slice(0, 2), 10_000);
+    await throughProxies("B2 hot (10 accounts)", mesh.proxies.slice(0, 2), 10);
+
+    // L: the hot-path layouts side by side, one fresh replica each, same database and rail.
+    const layoutProxies: ServiceProcess[] = [];
+    for (const layout of LAYOUTS) {
+      const proxy = await mesh.addProxy(layout.env);
+      layoutProxies.push(proxy);
+      await throughProxies(`L ${layout.name}`, [proxy], 10_000, [GOAL_C]);
+    }
     await closeBenchPayouts(paydbOwner);
     const proxyRss = mesh.proxies.map((p) => peakRssMb(p.pid!));
+    for (const p of layoutProxies) await p.stop();
 
     // B5: the RPC floor. One unary call, same minimal client: bare servers per stack, then the
     // running rail-proxy (railfence's server on connect-node, with its interceptors).
@@ -275,11 +319,147 @@ async function main(): Promise<void> {
     const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
     await raw.end();
     await paydbOwner.end();
-    report(rss, check.violations.length, b3Count);
+    let violations = check.violations.length;
+    if (SHIPPED) violations += await shipped(server, rss);
+    report(rss, violations, b3Count);
   } finally {
     await mesh.stop();
     await server.destroy();
   }
+  profileReport("proxies", PROXY_NODE_ARGS);
+  profileReport("executors and lock", B3_NODE_ARGS);
+}
+
+/** With --cpu-prof and --cpu-prof-dir among the node flags: the profiles' CPU by package. */
+function profileReport(who: string, args: string[] | undefined): void {
+  const dir = args?.find((a) => a.startsWith("--cpu-prof-dir="))?.slice("--cpu-prof-dir=".length);
+  if (!dir || !args?.includes("--cpu-prof")) return;
+  const table = profileTable(summarizeProfiles(dir));
+  const out = join(projectRoot(), "reports", "bench", `profile-${who.split(" ")[0]}.md`);
+  writeFileSync(out, `CPU of the ${who} by package (${dir}):\n\n${table}\n`);
+  log(`\nCPU of the ${who} by package (${dir}):\n${table}\nwritten: ${out}`);
+}
+
+/**
+ * S: the proxy as shipped (npm start, the chart): mutual TLS on every hop and tracing on, spans
+ * batched to a file as `npm start` writes them (OTEL_TRACES_SAMPLER, if set, applies). Its own
+ * mesh on the same PostgreSQL server; returns the checker's violation count.
+ */
+async function shipped(server: PostgresServer, rss: Record<string, number>): Promise<number> {
+  const stateDir = mkdtempSync(join(tmpdir(), "railfence-bench-shipped-"));
+  const traces = { RAILFENCE_TRACE_FILE: join(stateDir, "traces.jsonl") };
+  const mesh = new Mesh({
+    postgres: server,
+    dbSuffix: "_shipped",
+    tls: true,
+    proxies: 0,
+    proxyEnv: { PAYDB_POOL_MAX: String(POOL), ...traces },
+    railStubEnv: traces,
+    proxyNodeArgs: PROXY_NODE_ARGS,
+  });
+  try {
+    await mesh.start();
+    const layouts = [LAYOUTS[0], LAYOUTS[LAYOUTS.length - 1]!] as const;
+    const proxies = [];
+    for (const l of layouts) proxies.push(await mesh.addProxy(l.env));
+    const owner = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });
+    const rand = seededRng(SEED + 1);
+    for (const [k, l] of layouts.entries()) {
+      const proxy = proxies[k]!;
+      const client = mesh.client(RailProxyService, proxy.url, "executor");
+      for (const c of [GOAL_C, 64]) {
+        const prefix = `shipped${k}c${c}`;
+        const accounts = Array.from({ length: 10_000 }, (_, i) => ({ id: `${prefix}-${i}`, next: 1n }));
+        const ops = Array.from({ length: Math.ceil(4000 * (SECONDS + WARMUP)) }, (_, n) => {
+          const a = accounts[Math.floor(rand() * accounts.length)]!;
+          const t = a.next++;
+          return { payoutId: `${prefix}-${n}`, accountId: a.id, token: t };
+        });
+        await owner.query(
+          `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
+           SELECT id, 'bench', acc, 1050, 'EUR', 'ben-1', 'PROCESSING', tok, 'bench', now() + interval '1 day'
+             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, acc, tok)`,
+          [ops.map((o) => o.payoutId), ops.map((o) => o.accountId), ops.map((o) => o.token.toString())],
+        );
+        let next = 0;
+        const before = cpuSeconds(proxy.pid!);
+        const r = await closedLoop(
+          c,
+          SECONDS,
+          WARMUP,
+          async () => {
+            const op = ops[next++];
+            if (!op) throw new ConnectError("bench ran out of prepared payouts", Code.ResourceExhausted);
+            await client.submitPayout({ ...op, fencingToken: op.token, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" });
+          },
+          reason,
+        );
+        const served = r.ops + Object.values(r.errors).reduce((a, b) => a + b, 0);
+        record(`S shipped: ${l.name}`, c, r, { proxyCpuUsPerOp: ((cpuSeconds(proxy.pid!) - before) / (served * ((SECONDS + WARMUP) / SECONDS))) * 1e6 });
+      }
+      rss[`shipped ${k === 0 ? "connect" : "direct"} rail-proxy`] = peakRssMb(proxy.pid!);
+    }
+    rss["shipped rail-stub"] = peakRssMb(mesh.railStub.pid!);
+    await owner.query(
+      `UPDATE payouts p SET state = CASE WHEN s.state = 'ACCEPTED' THEN 'PAID' ELSE 'UNKNOWN' END, rail_reference = s.rail_reference, claimed_by = NULL, claimed_until = NULL
+         FROM rail_submissions s WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
+    );
+    await owner.query(
+      "UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'",
+    );
+    await owner.end();
+    const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
+    return check.violations.length;
+  } finally {
+    await mesh.stop();
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The performance goals (issue "the proxy's hot path near its floor"), read from this run only:
+ * CPU in RPC units (one unary call's server CPU on a bare node:http2 server, B5, at GOAL_C).
+ */
+function goals(rss: Record<string, number>): string[] {
+  const at = (w: string, c: number) => rows.find((r) => r.workload === w && r.concurrency === c);
+  const unit = at("B5 RPC floor: node-http2", GOAL_C)?.proxyCpuUsPerOp;
+  if (!unit) return [];
+  const units = (w: string, c = GOAL_C) => (at(w, c)?.proxyCpuUsPerOp ?? Number.NaN) / unit;
+  const tp = (w: string, c = GOAL_C) => at(w, c)?.throughput ?? Number.NaN;
+  const yes = (ok: boolean) => (ok ? "yes" : "**no**");
+  const b1 = units("B1 proxy x1");
+  const shippedUnits = units(`S shipped: ${LAYOUTS[LAYOUTS.length - 1]!.name}`);
+  const direct = tp("B1 proxy x1") / tp("B0 direct rail");
+  const overB0 = tp("B1 proxy x2") / tp("B0 raw SQL");
+  const c1 = at("B1 proxy x1", 1);
+  const c1Direct = at("B0 direct rail", 1);
+  const c1Raw = at("B0 raw SQL", 1);
+  const added = c1 && c1Direct ? c1.p50 - c1Direct.p50 : Number.NaN;
+  const b3 = tp("B3 end to end", 32) / tp("B1 proxy x2");
+  const proxyRss = Math.max(rss["rail-proxy-1"] ?? 0, rss["rail-proxy-2"] ?? 0);
+  const shippedRss = rss["shipped direct rail-proxy"];
+  const layoutRows = LAYOUTS.map((l) => {
+    const u = units(`L ${l.name}`);
+    return `| ${l.name} | ${u.toFixed(1)} | ${(u / units(`L ${LAYOUTS[0].name}`)).toFixed(2)} | ${tp(`L ${l.name}`).toFixed(0)} |`;
+  });
+  return [
+    `RPC unit (B5 node:http2 server CPU per call, c=${GOAL_C}): ${unit.toFixed(0)} µs`,
+    "",
+    `| hot-path layout (B1, one replica, c=${GOAL_C}) | proxy CPU per submission (RPC units) | vs connect + connect | ops/s |`,
+    "|---|---|---|---|",
+    ...layoutRows,
+    "",
+    "| goal | this run | met? |",
+    "|---|---|---|",
+    `| rail-proxy CPU per submission <= 12 RPC units (c=${GOAL_C}) | ${b1.toFixed(1)} (h2c), ${shippedUnits.toFixed(1)} (shipped: mTLS + tracing) | ${yes(b1 <= 12)} / ${yes(shippedUnits <= 12)} |`,
+    `| B1 / direct rail >= 0.6 (c=${GOAL_C}) | ${direct.toFixed(2)} | ${yes(direct >= 0.6)} |`,
+    `| B1 (2 replicas) / B0 raw SQL >= 0.5 (c=${GOAL_C}) | ${overB0.toFixed(2)} | ${yes(overB0 >= 0.5)} |`,
+    c1 && c1Raw
+      ? `| added median latency over direct rail at c=1 <= B0 median + 0.5 ms | +${added.toFixed(2)} ms vs ${(c1Raw.p50 + 0.5).toFixed(2)} ms | ${yes(added <= c1Raw.p50 + 0.5)} |`
+      : "| added median latency at c=1 | (c=1 not in this run) | |",
+    `| B3 end to end >= 0.5 x B1 (2 replicas, c=${GOAL_C}) | ${b3.toFixed(2)} | ${yes(b3 >= 0.5)} |`,
+    `| rail-proxy peak RSS <= 150 MB (c=64) | ${proxyRss.toFixed(0)} MB (h2c)${shippedRss ? `, ${shippedRss.toFixed(0)} MB (shipped)` : ""} | ${yes(proxyRss <= 150 && (shippedRss ?? 0) <= 150)} |`,
+  ];
 }
 
 function report(rss: Record<string, number>, violations: number, b3Count: number): void {
@@ -331,6 +511,8 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
     `B3: ${b3Count} payouts, ${b3.throughput.toFixed(0)} payouts/s (target >= ${b3Target.toFixed(0)} = 0.5 × B0@16 / 2.5), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms`,
     `B5: server CPU per unary call at c=${floorC}: ${["node-http2", "grpc-js", "connect-node", "rail-proxy"].map((k) => `${k} ${at(`B5 RPC floor: ${k}`, floorC)?.proxyCpuUsPerOp?.toFixed(0)} µs`).join(", ")}`,
     `Invariant violations after the run: ${violations}`,
+    "",
+    ...goals(rss),
   ];
   const dir = join(projectRoot(), "reports", "bench");
   mkdirSync(dir, { recursive: true });

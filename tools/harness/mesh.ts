@@ -34,6 +34,8 @@ export interface MeshOptions {
   lockEnv?: Record<string, string>;
   /** Node flags for the proxy processes (profiling: ["--cpu-prof", "--cpu-prof-dir=..."]). */
   proxyNodeArgs?: string[];
+  /** Node flags for the executors and the lock service (profiling the end-to-end path). */
+  b3NodeArgs?: string[];
   executorEnv?: Record<string, string>;
   railStubEnv?: Record<string, string>;
   onLine?: (name: string, line: string) => void;
@@ -240,6 +242,7 @@ export class Mesh {
       },
       onLine: this.opts.onLine,
       tls: this.opts.tls,
+      nodeArgs: this.opts.b3NodeArgs,
     });
     await this.lock.start();
     return this.lock;
@@ -273,7 +276,13 @@ export class Mesh {
 
   async addExecutor(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const n = this.executors.length + 1;
-    const executor = new ServiceProcess({ service: "executor", name: `executor-${n}`, env: this.executorEnv(n, env), onLine: this.opts.onLine });
+    const executor = new ServiceProcess({
+      service: "executor",
+      name: `executor-${n}`,
+      env: this.executorEnv(n, env),
+      onLine: this.opts.onLine,
+      nodeArgs: this.opts.b3NodeArgs,
+    });
     this.executors.push(executor);
     await executor.start();
     return executor;
