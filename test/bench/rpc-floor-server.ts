@@ -1,8 +1,9 @@
 /**
  * One unary gRPC method (grpc.health.v1.Health/Check) served four ways, for the RPC floor
  * workload (B5): `node:http2` by hand (the transport's own floor), `@grpc/grpc-js`,
- * `@connectrpc/connect-node` (what railfence's services are built on), and connect-node behind
- * railfence's request gate (read deadline, size limit, strict decoding: what the gate costs).
+ * `@connectrpc/connect-node` (what railfence's services were built on), and railfence's own
+ * listener (gated-adapter.ts: the request gate's read deadline, size limit and strict decoding,
+ * then the direct unary gRPC path of decision 006; what every railfence server now runs).
  * Forked by rpc-floor.ts; prints nothing, sends its port to the parent.
  */
 import http2 from "node:http2";
@@ -77,7 +78,7 @@ function connectNodeGated(): Promise<number> {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as { port: number }).port)));
 }
 
-const kinds = { "node-http2": rawHttp2, "grpc-js": grpcJs, "connect-node": connectNode, "connect-node-gated": connectNodeGated } as const;
+const kinds = { "node-http2": rawHttp2, "grpc-js": grpcJs, "connect-node": connectNode, "railfence-gated": connectNodeGated } as const;
 const kind = process.argv[2] as keyof typeof kinds;
 process.send!(await kinds[kind]());
 process.on("SIGTERM", () => process.exit(0));

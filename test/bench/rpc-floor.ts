@@ -9,7 +9,7 @@ import http2 from "node:http2";
 import { join } from "node:path";
 import { closedLoop, cpuSeconds, type PointResult } from "./load.js";
 
-export const RPC_SERVER_KINDS = ["node-http2", "grpc-js", "connect-node", "connect-node-gated"] as const;
+export const RPC_SERVER_KINDS = ["node-http2", "grpc-js", "connect-node", "railfence-gated"] as const;
 
 /** An empty HealthCheckRequest in gRPC framing: no compression flag, zero length. */
 const EMPTY_REQUEST = Buffer.alloc(5);
