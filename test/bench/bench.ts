@@ -91,6 +91,37 @@ function record(workload: string, concurrency: number, r: PointResult, extra: Pa
   );
 }
 
+/**
+ * The proxy pays only payouts an executor fenced (SPEC C3 §3.9): each point's payouts are inserted
+ * before it is timed, fenced with the token each one will be submitted with, as an executor leaves
+ * them (claimed for a day, so B3's executors never take them over): the measured work is the proxy's alone.
+ */
+async function insertFencedPayouts(db: pg.Pool, ops: Array<{ payoutId: string; accountId: string; token: bigint }>): Promise<void> {
+  for (let i = 0; i < ops.length; i += 10_000) {
+    const chunk = ops.slice(i, i + 10_000);
+    await db.query(
+      `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
+       SELECT id, 'bench', acc, 1050, 'EUR', 'ben-1', 'PROCESSING', tok, 'bench', now() + interval '1 day'
+         FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, acc, tok)`,
+      [chunk.map((o) => o.payoutId), chunk.map((o) => o.accountId), chunk.map((o) => o.token.toString())],
+    );
+  }
+}
+
+/** After the points: the bench closes its payouts as an executor would (the checker reads them). */
+async function closeBenchPayouts(db: pg.Pool): Promise<void> {
+  await db.query(
+    `UPDATE payouts p
+        SET state = CASE WHEN s.state = 'ACCEPTED' THEN 'PAID' WHEN s.state IN ('REJECTED', 'NOT_FORWARDED') THEN 'FAILED' ELSE 'UNKNOWN' END,
+            rail_reference = s.rail_reference, claimed_by = NULL, claimed_until = NULL
+       FROM rail_submissions s
+      WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
+  );
+  await db.query(
+    "UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'",
+  );
+}
+
 async function main(): Promise<void> {
   const rand = seededRng(SEED);
   const server = await PostgresServer.start({ durable: true });
@@ -118,35 +149,13 @@ async function main(): Promise<void> {
      */
     const fencedPayouts = async (db: pg.Pool, prefix: string, accounts: Array<{ id: string; next: bigint }>, count: number) => {
       const ops = Array.from({ length: count }, (_, k) => ({ payoutId: `${prefix}-${k}`, ...nextToken(accounts) }));
-      for (let i = 0; i < ops.length; i += 10_000) {
-        const chunk = ops.slice(i, i + 10_000);
-        await db.query(
-          // Claimed for a day: B3's executors must not take them over.
-          `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
-           SELECT id, 'bench', acc, 1050, 'EUR', 'ben-1', 'PROCESSING', tok, 'bench', now() + interval '1 day'
-             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, acc, tok)`,
-          [chunk.map((o) => o.payoutId), chunk.map((o) => o.accountId), chunk.map((o) => o.token.toString())],
-        );
-      }
+      await insertFencedPayouts(db, ops);
       let next = 0;
       return () => {
         const op = ops[next++];
         if (!op) throw new ConnectError("bench ran out of prepared payouts", Code.ResourceExhausted);
         return op;
       };
-    };
-    /** After the points: the bench closes its payouts as an executor would (the checker reads them). */
-    const closeBenchPayouts = async (db: pg.Pool) => {
-      await db.query(
-        `UPDATE payouts p
-            SET state = CASE WHEN s.state = 'ACCEPTED' THEN 'PAID' WHEN s.state IN ('REJECTED', 'NOT_FORWARDED') THEN 'FAILED' ELSE 'UNKNOWN' END,
-                rail_reference = s.rail_reference, claimed_by = NULL, claimed_until = NULL
-           FROM rail_submissions s
-          WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
-      );
-      await db.query(
-        "UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'",
-      );
     };
     /** Enough prepared payouts for a point, from a generous upper bound on its throughput. */
     const PREPARED = Number(process.env.BENCH_PREPARED_PER_POINT ?? Math.ceil(8000 * (SECONDS + WARMUP)));
@@ -380,12 +389,7 @@ async function shipped(server: PostgresServer, rss: Record<string, number>): Pro
           const t = a.next++;
           return { payoutId: `${prefix}-${n}`, accountId: a.id, token: t };
         });
-        await owner.query(
-          `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
-           SELECT id, 'bench', acc, 1050, 'EUR', 'ben-1', 'PROCESSING', tok, 'bench', now() + interval '1 day'
-             FROM unnest($1::text[], $2::text[], $3::bigint[]) AS t(id, acc, tok)`,
-          [ops.map((o) => o.payoutId), ops.map((o) => o.accountId), ops.map((o) => o.token.toString())],
-        );
+        await insertFencedPayouts(owner, ops);
         let next = 0;
         const before = cpuSeconds(proxy.pid!);
         const r = await closedLoop(
@@ -405,13 +409,7 @@ async function shipped(server: PostgresServer, rss: Record<string, number>): Pro
       rss[`shipped ${k === 0 ? "connect" : "direct"} rail-proxy`] = peakRssMb(proxy.pid!);
     }
     rss["shipped rail-stub"] = peakRssMb(mesh.railStub.pid!);
-    await owner.query(
-      `UPDATE payouts p SET state = CASE WHEN s.state = 'ACCEPTED' THEN 'PAID' ELSE 'UNKNOWN' END, rail_reference = s.rail_reference, claimed_by = NULL, claimed_until = NULL
-         FROM rail_submissions s WHERE s.bound_payout_id = p.payout_id AND p.client_id = 'bench' AND p.state = 'PROCESSING'`,
-    );
-    await owner.query(
-      "UPDATE payouts SET state = 'FAILED', failure_reason = 'BENCH_UNUSED', claimed_by = NULL, claimed_until = NULL WHERE client_id = 'bench' AND state = 'PROCESSING'",
-    );
+    await closeBenchPayouts(owner);
     await owner.end();
     const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
     return check.violations.length;

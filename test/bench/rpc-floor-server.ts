@@ -7,17 +7,16 @@
  * Forked by rpc-floor.ts; prints nothing, sends its port to the parent.
  */
 import http2 from "node:http2";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { toBinary } from "@bufbuild/protobuf";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
+import { grpcJsHealthCheck } from "../support/grpc-js-health.js";
 import { gatedConnectAdapter } from "../../services/shared/gated-adapter.js";
 import { createLogger } from "../../services/shared/logger.js";
 import {
   Health,
-  HealthCheckRequestSchema,
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus,
-  type HealthCheckRequest,
   type HealthCheckResponse,
 } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 
@@ -39,15 +38,7 @@ function rawHttp2(): Promise<number> {
 
 function grpcJs(): Promise<number> {
   const server = new grpc.Server();
-  const check: grpc.MethodDefinition<HealthCheckRequest, HealthCheckResponse> = {
-    path: "/grpc.health.v1.Health/Check",
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (m) => Buffer.from(toBinary(HealthCheckRequestSchema, m)),
-    requestDeserialize: (b) => fromBinary(HealthCheckRequestSchema, b),
-    responseSerialize: (m) => Buffer.from(toBinary(HealthCheckResponseSchema, m)),
-    responseDeserialize: (b) => fromBinary(HealthCheckResponseSchema, b),
-  };
+  const check = grpcJsHealthCheck;
   server.addService(
     { check },
     {

@@ -28,7 +28,6 @@ import { ErrorInfoSchema } from "../../services/shared/gen/google/rpc/error_deta
 import { StatusSchema } from "../../services/shared/gen/google/rpc/status_pb.js";
 import {
   Health,
-  HealthCheckRequestSchema,
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus,
   type HealthCheckRequest,
@@ -46,6 +45,7 @@ import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { connectClient, db, expectRejected } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
+import { grpcJsHealthCheck } from "../support/grpc-js-health.js";
 
 const run = promisify(execFile);
 const buf = join(projectRoot(), "node_modules", ".bin", "buf");
@@ -211,15 +211,7 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
 
   beforeAll(async () => {
     server = new grpc.Server();
-    const check: grpc.MethodDefinition<HealthCheckRequest, HealthCheckResponse> = {
-      path: "/grpc.health.v1.Health/Check",
-      requestStream: false,
-      responseStream: false,
-      requestSerialize: (m) => Buffer.from(toBinary(HealthCheckRequestSchema, m)),
-      requestDeserialize: (b) => fromBinary(HealthCheckRequestSchema, b),
-      responseSerialize: (m) => Buffer.from(toBinary(HealthCheckResponseSchema, m)),
-      responseDeserialize: (b) => fromBinary(HealthCheckResponseSchema, b),
-    };
+    const check = grpcJsHealthCheck;
     server.addService(
       { check },
       {
