@@ -349,13 +349,17 @@ describe("payouts through the containers", () => {
     const paydb = new pg.Client({ connectionString: mesh.dbUrl("paydb") });
     await paydb.connect();
     try {
-      const total = 150;
+      // At least 150 payouts, and the load lasts until both kills found their moment: a fast
+      // path pays 150 before a restarted replica is Ready again (the cap keeps it bounded).
+      const minimum = 150;
+      const cap = 3000;
+      let killsDone = false;
       const ids: string[] = [];
       let next = 0;
       // A well-behaved API client: one Idempotency-Key per payout, and a retryable answer
       // (UNAVAILABLE with Retry-After, ABORTED IDEMPOTENCY_CONFLICT) retried with the SAME key.
       const worker = async () => {
-        while (next < total) {
+        while ((next < minimum || !killsDone) && next < cap) {
           const i = next++;
           const key = randomUUID();
           for (let attempt = 0; ; attempt++) {
@@ -381,24 +385,30 @@ describe("payouts through the containers", () => {
       // carries the load is up to connection routing, as behind a Service.
       const kills: Array<{ pod: string; inFlight: number }> = [];
       const proxies = mesh.byComponent("rail-proxy");
-      for (let k = 0; k < 2; k++) {
-        const [victim, inFlight] = await eventually(
-          async () => {
-            const { rows } = await paydb.query<{ replica_id: string; n: number }>(
-              "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' AND created_at > now() - interval '1 second' GROUP BY replica_id ORDER BY n DESC",
-            );
-            const busy = rows.map((r) => [proxies.find((p) => p.name === r.replica_id), r.n] as const).find(([p]) => p);
-            return busy ? ([busy[0]!, busy[1]] as const) : undefined;
-          },
-          "a rail-proxy replica with a submission in flight",
-          60_000,
-        );
-        await mesh.sigkill(victim);
-        kills.push({ pod: victim.name, inFlight });
-        log(`SIGKILL ${victim.name} with ${inFlight} submission(s) in flight; restarted by its restart policy`);
-        await mesh.waitReady(victim);
+      try {
+        for (let k = 0; k < 2; k++) {
+          const [victim, inFlight] = await eventually(
+            async () => {
+              const { rows } = await paydb.query<{ replica_id: string; n: number }>(
+                "SELECT replica_id, count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING' AND created_at > now() - interval '1 second' GROUP BY replica_id ORDER BY n DESC",
+              );
+              const busy = rows.map((r) => [proxies.find((p) => p.name === r.replica_id), r.n] as const).find(([p]) => p);
+              return busy ? ([busy[0]!, busy[1]] as const) : undefined;
+            },
+            "a rail-proxy replica with a submission in flight",
+            60_000,
+          );
+          await mesh.sigkill(victim);
+          kills.push({ pod: victim.name, inFlight });
+          log(`SIGKILL ${victim.name} with ${inFlight} submission(s) in flight; restarted by its restart policy`);
+          await mesh.waitReady(victim);
+        }
+      } finally {
+        // The load stops once the kills are done, or failed.
+        killsDone = true;
       }
       await load;
+      const total = next;
       // Retries with the same key never create a second payout.
       expect(new Set(ids).size).toBe(total);
       const { rows: created } = await paydb.query<{ n: number }>("SELECT count(*)::int AS n FROM payouts WHERE account_id LIKE 'acc-kill-%'");
