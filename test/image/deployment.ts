@@ -136,10 +136,11 @@ export function chartValues(i: ChartInputs): string[] {
 
 /**
  * Settings the chart does not make, added by the test. Kept to the minimum and said why:
- * - rail-stub: the rail answers after 150 ms, so a SIGKILLed rail-proxy dies between the intent
- *   commit and the rail's answer (the window the kill drill is about). The stub is a dev-only
+ * - rail-stub: the rail answers after 600 ms, so a SIGKILLed rail-proxy dies between the intent
+ *   commit and the rail's answer (the window the kill drill is about): a `podman kill` takes a few
+ *   hundred ms to land, and with the direct unary path little else stretches the call. The stub is a dev-only
  *   component; no production component gets anything here.
  */
 export const TEST_ONLY_ENV: Record<string, Record<string, string>> = {
-  "rail-stub": { RAIL_STUB_FAULTS: JSON.stringify([{ kind: "LATENCY", latencyMs: 150, count: 0, clientReferencePrefix: "" }]) },
+  "rail-stub": { RAIL_STUB_FAULTS: JSON.stringify([{ kind: "LATENCY", latencyMs: 600, count: 0, clientReferencePrefix: "" }]) },
 };
