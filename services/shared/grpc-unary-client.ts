@@ -15,7 +15,7 @@ import http2 from "node:http2";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type Interceptor, type Transport, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { grpcFrame } from "./grpc-unary-server.js";
+import { grpcFrame, webHeaders } from "./grpc-unary-server.js";
 
 export interface UnaryClientOptions {
   baseUrl: string;
@@ -86,18 +86,6 @@ function nodeError(err: unknown): ConnectError {
   const ce = ConnectError.from(err, code);
   if (ce !== err) ce.cause = err;
   return ce;
-}
-
-function toHeaders(h: http2.IncomingHttpHeaders): Headers {
-  const out = new Headers();
-  for (const key in h) {
-    if (key.charCodeAt(0) === 58) continue;
-    const v = h[key];
-    if (v === undefined) continue;
-    if (Array.isArray(v)) for (const one of v) out.append(key, one);
-    else out.set(key, v);
-  }
-  return out;
 }
 
 /** One HTTP/2 session to the server, opened on demand, replaced when it closes or goes away. */
@@ -205,7 +193,7 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
 
     stream.on("response", (h) => {
       status = Number(h[":status"]);
-      responseHeader = toHeaders(h);
+      responseHeader = webHeaders(h);
     });
     stream.on("data", (chunk: Buffer) => {
       received += chunk.byteLength;
@@ -213,7 +201,7 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
       chunks.push(chunk);
     });
     stream.on("trailers", (t) => {
-      trailer = toHeaders(t);
+      trailer = webHeaders(t);
     });
     stream.on("error", (err) => fail(nodeError(err)));
     stream.on("close", () => {

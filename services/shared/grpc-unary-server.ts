@@ -81,7 +81,8 @@ const DEADLINE = () => new ConnectError("the operation timed out", Code.Deadline
 const CANCELLED = () => new ConnectError("the call was cancelled", Code.Canceled);
 
 /** The request's own headers as the interceptors and handlers read them (no pseudo-headers). */
-function requestHeaders(headers: http2.IncomingHttpHeaders, remainingMs: number | undefined): Headers {
+/** HTTP/2 headers as web Headers, pseudo-headers left out (both halves of the direct path). */
+export function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
   const h = new Headers();
   for (const key in headers) {
     if (key.charCodeAt(0) === 58 /* ":" */) continue;
@@ -90,6 +91,12 @@ function requestHeaders(headers: http2.IncomingHttpHeaders, remainingMs: number 
     if (Array.isArray(v)) for (const one of v) h.append(key, one);
     else h.set(key, v);
   }
+  return h;
+}
+
+/** The request's own headers as the interceptors and handlers read them. */
+function requestHeaders(headers: http2.IncomingHttpHeaders, remainingMs: number | undefined): Headers {
+  const h = webHeaders(headers);
   // The deadline runs from the request's arrival, as on connect-node's path (gated-adapter.ts).
   if (remainingMs !== undefined) h.set("grpc-timeout", `${Math.max(0, Math.floor(remainingMs))}m`);
   return h;
