@@ -5,11 +5,12 @@
  * never retried, nothing is forwarded past the pre-forward budget, and the answer is always what
  * the ledger holds.
  */
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { SEND_GATE } from "../shared/send-gate.js";
 import { createAdmission, type Guards } from "./admission.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
@@ -37,6 +38,10 @@ function world(
     rail?: "accept" | "reject" | Error;
     recorded?: SubmissionRow | undefined | Error;
     late?: SubmissionRow | undefined;
+    /** Time the client spends between the call and the gate (interceptors, encoding). */
+    beforeGateMs?: number;
+    /** Time between the gate and the request reaching the socket (a stall there: the residual window). */
+    afterGateMs?: number;
   } = {},
 ) {
   const calls: string[] = [];
@@ -67,7 +72,17 @@ function world(
     },
   } as unknown as SubmissionStore;
   const rail = {
-    async submitPayment() {
+    async submitPayment(_req: unknown, options?: { contextValues?: ContextValues }) {
+      // As the direct transport does: the gate decides at the last moment, then the write.
+      const gate = options?.contextValues?.get(SEND_GATE);
+      clock += opts.beforeGateMs ?? 0;
+      const refusal = gate?.beforeSend();
+      if (refusal !== undefined) {
+        calls.push("gate-refused");
+        throw new ConnectError(refusal, Code.Aborted);
+      }
+      clock += opts.afterGateMs ?? 0;
+      gate?.sent();
       calls.push("rail");
       const r = opts.rail ?? "accept";
       if (r instanceof Error) throw r;
@@ -127,6 +142,23 @@ describe("admission, with a fake ledger and a fake rail", () => {
     const w = world({ admitTakesMs: 150 });
     expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
     expect(w.calls).toEqual(["admit", "not-forwarded"]);
+  });
+
+  it("a budget that passes after the first check, before the write: the gate refuses, nothing is sent, NOT_FORWARDED", async () => {
+    const w = world({ admitTakesMs: 60, beforeGateMs: 60 });
+    expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    expect(w.calls).toEqual(["admit", "gate-refused", "not-forwarded"]);
+    expect((await w.metrics.notForwarded.get()).values[0]?.value).toBe(1);
+  });
+
+  it("a request written after the budget (a stall past the gate) is counted as sent late; one in time is not", async () => {
+    const inTime = world({ admitTakesMs: 40, afterGateMs: 40 });
+    await admission(inTime)(intent);
+    expect((await inTime.metrics.sentLate.get()).values[0]?.value ?? 0).toBe(0);
+    const stalled = world({ admitTakesMs: 40, afterGateMs: 5000 });
+    expect(await admission(stalled)(intent)).toMatchObject({ kind: "ANSWERED" });
+    expect(stalled.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
+    expect((await stalled.metrics.sentLate.get()).values[0]?.value).toBe(1);
   });
 
   it("negative control: with the budget removed the same slow admission is forwarded", async () => {

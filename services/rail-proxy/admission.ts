@@ -17,6 +17,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../shared/logger.js";
 import { retryWhileUnavailable } from "../shared/pg.js";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { sendGateContext, type SendGate } from "../shared/send-gate.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
@@ -39,6 +40,9 @@ export interface AdmissionDeps {
   guards: Guards;
   markPrecheck?: MarkPrecheck;
   railDeadlineMs: number;
+  /** Harness only (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): stops the thread right after the last
+   * budget check passed, as a stall in the residual window would. */
+  holdAfterBudgetCheck?: () => void;
   /** Monotonic milliseconds (tests may step it). */
   now?: () => number;
 }
@@ -141,18 +145,53 @@ export function createAdmission(deps: AdmissionDeps) {
 
     // No rail call for a row the sweeper could already have declared ambiguous: it sweeps a row
     // deadline + margin after created_at, which is after `sent`; a call started within the
-    // budget (< margin) has ended, answered or timed out, before that.
-    const forwardDelayMs = now() - sent;
-    if (guards.forwardBudgetMs !== undefined && forwardDelayMs > guards.forwardBudgetMs) {
+    // budget (< margin) has ended, answered or timed out, before that. Checked here, and again
+    // by the send gate at the last moment before the request is written (after the client's
+    // interceptors and encoding), so the window left is the one between that check and the socket.
+    const overBudget = () => {
+      const delayMs = now() - sent;
+      return guards.forwardBudgetMs !== undefined && delayMs > guards.forwardBudgetMs ? delayMs : undefined;
+    };
+    const notForwarded = async (forwardDelayMs: number, where: string): Promise<SubmitOutcome> => {
       metrics.notForwarded.inc();
       annotate({ "railfence.rail_outcome": "NOT_FORWARDED" });
       logger.warn(
-        { event: "not_forwarded", payout_id: intent.reference, forward_delay_ms: Math.round(forwardDelayMs), budget_ms: guards.forwardBudgetMs },
+        {
+          event: "not_forwarded",
+          payout_id: intent.reference,
+          forward_delay_ms: Math.round(forwardDelayMs),
+          budget_ms: guards.forwardBudgetMs,
+          checked: where,
+        },
         "admission took longer than the pre-forward budget; the rail was not called",
       );
       await write("not_forwarded", intent.reference, () => store.markNotForwarded(intent.reference, forwardDelayMs));
       return { kind: "NOT_FORWARDED", forwardDelayMs };
-    }
+    };
+    const forwardDelayMs = now() - sent;
+    const late = overBudget();
+    if (late !== undefined) return notForwarded(late, "before the call");
+    let refusedAtSend: number | undefined;
+    const gate: SendGate = {
+      beforeSend: () => {
+        refusedAtSend = overBudget();
+        if (refusedAtSend !== undefined) return `the pre-forward budget (${guards.forwardBudgetMs} ms) passed before the request was written`;
+        deps.holdAfterBudgetCheck?.();
+        return undefined;
+      },
+      sent: () => {
+        // The residual window was used: the request left after the budget (a stall between the
+        // last check and the socket). Not preventable here; seen, so that a NOT_PAID verdict the
+        // rail then contradicts is explained (its late answer flags the payout for a human).
+        const sentMs = now() - sent;
+        if (guards.forwardBudgetMs === undefined || sentMs <= guards.forwardBudgetMs) return;
+        metrics.sentLate.inc();
+        logger.error(
+          { event: "rail_request_sent_late", payout_id: intent.reference, sent_delay_ms: Math.round(sentMs), budget_ms: guards.forwardBudgetMs },
+          "the rail request left the process after the pre-forward budget (a stall after the last check): if its row was resolved meanwhile, the rail's answer is a late answer",
+        );
+      },
+    };
 
     // Step 4: forward once. Not tied to the caller's signal: a caller that leaves must not stop
     // us from recording what the rail did.
@@ -171,9 +210,11 @@ export function createAdmission(deps: AdmissionDeps) {
           beneficiary: intent.beneficiary,
           amount: { amountMinor: intent.amountMinor, currency: intent.currency },
         },
-        { timeoutMs: deps.railDeadlineMs },
+        { timeoutMs: deps.railDeadlineMs, contextValues: sendGateContext(gate) },
       );
     } catch (err) {
+      // The gate refused: nothing was written, the rail was not called.
+      if (refusedAtSend !== undefined) return notForwarded(refusedAtSend, "before the write");
       const ce = ConnectError.from(err);
       if (RAIL_REFUSALS.has(ce.code)) {
         observe("REFUSED");
@@ -185,7 +226,16 @@ export function createAdmission(deps: AdmissionDeps) {
       }
       observe("TIMEOUT");
       const cause = ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR";
-      await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, "TIMEOUT", null, null, cause, forwardDelayMs));
+      const row = await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, "TIMEOUT", null, null, cause, forwardDelayMs));
+      if (row === undefined) {
+        // Nothing to record over: the row was swept or resolved while the call was out. Whatever
+        // the rail did, the resolution (and the reconciler's watch over NOT_PAID) stands.
+        const current = await store.get(intent.reference).catch(() => undefined);
+        logger.warn(
+          { event: "rail_timeout_after_resolution", payout_id: intent.reference, cause, ledger_state: current?.state ?? null },
+          "the rail call ended without an answer after its row had left FORWARDING; the ledger's state stands",
+        );
+      }
       return { kind: "AMBIGUOUS", cause };
     }
     const state = answer.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : "REJECTED";

@@ -51,6 +51,10 @@ const schema = z
           .filter((g) => g.length > 0),
       )
       .pipe(z.array(z.enum(REMOVABLE_GUARDS))),
+    /** Harness only: after the last pre-forward budget check passed, the proxy's thread stops (as
+     * a SIGSTOP there would) until this file exists: a stall planted in the residual window. The
+     * Helm chart cannot set it. */
+    RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: z.string().min(1).optional(),
     /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
@@ -86,14 +90,16 @@ export interface RailProxyConfig extends ServerConfig {
   markStore: "paydb" | "memory";
   tokenKey: Buffer | undefined;
   replicaId: string;
+  holdAfterBudgetCheckFile: string | undefined;
 }
 
 /** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
-export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards">): string[] {
+export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & { holdAfterBudgetCheckFile?: string }): string[] {
   const on: string[] = [];
   if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
   if (c.markStore === "memory") on.push("RAIL_PROXY_MARK_STORE=memory");
   if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
+  if (c.holdAfterBudgetCheckFile) on.push(`RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${c.holdAfterBudgetCheckFile}`);
   return on;
 }
 
@@ -101,7 +107,12 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
   const c = loadConfig(schema, e);
   // Before any secret is read: a negative control outside a development checkout is refused (exit 78).
   refuseHarnessOnly(
-    harnessSettings({ fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED, markStore: c.RAIL_PROXY_MARK_STORE, disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS }),
+    harnessSettings({
+      fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
+      markStore: c.RAIL_PROXY_MARK_STORE,
+      disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
+      holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
+    }),
   );
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
@@ -118,6 +129,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     markStore: c.RAIL_PROXY_MARK_STORE,
     tokenKey: signingKeyFromFile(c.RAIL_PROXY_TOKEN_KEY_FILE, "RAIL_PROXY_TOKEN_KEY_FILE"),
     replicaId: c.REPLICA_ID,
+    holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
     ...serverConfig(c),
   };
 }

@@ -7,7 +7,11 @@
  * - RAIL_PROXY_MARK_STORE=memory: ADR-007's rejected ConcurrentHashMap<accountId, token>, which
  *   forgets on restart (failure i) and differs per replica (failure ii).
  * - RAIL_PROXY_DISABLED_GUARDS=payout-binding,one-live,forward-budget: the §3.9 guards.
+ * - RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: not a guard removed but a stall planted in the
+ *   residual window (after the last budget check, before the request is written), for the test
+ *   that shows what then gets through is seen (test/money-safety/stall-then-pay.test.ts).
  */
+import { existsSync } from "node:fs";
 import type { Logger } from "../shared/logger.js";
 import type { Guards, MarkPrecheck } from "./admission.js";
 import type { RailProxyConfig } from "./config.js";
@@ -21,6 +25,18 @@ export function guardsFrom(config: RailProxyConfig): Guards {
     binding: !off.has("payout-binding"),
     oneLive: !off.has("one-live"),
     forwardBudgetMs: off.has("forward-budget") ? undefined : config.forwardBudgetMs,
+  };
+}
+
+/**
+ * Blocks the thread (no timers, no I/O: what a SIGSTOP or a long GC pause does) until `file`
+ * exists, at most two minutes. Harness only.
+ */
+export function holdUntilFileExists(file: string): () => void {
+  const cell = new Int32Array(new SharedArrayBuffer(4));
+  return () => {
+    const until = Date.now() + 120_000;
+    while (!existsSync(file) && Date.now() < until) Atomics.wait(cell, 0, 0, 20);
   };
 }
 
@@ -53,6 +69,10 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   if (!guards.binding) warnings.push("payout-binding guard removed: submissions are no longer checked against their payouts. Anything can be paid to anyone.");
   if (!guards.oneLive) warnings.push("one-live guard removed: a payout can be submitted again under another reference while its first submission is live.");
   if (guards.forwardBudgetMs === undefined) warnings.push("forward-budget guard removed: a stalled proxy can pay a submission already resolved NOT_PAID.");
+  if (config.holdAfterBudgetCheckFile)
+    warnings.push(
+      `RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${config.holdAfterBudgetCheckFile}: every rail call stalls after its budget check until the file exists.`,
+    );
   if (warnings.length === 0) return () => {};
   const warn = () => {
     for (const message of warnings) {

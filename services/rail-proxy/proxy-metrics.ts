@@ -33,6 +33,11 @@ export function createProxyMetrics(registry: Registry) {
       help: "Admitted submissions not forwarded: the pre-forward budget had passed",
       registers,
     }),
+    sentLate: new Counter({
+      name: "rail_proxy_request_sent_late_total",
+      help: "Rail requests written to the socket after the pre-forward budget: a stall after the last check (the residual window)",
+      registers,
+    }),
     lateAnswer: new Counter({
       name: "rail_late_answer_total",
       help: "Rail answers for submissions no longer waiting for one (previous_state RESOLVED_*: must be zero, page)",

@@ -16,7 +16,7 @@ import { startServiceServer } from "../shared/server.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
 import { harnessSettings, type RailProxyConfig } from "./config.js";
-import { announceGuards, guardsFrom, inMemoryMark } from "./negative-controls.js";
+import { announceGuards, guardsFrom, holdUntilFileExists, inMemoryMark } from "./negative-controls.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
 import { createRailClient, type RailClient } from "./rail-client.js";
@@ -59,6 +59,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       guards,
       markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
       railDeadlineMs: config.railDeadlineMs,
+      holdAfterBudgetCheck: config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
     });
     const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 

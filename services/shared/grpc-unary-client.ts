@@ -16,6 +16,7 @@ import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, t
 import { Code, ConnectError, createContextValues, type Interceptor, type Transport, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { grpcFrame, webHeaders } from "./grpc-unary-server.js";
+import { SEND_GATE } from "./send-gate.js";
 
 export interface UnaryClientOptions {
   baseUrl: string;
@@ -160,6 +161,10 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
       headers[k] = v;
     });
     if (timeoutMs !== undefined) headers["grpc-timeout"] = `${Math.max(1, Math.ceil(timeoutMs))}m`;
+    // From here to stream.end() nothing awaits: the gate's answer is the last word before the write.
+    const gate = req.contextValues.get(SEND_GATE);
+    const refusal = gate?.beforeSend();
+    if (refusal !== undefined) return reject(new ConnectError(refusal, Code.Aborted));
     let stream: http2.ClientHttp2Stream;
     try {
       stream = s.request(headers);
@@ -254,7 +259,8 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
       } as UnaryResponse);
     });
     try {
-      stream.end(grpcFrame(toBinary(method.input, req.message)));
+      // end()'s callback runs once the request's last bytes were written to the socket.
+      stream.end(grpcFrame(toBinary(method.input, req.message)), gate ? (err?: Error | null) => !err && gate.sent() : undefined);
     } catch (err) {
       fail(new ConnectError("the request does not encode", Code.Internal, undefined, undefined, err), H2.NGHTTP2_CANCEL);
     }

@@ -117,6 +117,7 @@ describe("alert rules", () => {
     ],
     ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],
     ["RailLateAnswerAfterSweep", /rail_late_answer_total\{previous_state="TIMEOUT"\}/, "ticket"],
+    ["RailProxyRequestSentLate", /increase\(rail_proxy_request_sent_late_total\[1h\]\)\) > 0/, "ticket"],
     ["RailProxyStaleBindingRefusals", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/, "ticket"],
     // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
     ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{job_name=~"[^"]+"\}\) > 0$/, "page"],

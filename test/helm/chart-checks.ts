@@ -89,10 +89,13 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
 export function harnessSwitchViolations(objects: K8sObject[]): string[] {
   const out: string[] = [];
   const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
+  // Switches with no safe value: never named by any pod.
+  const never = ["RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE", "EXECUTOR_PAUSE_AFTER_FENCE_MS"];
   for (const p of podSpecs(objects)) {
     for (const c of containers(p.spec)) {
       if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);
       for (const e of c.env ?? []) {
+        if (never.includes(e.name)) out.push(`${p.component}/${c.name}: sets ${e.name}`);
         if (!(e.name in allowed)) continue;
         if (p.component !== "rail-proxy") out.push(`${p.component}/${c.name}: sets ${e.name}`);
         else if (e.value !== allowed[e.name] || e.valueFrom) out.push(`rail-proxy/${c.name}: ${e.name}=${JSON.stringify(e.value ?? e.valueFrom)}`);

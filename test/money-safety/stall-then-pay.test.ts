@@ -12,7 +12,14 @@
  * - Negative control (RAIL_PROXY_DISABLED_GUARDS=forward-budget): the rail books the payment. The
  *   late answer is recorded on the ledger, counted, and the payout is flagged for a human; the
  *   proxy answers the ledger's row, never an invented one.
+ * - The residual window (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): a stall after the last budget
+ *   check, before the request is written, is not prevented, and this test shows it: the rail books
+ *   the payment after the NOT_PAID verdict. What it must be is seen: the proxy logs the request
+ *   sent past its budget and counts it, the late answer is recorded and the payout flagged.
  */
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +38,8 @@ const ADMISSION_TIMEOUT_MS = 4000;
 const SETTLEMENT_WINDOW_MS = RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS + 500;
 
 let mesh: Mesh;
+/** Replica 4 stalls after its budget check until this file exists. */
+const releaseFile = join(tmpdir(), `railfence-release-${process.pid}-${Date.now()}`);
 let paydb: pg.Pool;
 let raildb: pg.Pool;
 
@@ -48,15 +57,19 @@ beforeAll(async () => {
   await mesh.start();
   // Replica 3: the same proxy without the pre-forward budget (the negative control).
   await mesh.addProxy({ RAIL_PROXY_DISABLED_GUARDS: "forward-budget" });
+  // Replica 4: every guard on, and a stall planted in the residual window.
+  await mesh.addProxy({ RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: releaseFile });
   paydb = poolFor(mesh.dbUrl("paydb"));
   raildb = poolFor(mesh.dbUrl("raildb"));
 });
 
 afterAll(async () => {
+  writeFileSync(releaseFile, "");
   for (const p of mesh?.proxies ?? []) p.resume();
   await paydb?.end();
   await raildb?.end();
   await mesh?.stop();
+  rmSync(releaseFile, { force: true });
 });
 
 /** A payout fenced by an executor holding `token` (what an honest executor does before submitting). */
@@ -110,7 +123,16 @@ async function stallThroughResolution(stalled: ServiceProcess, payoutId: string,
   } finally {
     blocker.release();
   }
-  // The intent commits while the proxy is frozen; replica 2's sweeper makes it ambiguous.
+  await resolveNotPaid(payoutId);
+  stalled.resume();
+  const result = await answer;
+  // Whatever it did, give a rail call time to land before counting.
+  await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
+  return result;
+}
+
+/** While its proxy is frozen: replica 2's sweeper makes the intent ambiguous, the reconciler closes it NOT_PAID. */
+async function resolveNotPaid(payoutId: string): Promise<void> {
   await eventually(async () => (await submissionState(payoutId)) === "TIMEOUT", "the sweeper to declare the frozen intent ambiguous");
   // The reconciler closes it NOT_PAID once the settlement window has passed (read through replica 2).
   const reconcilerEnv = {
@@ -131,12 +153,6 @@ async function stallThroughResolution(stalled: ServiceProcess, payoutId: string,
   );
   const { rows } = await paydb.query<{ state: string }>("SELECT state FROM payouts WHERE payout_id = $1", [payoutId]);
   expect(rows[0]!.state).toBe("FAILED");
-
-  stalled.resume();
-  const result = await answer;
-  // Whatever it did, give a rail call time to land before counting.
-  await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
-  return result;
 }
 
 describe("a proxy frozen between admission and the rail call", () => {
@@ -149,6 +165,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(errorReason(result.err!)).toBe("NOT_FORWARDED");
     // The ledger keeps the resolution; the payout stays FAILED.
     expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
+    expect(await metricValue(mesh.proxies[0]!.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(0);
   });
 
   it("negative control: without the budget the rail books it, and the late answer is recorded, counted and flagged", async () => {
@@ -175,4 +192,38 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
     expect(unguarded.lines.some((l) => l.includes('"event":"rail_late_answer"') && l.includes('"level":"error"'))).toBe(true);
   });
+
+  it("a stall after the last budget check (the residual window) is not prevented, and is seen: sent late, late answer, flagged", async () => {
+    const payoutId = "po-stall-residual";
+    const accountId = "acc-stall-residual";
+    const held = mesh.proxies[3]!;
+    await fencedPayout(payoutId, accountId, 7n);
+    const answer = proxyClient(held.url)
+      .submitPayout({ accountId, payoutId, fencingToken: 7n, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
+      .then(
+        (ok) => ({ ok, err: undefined }),
+        (err: unknown) => ({ ok: undefined, err: ConnectError.from(err) }),
+      );
+    // Admitted within budget; the thread then stops before the request is written.
+    await eventually(async () => (await submissionState(payoutId)) === "FORWARDING", "the intent to commit");
+    await resolveNotPaid(payoutId);
+    expect(await railPayments(payoutId), "nothing left the frozen process").toBe(0);
+    writeFileSync(releaseFile, "");
+    const result = await answer;
+    expect(result.ok, result.err?.message).toBeDefined();
+    expect(await railPayments(payoutId), "the residual window: the rail books it after the NOT_PAID verdict").toBe(1);
+    const submission = result.ok!.submission!;
+    expect(submission.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+    expect(submission.lateAnswer?.state).toBe(SubmissionState.ACCEPTED);
+    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
+      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
+      [payoutId],
+    );
+    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(1);
+    const sentLate = held.lines.find((l) => l.includes('"event":"rail_request_sent_late"'));
+    expect(sentLate, held.lines.slice(-20).join("\n")).toBeDefined();
+    expect(JSON.parse(sentLate!)).toMatchObject({ level: "error", payout_id: payoutId, budget_ms: 500 });
+    expect(JSON.parse(sentLate!).sent_delay_ms).toBeGreaterThan(SETTLEMENT_WINDOW_MS);
+  }, 90_000);
 });

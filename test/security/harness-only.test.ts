@@ -106,6 +106,7 @@ const PROXY_SWITCHES: Array<[string, string]> = [
   ["RAIL_PROXY_FENCING_ENABLED", "false"],
   ["RAIL_PROXY_MARK_STORE", "memory"],
   ["RAIL_PROXY_DISABLED_GUARDS", "payout-binding,forward-budget"],
+  ["RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE", "/tmp/railfence-release"],
 ];
 const EXECUTOR_SWITCHES: Array<[string, string]> = [
   ["EXECUTOR_PAUSE_AFTER_FENCE_MS", "5000"],

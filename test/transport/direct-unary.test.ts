@@ -22,6 +22,7 @@ import * as grpc from "@grpc/grpc-js";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorInfo } from "../../services/shared/errors.js";
+import { sendGateContext } from "../../services/shared/send-gate.js";
 import { createUnaryGrpcTransport } from "../../services/shared/grpc-unary-client.js";
 import { grpcFrame } from "../../services/shared/grpc-unary-server.js";
 import { ErrorInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
@@ -244,6 +245,31 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
     const call = client().check({ service: "hang" }, { signal: abort.signal });
     setTimeout(() => abort.abort(), 100);
     await expectRejected(call, Code.Canceled);
+  });
+
+  it("asks a send gate at the last moment: a refusal writes nothing (the server never sees the call), a pass reports the write", async () => {
+    let seen = 0;
+    behaviours.count = (_c, done) => {
+      seen++;
+      done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+    };
+    const c = client();
+    const events: string[] = [];
+    const refused = c.check(
+      { service: "count" },
+      { contextValues: sendGateContext({ beforeSend: () => (events.push("asked"), "budget passed"), sent: () => events.push("sent") }) },
+    );
+    const err = await expectRejected(refused, Code.Aborted);
+    expect(err.rawMessage).toBe("budget passed");
+    expect(events).toEqual(["asked"]);
+    expect(seen).toBe(0);
+    const passed = await c.check(
+      { service: "count" },
+      { contextValues: sendGateContext({ beforeSend: () => (events.push("asked"), undefined), sent: () => events.push("sent") }) },
+    );
+    expect(passed.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect(events).toEqual(["asked", "asked", "sent"]);
+    expect(seen).toBe(1);
   });
 
   it("never reads a broken connection as a refusal: a server that vanishes mid-call, one that is not there", async () => {
