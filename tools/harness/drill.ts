@@ -5,9 +5,11 @@
  * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
  * reports/drills/, and with --json prints one JSON object as the last line of stdout. Exit code
  * 0 when every scenario met its expectation (PASS, or CORRUPTION_DETECTED for a negative control),
- * 1 otherwise. The seed is printed so a failing drill can be replayed.
+ * 1 otherwise. The seed is printed so a failing drill can be replayed. Every process's log lines
+ * and every nemesis event go to reports/drills/<scenario>-<backend>-<seed>.log (stderr as well
+ * with --verbose): a failed run can be explained from its own evidence.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { createWriteStream, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { projectRoot } from "../../services/shared/project-root.js";
@@ -75,11 +77,16 @@ mkdirSync(reportDir, { recursive: true });
 for (const lockBackend of backends) {
   for (const s of scenarios) {
     say(`\n== ${s.name} on ${lockBackend}: ${s.summary}`);
+    const logFile = join(reportDir, `${s.name}-${lockBackend}-${seed}.log`);
+    const logStream = createWriteStream(logFile);
     const r = await runScenario(s, {
       lockBackend,
       seed,
       payouts,
-      log: values.verbose ? (l) => console.error(l) : () => {},
+      log: (l) => {
+        logStream.write(`${l}\n`);
+        if (values.verbose) console.error(l);
+      },
     }).catch(
       (err: unknown): DrillResult => ({
         scenario: s.name,
@@ -93,7 +100,9 @@ for (const lockBackend of backends) {
         durationMs: 0,
       }),
     );
+    await new Promise<void>((resolve) => logStream.end(resolve));
     results.push(r);
+    say(`   log: ${logFile}`);
     for (const n of r.notes) say(`   ${n}`);
     for (const f of r.failures) say(`   FAILED EXPECTATION: ${f}`);
     for (const v of r.violations.slice(0, 10)) say(`   ${v.invariant}: ${v.detail}`);

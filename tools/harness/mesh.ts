@@ -54,6 +54,8 @@ export class Mesh {
   readonly databases: Record<DatabaseKind, string> = { paydb: "", raildb: "", lockdb: "" };
   railStub!: ServiceProcess;
   readonly proxies: ServiceProcess[] = [];
+  /** Started by startSpareProxy: stopped with the mesh, never handed to a client. */
+  readonly spareProxies: ServiceProcess[] = [];
   lock: ServiceProcess | undefined;
   payouts: ServiceProcess | undefined;
   readonly executors: ServiceProcess[] = [];
@@ -219,6 +221,24 @@ export class Mesh {
     return proxy;
   }
 
+  /**
+   * A rail-proxy replica no executor, reconciler or proxy-kill knows of (not in `proxies`): a
+   * drill's own client is its only caller, so freezing it freezes that call alone.
+   */
+  async startSpareProxy(name: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+    const proxy = new ServiceProcess({
+      service: "rail-proxy",
+      name,
+      env: this.proxyEnv(0, { REPLICA_ID: name, ...env }),
+      onLine: this.opts.onLine,
+      tls: this.opts.tls,
+      nodeArgs: this.opts.proxyNodeArgs,
+    });
+    this.spareProxies.push(proxy);
+    await proxy.start();
+    return proxy;
+  }
+
   /** Comma-separated proxy addresses: executors round-robin over them like a Service would. */
   proxyUrls(): string {
     return this.proxies
@@ -329,7 +349,9 @@ export class Mesh {
 
   /** Every service process, for stop-all and log scans. */
   processes(): ServiceProcess[] {
-    return [...this.executors, this.reconciler, this.payouts, this.lock, ...this.proxies, this.railStub].filter((p): p is ServiceProcess => !!p);
+    return [...this.executors, this.reconciler, this.payouts, this.lock, ...this.proxies, ...this.spareProxies, this.railStub].filter(
+      (p): p is ServiceProcess => !!p,
+    );
   }
 
   allLines(): string[] {

@@ -5,7 +5,7 @@
  *
  *   proxy-kill      SIGKILL a rail-proxy (preferably one with calls in flight), restart it
  *   paused-holder   SIGSTOP an executor past its lease, then SIGCONT it
- *   proxy-stall     freeze a proxy between admission and forward for longer than the ambiguity
+ *   proxy-stall     freeze a replica of its own between admission and forward for longer than the ambiguity
  *                   threshold, while the sweeper and a reconciler run close the intent NOT_PAID
  *   paydb-crash     crash paydb (immediate shutdown) and start it again
  *   lock-outage     stop the lock backend (lockdb or etcd) for a while
@@ -184,6 +184,8 @@ export class Nemesis {
     await this.exclusive;
     for (const p of this.d.drill.mesh.executors) p.resume();
     for (const p of this.d.drill.mesh.proxies) p.resume();
+    this.stallProxy?.resume();
+    await this.stallProxy?.stop(5000);
     await this.owner.end();
     await this.executorDb.end();
   }
@@ -314,100 +316,120 @@ export class Nemesis {
   }
 
   /**
-   * A proxy frozen between admission and forward: its admission is held on the account's mark
-   * row, the proxy is SIGSTOPped, the row released (the intent commits as FORWARDING), the sweeper
-   * makes it ambiguous and a reconciler run closes it NOT_PAID; then the proxy resumes.
+   * A proxy frozen between admission and forward, aimed at the pre-forward budget: a replica of
+   * its own (no executor knows it, so the held admission is its only call) admits a payout the
+   * nemesis fenced as an executor does; its admission waits on the account's mark row, which the
+   * nemesis holds; the proxy is SIGSTOPped, the row released (the intent commits FORWARDING), the
+   * sweeper makes it ambiguous and a reconciler run closes it NOT_PAID; then the proxy resumes
+   * and must not forward (PAID_DESPITE_NOT_PAID without the budget).
+   *
+   * Why a replica of its own: a busy replica frozen at a random instant also freezes calls that
+   * passed the budget check and whose bytes had not left the process (the residual window,
+   * docs/threat-model.md). That window is real, and detected, not guarded; it has its own test
+   * (test/money-safety/stall-then-pay.test.ts) instead of landing in the soak by chance.
    */
+  private stallProxy: ServiceProcess | undefined;
+
   private async stall(): Promise<void> {
     const { drill } = this.d;
-    // Hold every hot account's mark: the next admission on any of them queues behind it.
-    const accounts = this.d.hotAccounts;
     // Early on no hot account may have a mark yet: wait for the first admission.
-    for (let i = 0; i < 50; i++) {
-      const [marked] = await this.d.drill
-        .query<{ n: number }>("SELECT count(*)::int AS n FROM rail_high_water WHERE account_id = ANY($1)", [accounts])
-        .catch(() => [{ n: 0 }]);
-      if (marked && marked.n > 0) break;
-      await sleep(200);
+    let account: string | undefined;
+    for (let i = 0; i < 50 && !account; i++) {
+      const marked = await drill
+        .query<{ account_id: string }>("SELECT account_id FROM rail_high_water WHERE account_id = ANY($1)", [this.d.hotAccounts])
+        .catch(() => []);
+      account = this.pick(marked.map((m) => m.account_id));
+      if (!account) await sleep(200);
     }
-    const client = await this.owner.connect();
-    let frozen: ServiceProcess | undefined;
+    if (!account) return this.miss("proxy-stall", "no hot account has a mark yet");
+    if (!this.stallProxy) this.stallProxy = await drill.mesh.startSpareProxy("rail-proxy-stall");
+    const proxy = this.stallProxy;
+    if (!proxy.running) await this.restartUntilUp(proxy);
+    if (!drill.mesh.lock) return this.miss("proxy-stall", "no lock service");
+    const c = { proxy: drill.mesh.client(RailProxyService, proxy.url, "executor"), lock: drill.mesh.client(LockService, drill.mesh.lock.url, "executor") };
+    const payoutId = await this.claimedNewPayout(account, "stall");
+    if (!payoutId) return this.miss("proxy-stall", `an executor claimed the new payout of ${account} first`);
     try {
-      await client.query("BEGIN");
-      const { rowCount } = await client.query("SELECT 1 FROM rail_high_water WHERE account_id = ANY($1) FOR UPDATE", [accounts]);
-      if (!rowCount) {
-        await client.query("ROLLBACK");
-        this.miss("proxy-stall", "no hot account has a mark yet");
-        return;
-      }
-      // Wait (briefly) for a proxy's admission to queue behind the held rows.
-      for (let i = 0; i < 100 && !frozen; i++) {
-        const { rows } = await this.owner.query<{ application_name: string }>(
-          "SELECT application_name FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name LIKE 'rail-proxy/%'",
+      const lease = await this.rogueLease(c, account, "stall", this.d.leaseTtlMs);
+      let leaseHeld = true;
+      const release = async () => {
+        if (!leaseHeld) return;
+        leaseHeld = false;
+        await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
+      };
+      try {
+        if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("proxy-stall", `could not fence ${payoutId}`);
+        const payout = await this.payoutRow(payoutId);
+        const ref = `${payoutId}:t${lease.fencingToken}`;
+        const stallMs = Math.max(this.d.ambiguityMs, this.d.settleMs) + 500;
+        const blocker = await this.owner.connect();
+        let answer: Promise<string | undefined> | undefined;
+        let frozenAt = 0;
+        try {
+          await blocker.query("BEGIN");
+          await blocker.query("SELECT 1 FROM rail_high_water WHERE account_id = $1 FOR UPDATE", [account]);
+          answer = this.submitAs(c, payout, ref, lease, stallMs + 30_000);
+          // Wait (briefly) for its admission to queue behind the held row.
+          let queued = false;
+          for (let i = 0; i < 100 && !queued; i++) {
+            const { rows } = await this.owner.query("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND application_name = $1", [
+              `rail-proxy/${proxy.opts.env.REPLICA_ID}`,
+            ]);
+            queued = rows.length > 0;
+            if (!queued) await sleep(50);
+          }
+          if (queued) {
+            this.frozen.add(proxy);
+            proxy.pause();
+            frozenAt = Date.now();
+          }
+          await blocker.query("COMMIT");
+        } catch (err) {
+          // paydb went away mid-strike: never leave the proxy frozen.
+          proxy.resume();
+          this.frozen.delete(proxy);
+          throw err;
+        } finally {
+          blocker.release();
+        }
+        if (!frozenAt) {
+          await answer;
+          return this.miss("proxy-stall", "no admission queued on the held mark within 5 s");
+        }
+        // The honest executors may carry on with the account meanwhile (the proxy checks marks, not leases).
+        await release();
+        const state = () =>
+          this.owner
+            .query<{ state: string; late: string | null }>("SELECT state, late_answer_state AS late FROM rail_submissions WHERE payout_id = $1", [ref])
+            .then(
+              (r) => (r.rows[0] ? `${r.rows[0].state}${r.rows[0].late ? ` (late answer ${r.rows[0].late})` : ""}` : "no intent"),
+              () => "unknown (paydb did not answer)",
+            );
+        let reconciled = "";
+        let before = "";
+        try {
+          await sleep(stallMs);
+          const rec = await this.d.reconcile(proxy.url);
+          reconciled = rec.code === 0 ? "reconciled" : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
+          before = await state();
+        } finally {
+          proxy.resume();
+          this.frozen.delete(proxy);
+        }
+        const frozenMs = Date.now() - frozenAt;
+        const answered = (await answer) ?? "no answer";
+        await sleep(500);
+        this.record(
+          "proxy-stall",
+          proxy.name,
+          `${ref} frozen ${frozenMs} ms between admission and forward; ${reconciled}; intent before it resumed: ${before}; its answer: ${answered}; after: ${await state()}`,
         );
-        frozen = drill.mesh.proxies.find((p) => p.running && rows.some((r) => r.application_name === `rail-proxy/${p.opts.env.REPLICA_ID}`));
-        if (!frozen) await sleep(50);
+      } finally {
+        await release();
       }
-      if (frozen) {
-        this.frozen.add(frozen);
-        frozen.pause();
-      }
-      await client.query("COMMIT");
-    } catch (err) {
-      // paydb went away mid-strike: never leave a proxy frozen.
-      if (frozen) {
-        frozen.resume();
-        this.frozen.delete(frozen);
-      }
-      throw err;
     } finally {
-      client.release();
+      await this.unclaim(payoutId);
     }
-    if (!frozen) {
-      this.miss("proxy-stall", "no admission queued on the held marks within 5 s");
-      return;
-    }
-    const frozenAt = Date.now();
-    // The intents its queued admissions committed while it was frozen (the statement finishes in
-    // paydb without the process): what it does with them once it runs again is the point.
-    await sleep(200);
-    const intents = await this.owner
-      .query<{ payout_id: string }>(
-        "SELECT payout_id FROM rail_submissions WHERE replica_id = $1 AND account_id = ANY($2) AND state = 'FORWARDING' AND created_at > now() - interval '10 seconds'",
-        [frozen.opts.env.REPLICA_ID, accounts],
-      )
-      .then(
-        (r) => r.rows.map((x) => x.payout_id),
-        () => [] as string[],
-      );
-    const states = () =>
-      this.owner
-        .query<{ payout_id: string; state: string; late: string | null }>(
-          "SELECT payout_id, state, late_answer_state AS late FROM rail_submissions WHERE payout_id = ANY($1)",
-          [intents],
-        )
-        .then(
-          (r) => r.rows.map((x) => `${x.payout_id} ${x.state}${x.late ? ` (late answer ${x.late})` : ""}`).join(", ") || "none found",
-          () => "unknown (paydb did not answer)",
-        );
-    let before = "";
-    let reconciled = "";
-    try {
-      await sleep(Math.max(this.d.ambiguityMs, this.d.settleMs) + 500);
-      const rec = await this.d.reconcile(frozen.url);
-      reconciled = rec.code === 0 ? "reconciled" : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
-      before = await states();
-    } finally {
-      frozen.resume();
-      this.frozen.delete(frozen);
-    }
-    const frozenMs = Date.now() - frozenAt;
-    await sleep(1500);
-    this.record(
-      "proxy-stall",
-      frozen.name,
-      `frozen ${frozenMs} ms between admission and forward (hot accounts' marks held); ${reconciled}; its intents before it resumed: ${before}; after: ${await states()}`,
-    );
   }
 
   private proxyAs() {
@@ -565,6 +587,7 @@ export class Nemesis {
     payout: Awaited<ReturnType<Nemesis["payoutRow"]>>,
     reference: string,
     lease: { fencingToken: bigint; tokenSignature: Uint8Array },
+    timeoutMs = 5000,
   ): Promise<string | undefined> {
     return c.proxy
       .submitPayout(
@@ -576,7 +599,7 @@ export class Nemesis {
           amount: { amountMinor: BigInt(payout.amount_minor), currency: payout.currency },
           beneficiary: payout.beneficiary,
         },
-        { timeoutMs: 5000 },
+        { timeoutMs },
       )
       .then(
         (r) => `ADMITTED (${SubmissionState[r.submission?.state ?? SubmissionState.UNSPECIFIED]})`,
