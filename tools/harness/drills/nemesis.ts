@@ -409,8 +409,16 @@ export class Nemesis {
         let before = "";
         try {
           await sleep(stallMs);
-          const rec = await this.d.reconcile(proxy.url);
-          reconciled = rec.code === 0 ? "reconciled" : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
+          // A proxy kill can cut the reconciler's statement read (it reads through the replicas):
+          // run it again, as its CronJob would, so the verdict lands before the proxy resumes.
+          for (let attempt = 1; attempt <= 3; attempt++) {
+            const rec = await this.d.reconcile(proxy.url);
+            reconciled =
+              rec.code === 0
+                ? `reconciled${attempt > 1 ? ` (run ${attempt})` : ""}`
+                : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
+            if (rec.code === 0) break;
+          }
           before = await state();
         } finally {
           proxy.resume();
