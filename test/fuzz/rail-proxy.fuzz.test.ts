@@ -57,6 +57,7 @@ let pool: ClientPool;
 let proxy: Record<Protocol, ReturnType<typeof clientOf>>;
 const tally = new FuzzTally("rail-proxy");
 const clientOf = (p: ClientPool, url: string, protocol: Protocol) => p.client(RailProxyService, url, protocol);
+const url = () => mesh.proxies[0]!.url;
 const protocolArb = fc.constantFrom(...PROTOCOLS);
 
 async function state() {
@@ -205,12 +206,23 @@ describe("SubmitPayout", () => {
 
   it("a message larger than readMaxBytes is resource_exhausted over both protocols and changes nothing", async () => {
     const before = await state();
+    // Fresh sessions every 40 cases: the *sending* side's HTTP/2 session keeps the unsent rest of
+    // each refused body counted against its own maxSessionMemory (10 MB), so at hostile scale one
+    // session fills up and every later call on it fails (test/transport/refused-body-connection.test.ts).
+    let sessionPool = new ClientPool();
+    let sender = { grpc: clientOf(sessionPool, url(), "grpc"), "connect-json": clientOf(sessionPool, url(), "connect-json") };
+    let sent = 0;
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: READ_MAX_BYTES + 1, max: 200_000 }),
         fc.constantFrom("accountId", "payoutId", "beneficiary"),
         protocolArb,
         async (size, field, protocol) => {
+          if (++sent % 40 === 0) {
+            sessionPool.close();
+            sessionPool = new ClientPool();
+            sender = { grpc: clientOf(sessionPool, url(), "grpc"), "connect-json": clientOf(sessionPool, url(), "connect-json") };
+          }
           const req = {
             accountId: "acc-big",
             payoutId: "p-big",
@@ -219,7 +231,7 @@ describe("SubmitPayout", () => {
             beneficiary: "ben",
             [field]: "x".repeat(size),
           };
-          const res = await bounded(settle(proxy[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
+          const res = await bounded(settle(sender[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
           tally.recordSettled("SubmitPayout/oversized", res);
           expect(res.ok).toBe(false);
           expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
@@ -227,6 +239,7 @@ describe("SubmitPayout", () => {
       ),
       { numRuns: runs(8) },
     );
+    sessionPool.close();
     expect(await state()).toEqual(before);
   });
 });

@@ -4,7 +4,7 @@
  * Connect JSON. Without the credential nothing reaches the ledger, whatever the body; with it,
  * invalid bodies are refused and book nothing.
  */
-import { Code } from "@connectrpc/connect";
+import { Code, type Client } from "@connectrpc/connect";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -280,42 +280,48 @@ describe("grpc.health.v1.Health", () => {
         fc.boolean(),
         fc.nat(1),
         async (service, protocol, watch, which) => {
-          const health = pool.client(Health, urls()[which]!, protocol);
-          if (!watch) {
-            const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
-            tally.recordSettled("Health.Check", res);
-            if (!res.ok)
-              expectCleanError(
-                res.error,
-                { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] },
-                "Health.Check",
-              );
-            return;
+          // A session per case, closed with it: at hostile scale (thousands of cases) sessions
+          // left open until the file ends pile up in the test process, not in the server.
+          const casePool = new ClientPool();
+          try {
+            await healthCase(casePool.client(Health, urls()[which]!, protocol), service, watch);
+          } finally {
+            casePool.close();
           }
-          const abort = new AbortController();
-          const res = await bounded(
-            settle(
-              (async () => {
-                for await (const m of health.watch({ service }, { signal: abort.signal })) {
-                  abort.abort();
-                  return m.status;
-                }
-                return undefined;
-              })(),
-            ),
-            CALL_BOUND_MS,
-            "Health.Watch",
-          );
-          tally.recordSettled("Health.Watch", res);
-          if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
-          else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
-          else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
         },
       ),
       { numRuns: runs(60) },
     );
   });
 });
+
+async function healthCase(health: Client<typeof Health>, service: string, watch: boolean): Promise<void> {
+  if (!watch) {
+    const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
+    tally.recordSettled("Health.Check", res);
+    if (!res.ok)
+      expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
+    return;
+  }
+  const abort = new AbortController();
+  const res = await bounded(
+    settle(
+      (async () => {
+        for await (const m of health.watch({ service }, { signal: abort.signal })) {
+          abort.abort();
+          return m.status;
+        }
+        return undefined;
+      })(),
+    ),
+    CALL_BOUND_MS,
+    "Health.Watch",
+  );
+  tally.recordSettled("Health.Watch", res);
+  if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
+  else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
+  else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
+}
 
 describe("after the fuzz runs", () => {
   it("the rail stub (both ports) still answers health SERVING and logged no internal error", async () => {
