@@ -208,17 +208,7 @@ export class Mesh {
   /** Starts one more rail-proxy replica. */
   async addProxy(env: Record<string, string> = {}): Promise<ServiceProcess> {
     const replica = this.proxies.length + 1;
-    const proxy = new ServiceProcess({
-      service: "rail-proxy",
-      name: `rail-proxy-${replica}`,
-      env: this.proxyEnv(replica, env),
-      onLine: this.opts.onLine,
-      tls: this.opts.tls,
-      nodeArgs: this.opts.proxyNodeArgs,
-    });
-    this.proxies.push(proxy);
-    await proxy.start();
-    return proxy;
+    return this.startProxy(this.proxies, `rail-proxy-${replica}`, this.proxyEnv(replica, env));
   }
 
   /**
@@ -226,15 +216,12 @@ export class Mesh {
    * drill's own client is its only caller, so freezing it freezes that call alone.
    */
   async startSpareProxy(name: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
-    const proxy = new ServiceProcess({
-      service: "rail-proxy",
-      name,
-      env: this.proxyEnv(0, { REPLICA_ID: name, ...env }),
-      onLine: this.opts.onLine,
-      tls: this.opts.tls,
-      nodeArgs: this.opts.proxyNodeArgs,
-    });
-    this.spareProxies.push(proxy);
+    return this.startProxy(this.spareProxies, name, this.proxyEnv(0, { REPLICA_ID: name, ...env }));
+  }
+
+  private async startProxy(list: ServiceProcess[], name: string, env: Record<string, string>): Promise<ServiceProcess> {
+    const proxy = new ServiceProcess({ service: "rail-proxy", name, env, onLine: this.opts.onLine, tls: this.opts.tls, nodeArgs: this.opts.proxyNodeArgs });
+    list.push(proxy);
     await proxy.start();
     return proxy;
   }
