@@ -24,6 +24,8 @@ const value = (v: AnyValue) => v.stringValue ?? (v.intValue !== undefined ? Numb
 
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
+  /** Every request path exporters posted to (/v1/traces, /v1/metrics, /v1/logs). */
+  readonly paths: string[] = [];
   private server!: Server;
   port = 0;
   host = "127.0.0.1";
@@ -36,6 +38,7 @@ export class OtlpReceiver {
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         const protobuf = /protobuf/.test(req.headers["content-type"] ?? "");
+        this.paths.push(req.url ?? "");
         if (req.url === "/v1/traces") {
           const raw = Buffer.concat(chunks);
           const body: JsonExport = protobuf ? decodeTraceExport(raw) : (JSON.parse(raw.toString("utf8")) as JsonExport);
