@@ -1,7 +1,7 @@
 /**
  * UC-05 for one payout, step by step: acquire the account lock -> token -> fence the payout row ->
- * renew -> settle an earlier submission, or SubmitPayout(token) -> record the outcome on the row
- * fenced by the same token -> release.
+ * renew (only when the lease may be running short) -> settle an earlier submission, or
+ * SubmitPayout(token) -> record the outcome on the row fenced by the same token -> release.
  *
  * The executor is untrusted by design (INV-07): it never asks "am I still the holder?" to decide
  * whether submitting is safe. The paydb fence and the proxy (mark, payout binding, one live
@@ -24,7 +24,7 @@ import type { ClaimedPayout, PayoutStore } from "./payout-store.js";
 import { createProxyReads } from "./proxy-reads.js";
 import { refusalAction } from "./submit-refusal.js";
 import { priorFor, verdictFor } from "./submission-outcome.js";
-import { jitter, sleep } from "./timing.js";
+import { jitter, renewDue, sleep } from "./timing.js";
 
 export type { PayOutcome };
 export type PayOne = (p: ClaimedPayout, signal: AbortSignal) => Promise<PayOutcome>;
@@ -56,7 +56,8 @@ export function createPayOne(deps: PayOneDeps): PayOne {
     const key = accountLockKey(p.accountId);
     if (signal.aborted) return a.defer(p.fence, 0, "shutting down", "ABANDONED");
 
-    // 1. The account lock and its token.
+    // 1. The account lock and its token. The lease's TTL runs from its grant, which is after this.
+    const acquireSent = performance.now();
     const lease = await acquire(a, key, p.fence, signal);
     if (typeof lease === "string") return lease;
     const token = lease.fencingToken;
@@ -75,14 +76,18 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         return a.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb" });
       }
 
-      // 3. Extend the lease to cover the submission. If it is already gone, stop before
-      // submitting: not as a guard (the fences guard), but to avoid work that would be refused.
-      try {
-        await lock.renew({ key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, call());
-      } catch (err) {
-        return await a.defer(token, jitter(deps.pollIntervalMs), `renew: ${errorReason(err) || Code[ConnectError.from(err).code]}`);
+      // 3. When the lease may be running short (a long lock wait, a slow fence), extend it; if it
+      // is already gone, stop before submitting. Not a guard (the fences guard): it only avoids
+      // work that would be refused. On the fast path the lease is still fresh, and a renewal
+      // would buy milliseconds of lease for a lock RPC and a lockdb commit (timing.ts).
+      if (renewDue(performance.now() - acquireSent, deps.leaseTtlMs)) {
+        try {
+          await lock.renew({ key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, call());
+        } catch (err) {
+          return await a.defer(token, jitter(deps.pollIntervalMs), `renew: ${errorReason(err) || Code[ConnectError.from(err).code]}`);
+        }
+        a.step("renew");
       }
-      a.step("renew");
       logger.info({ event: "fenced", payout_id: p.payoutId, account_id: p.accountId, fencing_token: token.toString() }, "payout fenced");
 
       // Test/drill pause point: the stale-holder window, right before the irreversible call.

@@ -7,6 +7,8 @@
  * `fence < $token` (taking a payout) or `fence <= $token` (writing its outcome), so a stale
  * executor's write touches 0 rows however late it arrives (INV-07: enforced by paydb, not by
  * the executor).
+ *
+ * Every statement is named: prepared once per connection, so each call skips parse and plan.
  */
 import type { Pool } from "../shared/pg.js";
 
@@ -58,8 +60,9 @@ export function createPayoutStore(pool: Pool) {
      * SKIP LOCKED lets concurrent executors claim disjoint sets without waiting on each other.
      */
     async claim(executorId: string, limit: number, claimMs: number): Promise<ClaimedPayout[]> {
-      const { rows } = await pool.query<ClaimRow>(
-        `WITH picked AS (
+      const { rows } = await pool.query<ClaimRow>({
+        name: "executor_claim",
+        text: `WITH picked AS (
            SELECT payout_id FROM payouts
             WHERE state IN ('PENDING', 'PROCESSING') AND (claimed_until IS NULL OR claimed_until < now())
             ORDER BY created_at, payout_id
@@ -69,8 +72,8 @@ export function createPayoutStore(pool: Pool) {
             SET claimed_by = $2, claimed_until = now() + make_interval(secs => $3::float8), updated_at = now()
            FROM picked WHERE p.payout_id = picked.payout_id
          RETURNING p.payout_id, p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence, p.traceparent, p.created_at`,
-        [limit, executorId, secs(claimMs)],
-      );
+        values: [limit, executorId, secs(claimMs)],
+      });
       return rows
         .map((r) => ({
           payoutId: r.payout_id,
@@ -92,16 +95,17 @@ export function createPayoutStore(pool: Pool) {
      * the caller knows whether an earlier holder may already have submitted it.
      */
     async fence(payoutId: string, token: bigint, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
-      const { rows } = await pool.query<{ previous_fence: string }>(
-        `UPDATE payouts p
+      const { rows } = await pool.query<{ previous_fence: string }>({
+        name: "executor_fence",
+        text: `UPDATE payouts p
             SET fence = $2, state = 'PROCESSING', claimed_by = $3,
                 claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
            FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
           WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
             AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
           RETURNING prev.previous_fence`,
-        [payoutId, token.toString(), executorId, secs(claimMs)],
-      );
+        values: [payoutId, token.toString(), executorId, secs(claimMs)],
+      });
       return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
     },
 
@@ -114,8 +118,10 @@ export function createPayoutStore(pool: Pool) {
     async recordOutcome(payoutId: string, token: bigint, o: OutcomeWrite): Promise<{ ageSeconds: number } | undefined> {
       const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
       const attention = o.state === "NEEDS_ATTENTION";
-      const { rows } = await pool.query<{ age: number }>(
-        `UPDATE payouts
+      const { rows } = await pool.query<{ age: number }>({
+        // One prepared statement per text (the states it may overwrite differ).
+        name: o.state === "UNKNOWN" ? "executor_record_unknown" : "executor_record_final",
+        text: `UPDATE payouts
             SET state = $3, rail_reference = COALESCE($4, rail_reference), failure_reason = $5,
                 submission_ref = COALESCE($6, submission_ref),
                 attention_reason = COALESCE($7, attention_reason), attention_detail = COALESCE($8, attention_detail),
@@ -123,7 +129,7 @@ export function createPayoutStore(pool: Pool) {
                 claimed_by = NULL, claimed_until = NULL, updated_at = now()
           WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
           RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`,
-        [
+        values: [
           payoutId,
           token.toString(),
           o.state,
@@ -133,7 +139,7 @@ export function createPayoutStore(pool: Pool) {
           attention ? (o.attentionReason ?? "UNSPECIFIED") : null,
           attention ? (o.attentionDetail ?? null) : null,
         ],
-      );
+      });
       return rows[0] ? { ageSeconds: rows[0].age } : undefined;
     },
 
@@ -142,11 +148,12 @@ export function createPayoutStore(pool: Pool) {
      * is touched: a holder with a newer fence keeps its claim.
      */
     async deferClaim(payoutId: string, executorId: string, fenceAtMost: bigint, retryAfterMs: number): Promise<void> {
-      await pool.query(
-        `UPDATE payouts SET claimed_by = NULL, claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
+      await pool.query({
+        name: "executor_defer",
+        text: `UPDATE payouts SET claimed_by = NULL, claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
           WHERE payout_id = $1 AND claimed_by = $2 AND fence <= $3 AND state IN ('PENDING', 'PROCESSING')`,
-        [payoutId, executorId, fenceAtMost.toString(), secs(retryAfterMs)],
-      );
+        values: [payoutId, executorId, fenceAtMost.toString(), secs(retryAfterMs)],
+      });
     },
   };
 }

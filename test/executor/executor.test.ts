@@ -204,4 +204,30 @@ describe("executors (UC-05)", () => {
     const attempts = logEvents(e).filter((l) => l.event === "payout_attempt" && l.payout_id === payoutId);
     expect(attempts.at(-1)?.outcome).toBe("PAID");
   });
+
+  it("a fresh lease is not renewed: Acquire, fence, SubmitPayout, Release; one payment", async () => {
+    const payoutId = "po-fresh-lease-1";
+    await insertPayouts(paydb, [{ payoutId, accountId: "acc-fresh-lease" }]);
+    // A long TTL: a fifth of it (4 s) is far beyond an uncontended acquire and fence.
+    const e = await executor("exec-fresh-lease", { LEASE_TTL_MS: "20000" });
+    expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
+    const attempt = logEvents(e).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId)!;
+    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "submit", "record"]);
+    expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
+    expect((await lockClient(lock).inspect({ key: "account:acc-fresh-lease" })).held).toBe(false);
+  });
+
+  it("a lease that waited for the lock is renewed before submitting (a fifth of its TTL had passed)", async () => {
+    const payoutId = "po-waited-lease-1";
+    await insertPayouts(paydb, [{ payoutId, accountId: "acc-waited-lease" }]);
+    // Someone else holds the account for 1.5 s; the executor's Acquire waits for it.
+    const other = await lockClient(lock).acquire({ key: "account:acc-waited-lease", owner: "test-holder", ttlMs: 1500, waitMs: 0 });
+    expect(other.lease?.fencingToken).toBeGreaterThan(0n);
+    const e = await executor("exec-waited-lease", { LEASE_TTL_MS: "2000", LOCK_WAIT_MS: "5000" });
+    expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
+    const attempt = logEvents(e).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "PAID")!;
+    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "renew", "submit", "record"]);
+    expect((attempt.steps_ms as Record<string, number>).acquire).toBeGreaterThan(400);
+    expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
+  });
 });
