@@ -8,6 +8,8 @@
  *   counter only grows (a trigger refuses anything else);
  * - renew / release: UPDATE .. WHERE lease_hash matches and the lease is still live.
  * Waiting acquires LISTEN for release notifications and sleep until the holder's expiry.
+ * acquire, renew and release are named statements: prepared once per connection, so each call
+ * skips parse and plan (every payout runs them).
  */
 import { isUnavailableError, type Pool } from "../shared/pg.js";
 import { leaseHash, newLeaseId } from "./lease-id.js";
@@ -97,7 +99,11 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
   async function attempt(key: string, owner: string, ttlMs: number): Promise<Attempt<LeaseGrant>> {
     const leaseId = newLeaseId();
     const res = await db(() =>
-      pool.query<{ token: string | null; expires_at: Date | null; holder_ms: number | null }>(ACQUIRE, [key, leaseHash(leaseId), owner, ttlMs]),
+      pool.query<{ token: string | null; expires_at: Date | null; holder_ms: number | null }>({
+        name: "lock_acquire",
+        text: ACQUIRE,
+        values: [key, leaseHash(leaseId), owner, ttlMs],
+      }),
     );
     const row = res.rows[0];
     if (row?.token && row.expires_at) return { granted: { key, leaseId, owner, token: BigInt(row.token), expiresAt: row.expires_at } };
@@ -132,7 +138,11 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
 
     async renew(input: RenewInput): Promise<LeaseGrant | undefined> {
       const { rows } = await db(() =>
-        pool.query<{ token: string; owner: string; expires_at: Date }>(RENEW, [input.key, leaseHash(input.leaseId), input.ttlMs]),
+        pool.query<{ token: string; owner: string; expires_at: Date }>({
+          name: "lock_renew",
+          text: RENEW,
+          values: [input.key, leaseHash(input.leaseId), input.ttlMs],
+        }),
       );
       const row = rows[0];
       if (!row) return undefined;
@@ -140,7 +150,9 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
     },
 
     async release(input: ReleaseInput): Promise<ReleaseOutcome> {
-      const { rows } = await db(() => pool.query<{ released: boolean; mine: boolean }>(RELEASE, [input.key, leaseHash(input.leaseId)]));
+      const { rows } = await db(() =>
+        pool.query<{ released: boolean; mine: boolean }>({ name: "lock_release", text: RELEASE, values: [input.key, leaseHash(input.leaseId)] }),
+      );
       const row = rows[0]!;
       if (row.released) return "released";
       return row.mine ? "already_ended" : "not_held";

@@ -40,12 +40,14 @@ export function createIdempotencyStore(pool: Pool) {
   return {
     /** Inserts a fresh IN_PROGRESS marker. False when the key already has a row. */
     async tryInsert(p: ClaimParams): Promise<boolean> {
-      const res = await pool.query(
-        `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, state, claim_id, locked_until, expires_at)
+      // Named (here and in markDone): prepared once per connection; every CreatePayout runs both.
+      const res = await pool.query({
+        name: "payouts_key_insert",
+        text: `INSERT INTO idempotency_keys (client_id, idempotency_key, fingerprint, state, claim_id, locked_until, expires_at)
          VALUES ($1, $2, $3, 'IN_PROGRESS', $4, now() + ${ms("$5")}, now() + ${ms("$6")})
          ON CONFLICT (client_id, idempotency_key) DO NOTHING`,
-        [p.clientId, p.key, p.fingerprint, p.claimId, p.lockMs, p.retentionMs],
-      );
+        values: [p.clientId, p.key, p.fingerprint, p.claimId, p.lockMs, p.retentionMs],
+      });
       return res.rowCount === 1;
     },
 
@@ -92,12 +94,13 @@ export function createIdempotencyStore(pool: Pool) {
       q: Queryable,
       p: { clientId: string; key: string; claimId: string; response: Uint8Array; payoutId: string; retentionMs: number },
     ): Promise<boolean> {
-      const res = await q.query(
-        `UPDATE idempotency_keys
+      const res = await q.query({
+        name: "payouts_key_done",
+        text: `UPDATE idempotency_keys
             SET state = 'DONE', response = $4, payout_id = $5, locked_until = NULL, expires_at = now() + ${ms("$6")}
           WHERE client_id = $1 AND idempotency_key = $2 AND claim_id = $3 AND state = 'IN_PROGRESS'`,
-        [p.clientId, p.key, p.claimId, Buffer.from(p.response), p.payoutId, p.retentionMs],
-      );
+        values: [p.clientId, p.key, p.claimId, Buffer.from(p.response), p.payoutId, p.retentionMs],
+      });
       return res.rowCount === 1;
     },
 

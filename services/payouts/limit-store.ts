@@ -30,15 +30,20 @@ interface ConsumeRow {
 export function createLimitStore(pool: Pool) {
   return {
     async consume(p: ConsumeParams): Promise<LimitDecision> {
-      const { rows } = await pool.query<ConsumeRow>("SELECT * FROM consume_payout_limits($1, $2, $3, $4, $5, $6, $7)", [
-        p.clientId,
-        p.rateLimit,
-        p.rateWindowMs,
-        p.accountId,
-        p.currency,
-        p.amountMinor.toString(),
-        p.amountLimit === null ? null : p.amountLimit.toString(),
-      ]);
+      // Named: prepared once per connection (every CreatePayout runs it).
+      const { rows } = await pool.query<ConsumeRow>({
+        name: "payouts_limits_consume",
+        text: "SELECT * FROM consume_payout_limits($1, $2, $3, $4, $5, $6, $7)",
+        values: [
+          p.clientId,
+          p.rateLimit,
+          p.rateWindowMs,
+          p.accountId,
+          p.currency,
+          p.amountMinor.toString(),
+          p.amountLimit === null ? null : p.amountLimit.toString(),
+        ],
+      });
       const r = rows[0]!;
       if (r.outcome === "OK") return { kind: "ok", consumption: { rateWindow: r.rate_window, dayWindow: r.day_window } };
       return { kind: "exceeded", limit: r.outcome, used: BigInt(r.used ?? "0"), limitValue: BigInt(r.limit_value ?? "0"), resetsAt: r.resets_at! };

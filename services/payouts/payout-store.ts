@@ -75,11 +75,13 @@ export function createPayoutStore(pool: Pool) {
 
     /** Inserts a PENDING payout (inside the caller's transaction). */
     async insert(q: Queryable, p: NewPayout): Promise<PayoutRow> {
-      const { rows } = await q.query<PayoutRow>(
-        `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, client_reference, traceparent)
+      // Named: prepared once per connection (every CreatePayout runs it).
+      const { rows } = await q.query<PayoutRow>({
+        name: "payouts_insert",
+        text: `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, client_reference, traceparent)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
-        [p.payoutId, p.clientId, p.accountId, p.amountMinor.toString(), p.currency, p.beneficiary, p.clientReference, p.traceparent],
-      );
+        values: [p.payoutId, p.clientId, p.accountId, p.amountMinor.toString(), p.currency, p.beneficiary, p.clientReference, p.traceparent],
+      });
       return rows[0]!;
     },
 

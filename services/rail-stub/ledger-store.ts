@@ -45,11 +45,13 @@ export function createLedgerStore(pool: Pool) {
   return {
     /** Books a payment. Always a new row: the rail has no notion of a duplicate. */
     async book(p: Omit<BookedPayment, "sequence" | "bookedAt">): Promise<BookedPayment> {
-      const { rows } = await pool.query<LedgerRow>(
-        `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
+      // Named: prepared once per connection (every payment runs it).
+      const { rows } = await pool.query<LedgerRow>({
+        name: "rail_book",
+        text: `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-        [p.railReference, p.clientReference, p.accountId, p.beneficiary, p.amountMinor.toString(), p.currency, p.status, p.reason],
-      );
+        values: [p.railReference, p.clientReference, p.accountId, p.beneficiary, p.amountMinor.toString(), p.currency, p.status, p.reason],
+      });
       return toPayment(rows[0]!);
     },
 
