@@ -1,5 +1,5 @@
 /** A seeded, bounded, closed-loop load generator and the statistics the benchmark reports. */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 export interface PointResult {
   ops: number;
@@ -79,4 +79,20 @@ export function cpuSeconds(pid: number): number {
 export function peakRssMb(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** user+sys CPU seconds of a PostgreSQL server so far: the postmaster and every process it forked. */
+export function postgresCpuSeconds(postmasterPid: number): number {
+  let total = cpuSeconds(postmasterPid);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === postmasterPid) total += cpuSeconds(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return total;
 }
