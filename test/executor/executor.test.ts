@@ -201,7 +201,15 @@ describe("executors (UC-05)", () => {
     const states = await waitTerminal([payoutId], 30_000);
     expect(states.get(payoutId)?.state).toBe("PAID");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
-    const attempts = logEvents(e).filter((l) => l.event === "payout_attempt" && l.payout_id === payoutId);
+    // The row is written before the attempt's log line: wait for the line, then read the last one.
+    const attempts = await eventually(
+      async () => {
+        const lines = logEvents(e).filter((l) => l.event === "payout_attempt" && l.payout_id === payoutId);
+        return lines.some((l) => l.outcome === "PAID") ? lines : undefined;
+      },
+      "the PAID attempt's log line",
+      10_000,
+    );
     expect(attempts.at(-1)?.outcome).toBe("PAID");
   });
 

@@ -676,6 +676,10 @@ export class Nemesis {
           const answer = await this.submitAs(c, payout, ref, lease);
           if (answer === undefined) return this.miss("rogue-double", `no proxy answered ${ref}`);
           answers.push(`${ref} at ${lease.fencingToken}: ${answer}`);
+          // Only a paid first submission leaves the one-live guard something to refuse: one the
+          // rail rejected or left ambiguous (a rail fault striking at the same moment) is a miss,
+          // so the soak strikes again instead of counting a strike no control could catch.
+          if (shape === "attempt" && answer !== "ADMITTED (ACCEPTED)") return this.miss("rogue-double", answers.join("; "));
         } finally {
           await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
         }
