@@ -53,6 +53,9 @@ function callRail(body: Uint8Array): Promise<Buffer> {
   });
 }
 
+/** The admission refused the submission (a stale token, a duplicate): nothing was forwarded. */
+class Refused extends Error {}
+
 async function submit(requestBytes: Buffer): Promise<Uint8Array> {
   const req = fromBinary(SubmitPayoutRequestSchema, requestBytes);
   const amount = req.amount!;
@@ -73,7 +76,7 @@ async function submit(requestBytes: Buffer): Promise<Uint8Array> {
       true,
     ],
   });
-  if (admitted.rows[0]?.outcome !== "ADMITTED") throw new Error(String(admitted.rows[0]?.outcome));
+  if (admitted.rows[0]?.outcome !== "ADMITTED") throw new Refused(String(admitted.rows[0]?.outcome));
   const answer = fromBinary(
     SubmitPaymentResponseSchema,
     await callRail(
@@ -119,8 +122,10 @@ server.on("stream", (stream) => {
         stream.end(frame(body));
       },
       (err: Error) => {
+        // ABORTED for a refused admission (as the proxy's FENCED_OUT is), INTERNAL for anything else.
+        const status = err instanceof Refused ? "10" : "13";
         stream.respond(
-          { ":status": 200, "content-type": "application/grpc", "grpc-status": "13", "grpc-message": encodeURIComponent(err.message) },
+          { ":status": 200, "content-type": "application/grpc", "grpc-status": status, "grpc-message": encodeURIComponent(err.message) },
           { endStream: true },
         );
       },

@@ -4,6 +4,7 @@
  * forwards once to the real rail stub and records the answer; a refused admission forwards
  * nothing. A floor that skipped a step would look cheaper than the protocol allows.
  */
+import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
@@ -70,7 +71,7 @@ describe("bench floor proxy", () => {
     await fenced("fl-3", "fl-acc-3", 7);
     await submit("fl-3", "fl-acc-3", 7n);
     await fenced("fl-4", "fl-acc-3", 7);
-    await expect(submit("fl-4", "fl-acc-3", 7n)).rejects.toThrow(/FENCED_OUT/);
+    await expect(submit("fl-4", "fl-acc-3", 7n)).rejects.toMatchObject({ code: Code.Aborted, rawMessage: expect.stringMatching(/FENCED_OUT/) });
     expect(await booked("fl-4")).toBe(0);
     expect(await ledger("fl-4")).toEqual([]);
   });
