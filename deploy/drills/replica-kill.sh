@@ -91,13 +91,13 @@ at=$(( $(date +%s) - 300 ))
 SINCE=$(date -u -d "@$at" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$at" +%Y-%m-%dT%H:%M:%SZ)
 
 # The changes that turn the audit CronJob's Job into the drill's check, as a JSON patch: the
-# chart's command is [node, dist/services/cli/main.js, check, --since, <window>, ...]; the
+# chart's command is [node, --max-old-space-size=<n>, dist/services/cli/main.js, check, --since, <window>, ...]; the
 # "test" ops make the patch fail, rather than audit the wrong thing, if that shape ever changes.
 check_job_patch() { # since run_id
   printf '[%s]' "$(printf '%s,' \
-    '{"op":"test","path":"/spec/template/spec/containers/0/command/2","value":"check"}' \
-    '{"op":"test","path":"/spec/template/spec/containers/0/command/3","value":"--since"}' \
-    "{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/command/4\",\"value\":\"$1\"}" \
+    '{"op":"test","path":"/spec/template/spec/containers/0/command/3","value":"check"}' \
+    '{"op":"test","path":"/spec/template/spec/containers/0/command/4","value":"--since"}' \
+    "{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/command/5\",\"value\":\"$1\"}" \
     '{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--quiescent"}' \
     "{\"op\":\"add\",\"path\":\"/metadata/labels/railfence.dev~1drill\",\"value\":\"$2\"}" | sed 's/,$//')"
 }

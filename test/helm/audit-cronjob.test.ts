@@ -45,11 +45,22 @@ describe("audit CronJob: what it runs", () => {
     expect(cj.spec.concurrencyPolicy).toBe("Forbid");
     expect(cj.spec.jobTemplate.spec.backoffLimit).toBe(0);
     expect(pod.restartPolicy).toBe("Never");
-    expect(container.command).toEqual(["node", "dist/services/cli/main.js", "check", "--since", "25h", "--max-rows", "200", "--json"]);
+    expect(container.command).toEqual([
+      "node",
+      "--max-old-space-size=160",
+      "dist/services/cli/main.js",
+      "check",
+      "--since",
+      "25h",
+      "--max-rows",
+      "200",
+      "--json",
+    ]);
   });
 
   it("is a `check` invocation the CLI accepts: the command, its options and the window parse", () => {
-    const argv = container.command.slice(2) as string[];
+    // After node, its heap limit and the entrypoint.
+    const argv = container.command.slice(3) as string[];
     const line = parseLine(argv);
     const command = findCommand(line.positionals)!;
     expect(command.words).toEqual(["check"]);

@@ -254,7 +254,9 @@ export function entrypointViolations(objects: K8sObject[]): string[] {
   for (const p of podSpecs(objects)) {
     for (const c of containers(p.spec)) {
       const cmd: string[] = [...(c.command ?? []), ...(c.args ?? [])];
-      const m = cmd[0] === "node" ? /^dist\/services\/([a-z0-9-]+)\/main\.js$/.exec(cmd[1] ?? "") : null;
+      // node, its own flags (the heap limit: heapViolations), then the entrypoint.
+      const entry = cmd.slice(1).find((a) => !a.startsWith("--"));
+      const m = cmd[0] === "node" ? /^dist\/services\/([a-z0-9-]+)\/main\.js$/.exec(entry ?? "") : null;
       if (!m) out.push(`${p.component}/${c.name}: command ${JSON.stringify(cmd)} is not node dist/services/<name>/main.js`);
       else if (!existsSync(join(root, "services", m[1]!, "main.ts"))) out.push(`${p.component}/${c.name}: services/${m[1]}/main.ts does not exist`);
       else if (m[1] === "harness") out.push(`${p.component}/${c.name}: the development harness is not in the image`);
@@ -286,6 +288,34 @@ export function telemetryViolations(objects: K8sObject[], otelEnabled: boolean):
         if (env.get("OTEL_SDK_DISABLED") === "true") out.push(`${where}: OTEL_SDK_DISABLED=true with otel.enabled`);
       } else if (env.get("OTEL_SDK_DISABLED") !== "true") out.push(`${where}: otel.enabled=false but OTEL_SDK_DISABLED is not true`);
       if (env.get("OTEL_SERVICE_NAME") !== p.component) out.push(`${where}: OTEL_SERVICE_NAME is not ${p.component}`);
+    }
+  }
+  return out;
+}
+
+/** A container memory limit in MiB ("384Mi", "1Gi"); NaN for anything else. */
+function mebibytes(limit: unknown): number {
+  const m = /^(\d+)(Mi|Gi)$/.exec(String(limit ?? ""));
+  return m ? Number(m[1]) * (m[2] === "Gi" ? 1024 : 1) : Number.NaN;
+}
+
+/**
+ * Every Node container runs with a V8 old-space limit that fits its memory limit with 96 MiB to
+ * spare (young generation, code, native memory): without one, V8 sizes its heap from the node's
+ * memory and lets the old generation grow several times over between full collections
+ * (docs/decisions/020-node-heap-limit.md).
+ */
+export function heapViolations(objects: K8sObject[]): string[] {
+  const out: string[] = [];
+  for (const p of podSpecs(objects)) {
+    for (const c of containers(p.spec)) {
+      const cmd: string[] = [...(c.command ?? []), ...(c.args ?? [])];
+      if (cmd[0] !== "node") continue;
+      const flag = cmd.find((a) => a.startsWith("--max-old-space-size="));
+      const heap = flag ? Number(flag.split("=")[1]) : Number.NaN;
+      const limit = mebibytes(c.resources?.limits?.memory);
+      if (!flag) out.push(`${p.component}/${c.name}: no --max-old-space-size`);
+      else if (!(heap + 96 <= limit)) out.push(`${p.component}/${c.name}: heap ${heap} MiB + 96 MiB exceeds the memory limit ${c.resources?.limits?.memory}`);
     }
   }
   return out;

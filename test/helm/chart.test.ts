@@ -8,6 +8,7 @@ import {
   dbPasswordViolations,
   entrypointViolations,
   harnessSwitchViolations,
+  heapViolations,
   networkPolicyViolations,
   probeViolations,
   proxyAvailabilityViolations,
@@ -18,7 +19,7 @@ import {
 } from "./chart-checks.js";
 import { chartDir, helm } from "./helm-tool.js";
 import { validateObject } from "./k8s-validate.js";
-import { byKind, component, containers, podSpecs, render, type K8sObject, type RenderOptions } from "./render.js";
+import { byKind, component, containers, podSpecs, render, templateArgs, type K8sObject, type RenderOptions } from "./render.js";
 
 const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
 const DEV = [
@@ -97,6 +98,10 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
 
   it("starts only entrypoints that exist in services/", () => {
     expect(entrypointViolations(objects)).toEqual([]);
+  });
+
+  it("gives every Node container a heap limit that fits its memory limit", () => {
+    expect(heapViolations(objects)).toEqual([]);
   });
 
   it("leaves the image's telemetry start-up alone and points every component at the collector", () => {
@@ -178,6 +183,28 @@ describe("the checks catch regressions (negative controls)", () => {
     expect(probeViolations(broken).join()).toContain("lock/lock: readinessProbe uses exec/tcpSocket");
     expect(securityViolations(broken)).toEqual(["lock/lock: may run as root"]);
     expect(entrypointViolations(broken)).toEqual(["lock/lock: services/no-such-service/main.ts does not exist"]);
+  });
+
+  it("a Node container without a heap limit, or with one its memory limit cannot hold, is reported", () => {
+    const broken = mutate((objs) => {
+      const proxy = pod(objs, "rail-proxy").containers[0];
+      proxy.command = proxy.command.filter((a: string) => !a.startsWith("--max-old-space-size="));
+      pod(objs, "lock").containers[0].resources.limits.memory = "192Mi";
+    });
+    const found = heapViolations(broken);
+    expect(found).toHaveLength(2);
+    expect(found).toEqual(
+      expect.arrayContaining(["lock/lock: heap 160 MiB + 96 MiB exceeds the memory limit 192Mi", "rail-proxy/rail-proxy: no --max-old-space-size"]),
+    );
+    expect(entrypointViolations(broken)).toEqual([]);
+  });
+
+  it("a memory limit the heap limit cannot be derived from fails the render", () => {
+    for (const limit of ["1.5Gi", "400M", "128Mi"]) {
+      const r = helm(templateArgs({ set: [...MINIMAL, `railProxy.resources.limits.memory=${limit}`] }));
+      expect(r.status, limit).not.toBe(0);
+      expect(r.stderr, limit).toMatch(/resources\.limits\.memory/);
+    }
   });
 
   it("a container that sets NODE_OPTIONS, or a component without the OTLP endpoint, is reported", () => {

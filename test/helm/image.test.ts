@@ -345,6 +345,7 @@ describe("replica-kill drill", () => {
     const pod = r.job!.spec.template.spec;
     expect(pod.containers[0].command).toEqual([
       "node",
+      "--max-old-space-size=160",
       "dist/services/cli/main.js",
       "check",
       "--since",
@@ -369,7 +370,7 @@ describe("replica-kill drill", () => {
       (o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit",
     )!;
     const job = structuredClone(jobFrom(cron, "drill-2-check"));
-    job.spec.template.spec.containers[0].command = ["node", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
+    job.spec.template.spec.containers[0].command = ["node", "--max-old-space-size=160", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
     const r = patchLocally(job, checkJobPatch("2030-01-02T03:04:05Z", "drill-2"));
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain("test failed");

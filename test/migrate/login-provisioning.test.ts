@@ -94,8 +94,8 @@ async function runJob(): Promise<Array<{ container: string; code: number | null;
   const base = mkdtempSync(join(dir, "job-"));
   const out = [];
   for (const c of containers(job.spec)) {
-    expect(c.command.slice(0, 2)).toEqual(["node", "dist/services/migrate/main.js"]);
-    const r = await migrateProcess(containerEnv(job.spec, c, secrets, base), c.command.slice(2));
+    expect(c.command.slice(0, 3)).toEqual(["node", "--max-old-space-size=96", "dist/services/migrate/main.js"]);
+    const r = await migrateProcess(containerEnv(job.spec, c, secrets, base), c.command.slice(3));
     out.push({ container: c.name, ...r });
     if (r.code !== 0) break;
   }

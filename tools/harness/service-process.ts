@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { projectRoot } from "../../services/shared/project-root.js";
+import { heapArgs } from "./node-heap.js";
 
 export interface ReadyInfo {
   port: number;
@@ -77,7 +78,15 @@ export class ServiceProcess {
     const instrumentation = join(root, "dist", "services", "shared", "instrumentation.js");
     const child = spawn(
       process.execPath,
-      [...(this.opts.nodeArgs ?? []), "--import", instrumentation, serviceEntry(this.opts.service, root), ...(this.opts.args ?? [])],
+      // The chart's heap limit first, so that a caller's nodeArgs can still override it.
+      [
+        ...heapArgs(this.opts.service),
+        ...(this.opts.nodeArgs ?? []),
+        "--import",
+        instrumentation,
+        serviceEntry(this.opts.service, root),
+        ...(this.opts.args ?? []),
+      ],
       {
         env,
         stdio: ["ignore", "pipe", "pipe"],

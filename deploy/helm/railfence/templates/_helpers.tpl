@@ -441,7 +441,7 @@ only pod that does.
 - name: migrate-{{ $db }}
   image: {{ include "railfence.image" $root }}
   imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-  command: ["node", "dist/services/migrate/main.js", {{ $db | quote }}]
+  command: ["node", {{ include "railfence.nodeHeapFlag" .resources | quote }}, "dist/services/migrate/main.js", {{ $db | quote }}]
   env:
     - name: LOG_LEVEL
       value: {{ $root.Values.logLevel | quote }}
@@ -546,4 +546,26 @@ only pod that does.
   ports:
     - port: {{ .port }}
       protocol: TCP
+{{- end -}}
+
+{{/*
+V8's old-space limit for a container, from (its resources): the memory limit less 96 MiB for the
+young generation, code and native memory. Without it V8 sizes its heap from the node's memory and,
+with a limit that large, lets the old generation grow several times over between full collections:
+the rail-proxy's RSS swung between ~115 and ~170 MB under the same load (docs/decisions/020-node-heap-limit.md).
+*/}}
+{{- define "railfence.nodeHeapFlag" -}}
+{{- $mem := toString (dig "limits" "memory" "" .) -}}
+{{- $mi := 0 -}}
+{{- if regexMatch "^[0-9]+Mi$" $mem -}}
+{{- $mi = trimSuffix "Mi" $mem | int -}}
+{{- else if regexMatch "^[0-9]+Gi$" $mem -}}
+{{- $mi = mul (trimSuffix "Gi" $mem | int) 1024 -}}
+{{- else -}}
+{{- fail (printf "resources.limits.memory must be whole Mi or Gi (got %q): the Node heap limit is derived from it" $mem) -}}
+{{- end -}}
+{{- if lt $mi 160 -}}
+{{- fail (printf "resources.limits.memory %s is below 160Mi: a Node service needs 96Mi besides its heap" $mem) -}}
+{{- end -}}
+--max-old-space-size={{ sub $mi 96 }}
 {{- end -}}
