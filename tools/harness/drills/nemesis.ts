@@ -680,6 +680,11 @@ export class Nemesis {
           // rail rejected or left ambiguous (a rail fault striking at the same moment) is a miss,
           // so the soak strikes again instead of counting a strike no control could catch.
           if (shape === "attempt" && answer !== "ADMITTED (ACCEPTED)") return this.miss("rogue-double", answers.join("; "));
+          // Likewise the second: the guard refused it (the strike was caught) or the rail paid it
+          // (a double payment the audit must find). Rejected, ambiguous or not forwarded, it left
+          // nothing to catch either way: a miss, so that the strike is made again.
+          if (shape === "plain" && answer !== "PAYOUT_ALREADY_SUBMITTED" && answer !== "ADMITTED (ACCEPTED)")
+            return this.miss("rogue-double", answers.join("; then "));
         } finally {
           await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
         }
