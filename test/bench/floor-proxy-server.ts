@@ -13,12 +13,14 @@
 import http2 from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
-import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
+import { createSubmissionStore } from "../../services/rail-proxy/submission-store.js";
 import { SubmitPaymentRequestSchema, SubmitPaymentResponseSchema, PaymentStatus } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { SubmissionState, SubmitPayoutRequestSchema, SubmitPayoutResponseSchema } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 
 const [paydbUrl, railUrl, credential] = process.argv.slice(2) as [string, string, string];
 const pool = new pg.Pool({ connectionString: paydbUrl, max: 20 });
+// The proxy's own store: the same prepared statements, called the same way.
+const store = createSubmissionStore(pool, 60_000);
 const rail = http2.connect(railUrl);
 
 /** One message in gRPC framing (no compression). */
@@ -59,24 +61,20 @@ class Refused extends Error {}
 async function submit(requestBytes: Buffer): Promise<Uint8Array> {
   const req = fromBinary(SubmitPayoutRequestSchema, requestBytes);
   const amount = req.amount!;
-  const admitted = await pool.query({
-    name: "rf_admit",
-    text: ADMISSION_SQL.admit,
-    values: [
-      req.payoutId,
-      req.payoutId,
-      req.accountId,
-      req.fencingToken.toString(),
-      amount.amountMinor.toString(),
-      amount.currency,
-      req.beneficiary,
-      "floor",
-      true,
-      true,
-      true,
-    ],
-  });
-  if (admitted.rows[0]?.outcome !== "ADMITTED") throw new Refused(String(admitted.rows[0]?.outcome));
+  const admitted = await store.admit(
+    {
+      reference: req.payoutId,
+      payoutId: req.payoutId,
+      accountId: req.accountId,
+      token: req.fencingToken,
+      amountMinor: amount.amountMinor,
+      currency: amount.currency,
+      beneficiary: req.beneficiary,
+      replicaId: "floor",
+    },
+    { mark: true, binding: true, oneLive: true },
+  );
+  if (admitted.kind !== "ADMITTED") throw new Refused(admitted.kind);
   const answer = fromBinary(
     SubmitPaymentResponseSchema,
     await callRail(
@@ -87,11 +85,7 @@ async function submit(requestBytes: Buffer): Promise<Uint8Array> {
     ),
   );
   const accepted = answer.status === PaymentStatus.ACCEPTED;
-  await pool.query({
-    name: "rf_outcome",
-    text: ADMISSION_SQL.recordOutcome,
-    values: [req.payoutId, accepted ? "ACCEPTED" : "REJECTED", answer.railReference, answer.reason || null, null, 0],
-  });
+  await store.recordOutcome(req.payoutId, accepted ? "ACCEPTED" : "REJECTED", answer.railReference, answer.reason || null, null, 0);
   return toBinary(
     SubmitPayoutResponseSchema,
     create(SubmitPayoutResponseSchema, {
