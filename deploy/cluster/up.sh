@@ -222,8 +222,11 @@ wait_for "containerd socket" 60 containerd "${CTR[@]}" version
 for archive in "$PAUSE_ARCHIVE" "$COREDNS_ARCHIVE"; do
   "${CTR[@]}" images import --no-unpack=false "$CACHE/images/$archive" >/dev/null
 done
+# The list is read whole before it is searched: `ctr ... | grep -q` under pipefail fails when
+# grep exits at the first match and ctr then writes into a closed pipe (SIGPIPE).
+images=$("${CTR[@]}" images ls -q)
 for ref in "$PAUSE_IMAGE" "$COREDNS_IMAGE"; do
-  "${CTR[@]}" images ls -q | grep -qxF "$ref" || die "$ref is not in containerd after the import"
+  grep -qxF "$ref" <<<"$images" || die "$ref is not in containerd after the import"
 done
 step_end "node images $PAUSE_IMAGE, $COREDNS_IMAGE"
 

@@ -90,16 +90,14 @@ fi
 at=$(( $(date +%s) - 300 ))
 SINCE=$(date -u -d "@$at" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r "$at" +%Y-%m-%dT%H:%M:%SZ)
 
-# The changes that turn the audit CronJob's Job into the drill's check, as a JSON patch: the
-# chart's command is [node, --max-old-space-size=<n>, dist/services/cli/main.js, check, --since, <window>, ...]; the
-# "test" ops make the patch fail, rather than audit the wrong thing, if that shape ever changes.
+# The audit CronJob's Job becomes the drill's check through audit-job-patch.sh (beside this
+# script): it finds `check` in the command by value, so a new node flag cannot shift it.
+AUDIT_JOB_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/audit-job-patch.sh"
 check_job_patch() { # since run_id
-  printf '[%s]' "$(printf '%s,' \
-    '{"op":"test","path":"/spec/template/spec/containers/0/command/3","value":"check"}' \
-    '{"op":"test","path":"/spec/template/spec/containers/0/command/4","value":"--since"}' \
-    "{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/command/5\",\"value\":\"$1\"}" \
-    '{"op":"add","path":"/spec/template/spec/containers/0/command/-","value":"--quiescent"}' \
-    "{\"op\":\"add\",\"path\":\"/metadata/labels/railfence.dev~1drill\",\"value\":\"$2\"}" | sed 's/,$//')"
+  local words
+  mapfile -t words < <("${K[@]}" get cronjob "$AUDIT_CRONJOB" \
+    -o jsonpath='{range .spec.jobTemplate.spec.template.spec.containers[0].command[*]}{@}{"\n"}{end}')
+  "$AUDIT_JOB_PATCH" "$1" "$2" -- "${words[@]}"
 }
 
 PAYOUTS_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=payouts,!railfence.dev/metrics" -o jsonpath='{.items[0].metadata.name}')
@@ -273,8 +271,9 @@ sleep "$SETTLE_S"
 
 # The verdict: the audit CronJob's own pod, once, over this run, with the system drained.
 log "audit: a Job from cronjob/$AUDIT_CRONJOB, check --since $SINCE --quiescent"
+PATCH=$(check_job_patch "$SINCE" "$RUN_ID")
 "${K[@]}" create job "$RUN_ID-check" --from="cronjob/$AUDIT_CRONJOB" --dry-run=client -o json \
-  | "${K[@]}" patch --local -f - --type=json -p "$(check_job_patch "$SINCE" "$RUN_ID")" -o json \
+  | "${K[@]}" patch --local -f - --type=json -p "$PATCH" -o json \
   | "${K[@]}" create -f - >/dev/null
 
 log "waiting for the audit"

@@ -24,6 +24,7 @@ import { SERVICE_ROLES } from "../../services/shared/db-roles.js";
 import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";
+import { auditJobPatch } from "./audit-job.js";
 import { buildAndImportImage, type ImageRef } from "./image.js";
 import { Kube, PodWatcher, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
 import { HostLoad, payoutsClient, waitSettled } from "./load.js";
@@ -254,17 +255,6 @@ function parseAuditReport(text: string): AuditReport | undefined {
   return undefined;
 }
 
-/** The JSON patch replica-kill.sh applies to the audit CronJob's Job (same shape, same guards). */
-function auditJobPatch(since: string, name: string): string {
-  return JSON.stringify([
-    { op: "test", path: "/spec/template/spec/containers/0/command/2", value: "check" },
-    { op: "test", path: "/spec/template/spec/containers/0/command/3", value: "--since" },
-    { op: "replace", path: "/spec/template/spec/containers/0/command/4", value: since },
-    { op: "add", path: "/spec/template/spec/containers/0/command/-", value: "--quiescent" },
-    { op: "add", path: "/metadata/labels/railfence.dev~1drill", value: name },
-  ]);
-}
-
 /**
  * One run of the release's audit, exactly as the drill makes it: a Job from the audit CronJob
  * (the image's `railfence check`, the auditor's login and its Secret, the statement through the
@@ -273,7 +263,9 @@ function auditJobPatch(since: string, name: string): string {
 async function auditJob(k: Kube, name: string, since = auditSince): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
   const job = `audit-${name}`;
   const spec = k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-audit`, "--dry-run=client", "-o", "json"]);
-  const patched = k.must(["-n", NAMESPACE, "patch", "--local", "-f", "-", "--type=json", "-p", auditJobPatch(since, job), "-o", "json"], spec);
+  const command = (JSON.parse(spec) as { spec: { template: { spec: { containers: Array<{ command: string[] }> } } } }).spec.template.spec.containers[0]!
+    .command;
+  const patched = k.must(["-n", NAMESPACE, "patch", "--local", "-f", "-", "--type=json", "-p", auditJobPatch(command, since, job), "-o", "json"], spec);
   k.must(["-n", NAMESPACE, "create", "-f", "-"], patched);
   const exitCode = () =>
     k
