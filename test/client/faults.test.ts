@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, sql, type PayoutsFixture } from "./support.js";
-import { ClientPool } from "../support/clients.js";
+import { ClientPool, eventually } from "../support/clients.js";
 
 let f: PayoutsFixture | undefined;
 const closers: Array<() => void> = [];
@@ -49,7 +49,7 @@ describe("exactly one payout per intent under faults", () => {
     const r = await result;
     expect(r.idempotencyKey).toBe(intent.key);
     expect(r.attempts).toBeGreaterThan(1);
-    expect(refusals(f.svc, "IDEMPOTENCY_UNAVAILABLE").length).toBeGreaterThanOrEqual(1);
+    await eventually(async () => refusals(f!.svc, "IDEMPOTENCY_UNAVAILABLE").length >= 1, "the refusal's log line");
     expect(await countPayouts(f.paydb, "account_id = 'acct-paydb-down'")).toBe(1);
     expect(await sql(f.paydb, "SELECT state, payout_id FROM idempotency_keys WHERE idempotency_key = $1", [intent.key])).toEqual([
       { state: "DONE", payout_id: r.payout.payoutId },
@@ -92,7 +92,7 @@ describe("exactly one payout per intent under faults", () => {
     const r = await result;
     expect(r.replayed).toBe(true);
     expect(r.attempts).toBeGreaterThan(1);
-    expect(refusals(f.svc, "IDEMPOTENCY_CONFLICT").length).toBeGreaterThanOrEqual(1);
+    await eventually(async () => refusals(f!.svc, "IDEMPOTENCY_CONFLICT").length >= 1, "the conflict's log line");
     expect(await countPayouts(f.paydb, "account_id = 'acct-lost'")).toBe(1);
   });
 
@@ -142,13 +142,13 @@ rf.close();
           buffered = buffered.slice(nl + 1);
         }
       });
-      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      // "close": exited and every line read.
+      const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
       return { child, lines, exited };
     };
 
     const hold = await holdPayoutInserts(f.paydb);
     const first = run("store");
-    const { eventually } = await import("../support/clients.js");
     const key = (await eventually(async () => first.lines.find((l) => l.event === "key"), "the first process to mint its key")).key as string;
     await claimed(f.paydb, key);
     first.child.kill("SIGKILL"); // dies with its request inside the server

@@ -90,7 +90,7 @@ describe("rule: mint the key once per intent and reuse it for every retry", () =
     const [a, b] = await Promise.all([running, resumed]);
     expect(b.payout.payoutId).toBe(a.payout.payoutId);
     expect(b.attempts).toBeGreaterThan(1);
-    expect(refusals(f.svc, "IDEMPOTENCY_CONFLICT").length).toBeGreaterThanOrEqual(1);
+    await eventually(async () => refusals(f.svc, "IDEMPOTENCY_CONFLICT").length >= 1, "the conflict's log line");
     expect(await countPayouts(f.paydb, "account_id = 'acct-conflict'")).toBe(1);
   });
 });

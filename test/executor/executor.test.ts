@@ -23,6 +23,8 @@ import {
   setFaults,
   startExecutor,
   startLock,
+  waitForLog,
+  waitForLogs,
 } from "./support.js";
 import { eventually } from "../support/clients.js";
 
@@ -58,8 +60,8 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
-async function executor(id: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const e = await startExecutor(mesh, lock, id, { LOG_LEVEL: "info", ...env });
+async function executor(id: string, env: Record<string, string> = {}, opts: { logDelayMs?: number } = {}): Promise<ServiceProcess> {
+  const e = await startExecutor(mesh, lock, id, { LOG_LEVEL: "info", ...env }, opts);
   started.push(e);
   return e;
 }
@@ -93,7 +95,9 @@ describe("executors (UC-05)", () => {
     );
     for (const r of rows) expect(states.get(r.payout_id)?.rail_reference).toBe(r.rail_reference);
     // Both executors did work (claims are spread, not serialised behind one worker).
+    // Each PAID attempt is logged after its row: wait for all 200 lines, not just the rows.
     const paidBy = (e: ServiceProcess) => logEvents(e).filter((l) => l.event === "payout_attempt" && l.outcome === "PAID").length;
+    await eventually(async () => paidBy(a!) + paidBy(b!) >= 200, "200 PAID attempt lines", 15_000);
     expect(paidBy(a!) + paidBy(b!)).toBe(200);
     expect(paidBy(a!)).toBeGreaterThan(0);
     expect(paidBy(b!)).toBeGreaterThan(0);
@@ -118,7 +122,7 @@ describe("executors (UC-05)", () => {
         30_000,
       );
       expect(BigInt(paid.fence)).toBeGreaterThan(BigInt(fencedA.fencing_token as string));
-      expect(logEvents(b).some((l) => l.event === "fenced" && l.payout_id === payoutId)).toBe(true);
+      await waitForLog(b, (l) => l.event === "fenced" && l.payout_id === payoutId, "its fence");
     } finally {
       a.resume();
     }
@@ -168,7 +172,7 @@ describe("executors (UC-05)", () => {
     const e = await executor("exec-lost-proxy", { CALL_TIMEOUT_MS: "700" });
     const states = await waitTerminal([payoutId], 30_000);
     expect(states.get(payoutId)?.state).toBe("PAID");
-    expect(logEvents(e).some((l) => l.event === "submit_answer_lost" && l.payout_id === payoutId)).toBe(true);
+    await waitForLog(e, (l) => l.event === "submit_answer_lost" && l.payout_id === payoutId, "the lost answer");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     const { rows } = await raildb.query<{ rail_reference: string }>(`SELECT rail_reference FROM payments WHERE ${PAYOUT_OF_REFERENCE} = $1`, [payoutId]);
     expect(states.get(payoutId)?.rail_reference).toBe(rows[0]?.rail_reference);
@@ -202,13 +206,11 @@ describe("executors (UC-05)", () => {
     expect(states.get(payoutId)?.state).toBe("PAID");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     // The row is written before the attempt's log line: wait for the line, then read the last one.
-    const attempts = await eventually(
-      async () => {
-        const lines = logEvents(e).filter((l) => l.event === "payout_attempt" && l.payout_id === payoutId);
-        return lines.some((l) => l.outcome === "PAID") ? lines : undefined;
-      },
-      "the PAID attempt's log line",
-      10_000,
+    const attempts = await waitForLogs(
+      e,
+      (l) => l.event === "payout_attempt" && l.payout_id === payoutId,
+      (lines) => lines.some((l) => l.outcome === "PAID"),
+      "the PAID attempt",
     );
     expect(attempts.at(-1)?.outcome).toBe("PAID");
   });
@@ -219,7 +221,8 @@ describe("executors (UC-05)", () => {
     // A long TTL: a fifth of it (4 s) is far beyond an uncontended acquire and fence.
     const e = await executor("exec-fresh-lease", { LEASE_TTL_MS: "20000" });
     expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
-    const attempt = logEvents(e).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId)!;
+    // The row is written before the attempt's log line: wait for the line.
+    const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId, "the attempt");
     expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "submit", "record"]);
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     expect((await lockClient(lock).inspect({ key: "account:acc-fresh-lease" })).held).toBe(false);
@@ -233,9 +236,20 @@ describe("executors (UC-05)", () => {
     expect(other.lease?.fencingToken).toBeGreaterThan(0n);
     const e = await executor("exec-waited-lease", { LEASE_TTL_MS: "2000", LOCK_WAIT_MS: "5000" });
     expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
-    const attempt = logEvents(e).find((l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "PAID")!;
+    const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "PAID", "the PAID attempt");
     expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "renew", "submit", "record"]);
     expect((attempt.steps_ms as Record<string, number>).acquire).toBeGreaterThan(400);
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
+  });
+
+  it("negative control: with the executor's log 1 s late, the attempt line is missing when the row is PAID; waiting for it finds it", async () => {
+    const payoutId = "po-late-log-1";
+    await insertPayouts(paydb, [{ payoutId, accountId: "acc-late-log" }]);
+    const e = await executor("exec-late-log", {}, { logDelayMs: 1000 });
+    expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
+    const isAttempt = (l: Record<string, unknown>) => l.event === "payout_attempt" && l.payout_id === payoutId;
+    // What the tests above did before they waited for the line: read it right after the row.
+    expect(logEvents(e).find(isAttempt)).toBeUndefined();
+    expect(await waitForLog(e, isAttempt, "the attempt")).toMatchObject({ outcome: "PAID" });
   });
 });

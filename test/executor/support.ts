@@ -81,18 +81,7 @@ export async function railPaymentCounts(
   return counts;
 }
 
-/** Parsed JSON log lines of a process (non-JSON lines skipped). */
-export function logEvents(p: ServiceProcess): Array<Record<string, unknown>> {
-  const out: Array<Record<string, unknown>> = [];
-  for (const line of p.lines) {
-    try {
-      out.push(JSON.parse(line) as Record<string, unknown>);
-    } catch {
-      // not a log line
-    }
-  }
-  return out;
-}
+export { logEvents, waitForLog, waitForLogs } from "../support/log-events.js";
 
 /** Starts the lock service (pg backend, on the mesh's lockdb, as its own database role). */
 export async function startLock(mesh: Mesh): Promise<ServiceProcess> {
@@ -105,10 +94,17 @@ export async function startLock(mesh: Mesh): Promise<ServiceProcess> {
 }
 
 /** Starts one executor against the mesh's proxies and the lock service (paydb as the executor's role). */
-export async function startExecutor(mesh: Mesh, lock: ServiceProcess, id: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
+export async function startExecutor(
+  mesh: Mesh,
+  lock: ServiceProcess,
+  id: string,
+  env: Record<string, string> = {},
+  opts: { logDelayMs?: number } = {},
+): Promise<ServiceProcess> {
   const executor = new ServiceProcess({
     service: "executor",
     name: id,
+    ...opts,
     env: {
       METRICS_PORT: "0",
       PAYDB_URL: mesh.roleUrl("paydb", "executor"),

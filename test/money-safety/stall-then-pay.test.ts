@@ -29,7 +29,7 @@ import { errorReason } from "../../services/shared/errors.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { eventually, metricValue, proxyClient } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, poolFor } from "../executor/support.js";
+import { insertPayouts, poolFor, waitForLog } from "../executor/support.js";
 
 const RAIL_DEADLINE_MS = 1000;
 const AMBIGUITY_MARGIN_MS = 1000;
@@ -190,7 +190,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     );
     expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
     expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
-    expect(unguarded.lines.some((l) => l.includes('"event":"rail_late_answer"') && l.includes('"level":"error"'))).toBe(true);
+    await waitForLog(unguarded, (l) => l.event === "rail_late_answer" && l.level === "error", "the late answer at error");
   });
 
   it("a stall after the last budget check (the residual window) is not prevented, and is seen: sent late, late answer, flagged", async () => {
@@ -221,9 +221,8 @@ describe("a proxy frozen between admission and the rail call", () => {
     );
     expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
     expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(1);
-    const sentLate = held.lines.find((l) => l.includes('"event":"rail_request_sent_late"'));
-    expect(sentLate, held.lines.slice(-20).join("\n")).toBeDefined();
-    expect(JSON.parse(sentLate!)).toMatchObject({ level: "error", payout_id: payoutId, budget_ms: 500 });
-    expect(JSON.parse(sentLate!).sent_delay_ms).toBeGreaterThan(SETTLEMENT_WINDOW_MS);
+    const sentLate = await waitForLog(held, (l) => l.event === "rail_request_sent_late", "the request sent late");
+    expect(sentLate).toMatchObject({ level: "error", payout_id: payoutId, budget_ms: 500 });
+    expect(sentLate.sent_delay_ms).toBeGreaterThan(SETTLEMENT_WINDOW_MS);
   }, 90_000);
 });

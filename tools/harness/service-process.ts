@@ -39,6 +39,19 @@ export interface ServiceProcessOptions {
    * this checkout's dist/.
    */
   root?: string;
+  /**
+   * Hands each output line to `lines` (and onLine, and the ready check) this many ms after it
+   * arrived, in order; the exit follows the last line. Default: HARNESS_LOG_DELAY_MS, else 0.
+   * The negative control for tests that read a log line: a test that waits for the line it
+   * reads still passes with a delay, one that reads it after waiting for something else fails.
+   */
+  logDelayMs?: number;
+}
+
+/** The log delay tests run under (HARNESS_LOG_DELAY_MS), 0 when unset. */
+export function harnessLogDelayMs(): number {
+  const v = Number(process.env.HARNESS_LOG_DELAY_MS ?? "0");
+  return Number.isFinite(v) && v > 0 ? v : 0;
 }
 
 /** The compiled entry point of service under root (default: this checkout). */
@@ -51,6 +64,8 @@ export class ServiceProcess {
   ready: ReadyInfo | undefined;
   readonly lines: string[] = [];
   private exitWaiters: Array<(code: number | null) => void> = [];
+  /** Set when the current child's output has all been delivered (its pipes closed) and it exited. */
+  private ended = true;
   lastExit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
   constructor(readonly opts: ServiceProcessOptions) {}
@@ -70,6 +85,8 @@ export class ServiceProcess {
   /** Starts the process; resolves with its ready line (or at spawn if waitReady is false). */
   async start(envOverride: Record<string, string | undefined> = {}): Promise<ReadyInfo | undefined> {
     if (this.running) throw new Error(`${this.name} is already running`);
+    // A child that exited but whose last lines are still being read: let it end first.
+    if (!this.ended) await this.waitExit();
     const env: Record<string, string> = {};
     const defaults = { OTEL_SERVICE_NAME: this.opts.service };
     for (const [k, v] of Object.entries({ ...defaults, ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
@@ -102,6 +119,22 @@ export class ServiceProcess {
     });
     // Nobody awaits `ready` for one-shot jobs: an early exit must not become an unhandled rejection.
     ready.catch(() => {});
+    this.ended = false;
+    const delayMs = this.opts.logDelayMs ?? harnessLogDelayMs();
+    // In arrival order: equal timeouts fire in the order they were set.
+    const later = (fn: () => void) => (delayMs > 0 ? setTimeout(fn, delayMs) : fn());
+    const deliver = (line: string) => {
+      this.lines.push(line);
+      this.opts.onLine?.(this.name, line);
+      if (line.includes('"event":"ready"')) {
+        try {
+          this.ready = JSON.parse(line) as ReadyInfo;
+          readyResolve?.(this.ready);
+        } catch {
+          // not JSON after all
+        }
+      }
+    };
     const onChunk = (() => {
       let buffered = "";
       return (chunk: Buffer) => {
@@ -110,26 +143,22 @@ export class ServiceProcess {
         while ((nl = buffered.indexOf("\n")) >= 0) {
           const line = buffered.slice(0, nl);
           buffered = buffered.slice(nl + 1);
-          this.lines.push(line);
-          this.opts.onLine?.(this.name, line);
-          if (line.includes('"event":"ready"')) {
-            try {
-              this.ready = JSON.parse(line) as ReadyInfo;
-              readyResolve?.(this.ready);
-            } catch {
-              // not JSON after all
-            }
-          }
+          later(() => deliver(line));
         }
       };
     })();
     child.stdout!.on("data", onChunk);
     child.stderr!.on("data", onChunk);
-    child.once("exit", (code, signal) => {
-      this.lastExit = { code, signal };
-      readyReject?.(new Error(`${this.name} exited (code ${code}, signal ${signal}) before it was ready:\n${this.lines.slice(-20).join("\n")}`));
-      for (const w of this.exitWaiters.splice(0)) w(code);
-    });
+    // "close", not "exit": the process has exited AND its output is all read, so a test that
+    // waited for the exit sees every line the process wrote.
+    child.once("close", (code, signal) =>
+      later(() => {
+        this.lastExit = { code, signal };
+        this.ended = true;
+        readyReject?.(new Error(`${this.name} exited (code ${code}, signal ${signal}) before it was ready:\n${this.lines.slice(-20).join("\n")}`));
+        for (const w of this.exitWaiters.splice(0)) w(code);
+      }),
+    );
     if (this.opts.waitReady === false) return undefined;
     const timeoutMs = this.opts.readyTimeoutMs ?? 30_000;
     let timer: NodeJS.Timeout | undefined;
@@ -148,7 +177,7 @@ export class ServiceProcess {
 
   /** Resolves with the exit code when the process ends (immediately if not running). */
   waitExit(): Promise<number | null> {
-    if (!this.running) return Promise.resolve(this.lastExit?.code ?? null);
+    if (this.ended) return Promise.resolve(this.lastExit?.code ?? null);
     return new Promise((resolve) => this.exitWaiters.push(resolve));
   }
 
@@ -166,7 +195,7 @@ export class ServiceProcess {
 
   /** SIGTERM (graceful drain), SIGKILL after boundMs. */
   async stop(boundMs = 20_000): Promise<number | null> {
-    if (!this.running) return this.lastExit?.code ?? null;
+    if (!this.running) return this.waitExit();
     const exited = this.waitExit();
     this.child!.kill("SIGCONT");
     this.child!.kill("SIGTERM");
@@ -178,7 +207,7 @@ export class ServiceProcess {
 
   /** SIGKILL (if running) and start again on the same ports, so its address stays valid. */
   async restart(envOverride: Record<string, string | undefined> = {}): Promise<ReadyInfo | undefined> {
-    if (this.running) {
+    if (!this.ended) {
       const exited = this.waitExit();
       this.kill("SIGKILL");
       await exited;
