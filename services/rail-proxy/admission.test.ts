@@ -10,6 +10,7 @@ import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { pino } from "pino";
 import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import type { RailStatusReading } from "../shared/rail-status.js";
 import { SEND_GATE } from "../shared/send-gate.js";
 import { createAdmission, type Guards } from "./admission.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
@@ -35,7 +36,7 @@ function world(
   opts: {
     admit?: AdmitResult | Error;
     admitTakesMs?: number;
-    rail?: "accept" | "reject" | Error;
+    rail?: "accept" | "reject" | Error | { status: number };
     recorded?: SubmissionRow | undefined | Error;
     late?: SubmissionRow | undefined;
     /** Time the client spends between the call and the gate (interceptors, encoding). */
@@ -86,6 +87,7 @@ function world(
       calls.push("rail");
       const r = opts.rail ?? "accept";
       if (r instanceof Error) throw r;
+      if (typeof r === "object") return { railReference: "rr_1", status: r.status, reason: "" };
       return { railReference: "rr_1", status: r === "accept" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED, reason: r === "accept" ? "" : "NO" };
     },
   } as unknown as RailClient;
@@ -93,8 +95,14 @@ function world(
   return { calls, store, rail, metrics, now: () => clock };
 }
 
-function admission(w: ReturnType<typeof world>, guards: Guards = ALL, markPrecheck?: (a: string, t: bigint) => boolean) {
+function admission(
+  w: ReturnType<typeof world>,
+  guards: Guards = ALL,
+  markPrecheck?: (a: string, t: bigint) => boolean,
+  readStatus?: (status: number) => RailStatusReading,
+) {
   return createAdmission({
+    ...(readStatus ? { readStatus } : {}),
     store: w.store,
     rail: w.rail,
     metrics: w.metrics,
@@ -136,6 +144,22 @@ describe("admission, with a fake ledger and a fake rail", () => {
     const w = world({ rail: new ConnectError("deadline", Code.DeadlineExceeded) });
     expect(await admission(w)(intent)).toEqual({ kind: "AMBIGUOUS", cause: "RAIL_DEADLINE" });
     expect(w.calls).toEqual(["admit", "rail", "record:TIMEOUT"]);
+  });
+
+  it.each([
+    ["left unset", PaymentStatus.UNSPECIFIED],
+    ["a value the proto does not define", 7],
+  ])("an answer whose status is %s is ambiguous (TIMEOUT, RAIL_STATUS_UNKNOWN), never a rejection", async (_what, status) => {
+    const w = world({ rail: { status } });
+    expect(await admission(w)(intent)).toEqual({ kind: "AMBIGUOUS", cause: "RAIL_STATUS_UNKNOWN" });
+    expect(w.calls).toEqual(["admit", "rail", "record:TIMEOUT"]);
+  });
+
+  it("negative control: read as 'anything but ACCEPTED is REJECTED' (the old reading), the unset status is recorded as a rejection", async () => {
+    const old = (status: number): RailStatusReading => (status === PaymentStatus.ACCEPTED ? "ACCEPTED" : "REJECTED");
+    const w = world({ rail: { status: PaymentStatus.UNSPECIFIED } });
+    expect(await admission(w, ALL, undefined, old)(intent)).toMatchObject({ kind: "ANSWERED" });
+    expect(w.calls).toEqual(["admit", "rail", "record:REJECTED"]);
   });
 
   it("past the pre-forward budget the rail is not called: NOT_FORWARDED is recorded instead", async () => {

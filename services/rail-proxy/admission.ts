@@ -16,7 +16,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../shared/logger.js";
 import { retryWhileUnavailable } from "../shared/pg.js";
-import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { railStatusName, readRailStatus, type RailStatusReading } from "../shared/rail-status.js";
 import { sendGateContext, type SendGate } from "../shared/send-gate.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
@@ -45,6 +45,8 @@ export interface AdmissionDeps {
   holdAfterBudgetCheck?: () => void;
   /** Monotonic milliseconds (tests may step it). */
   now?: () => number;
+  /** How a rail status is read (shared/rail-status.ts). Tests inject another reading as a negative control. */
+  readStatus?: (status: number) => RailStatusReading;
 }
 
 export type Refusal = Exclude<AdmitResult, { kind: "ADMITTED" }>;
@@ -57,7 +59,7 @@ export type SubmitOutcome =
   /** Admitted, then given up before the rail call: the rail was not called. */
   | { kind: "NOT_FORWARDED"; forwardDelayMs: number }
   /** The rail may or may not have moved money: recorded TIMEOUT (or left FORWARDING for the sweeper). */
-  | { kind: "AMBIGUOUS"; cause: "RAIL_DEADLINE" | "RAIL_ERROR" | "OUTCOME_NOT_RECORDED" }
+  | { kind: "AMBIGUOUS"; cause: "RAIL_DEADLINE" | "RAIL_ERROR" | "RAIL_STATUS_UNKNOWN" | "OUTCOME_NOT_RECORDED" }
   /** paydb could not admit: nothing was forwarded. */
   | { kind: "PAYDB_UNAVAILABLE"; error: unknown };
 
@@ -67,6 +69,7 @@ const RAIL_REFUSALS = new Set([Code.Unauthenticated, Code.PermissionDenied, Code
 export function createAdmission(deps: AdmissionDeps) {
   const { store, rail, metrics, logger, guards } = deps;
   const now = deps.now ?? (() => performance.now());
+  const readStatus = deps.readStatus ?? readRailStatus;
 
   /** Writing to the ledger is a paydb write, not a rail call: retrying it is safe. */
   async function write<T>(what: string, reference: string, fn: () => Promise<T>): Promise<T | undefined | "FAILED"> {
@@ -238,7 +241,30 @@ export function createAdmission(deps: AdmissionDeps) {
       }
       return { kind: "AMBIGUOUS", cause };
     }
-    const state = answer.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : "REJECTED";
+    const reading = readStatus(answer.status);
+    if (reading === "UNKNOWN") {
+      // An answer with a status the rail protocol does not document (unset, or one this build
+      // does not know): it proves neither that money moved nor that it did not. Ambiguous, as a
+      // timeout is; the reconciler decides from the statement. Never "rejected".
+      observe("TIMEOUT");
+      const status = railStatusName(answer.status);
+      logger.error(
+        { event: "rail_status_unknown", payout_id: intent.reference, status, rail_reference: answer.railReference },
+        "the rail answered with a status this build does not know; recorded as ambiguous",
+      );
+      const row = await write("outcome", intent.reference, () =>
+        store.recordOutcome(intent.reference, "TIMEOUT", answer.railReference || null, `RAIL_STATUS_${status}`, "RAIL_STATUS_UNKNOWN", forwardDelayMs),
+      );
+      if (row === undefined) {
+        const current = await store.get(intent.reference).catch(() => undefined);
+        logger.warn(
+          { event: "rail_timeout_after_resolution", payout_id: intent.reference, cause: "RAIL_STATUS_UNKNOWN", ledger_state: current?.state ?? null },
+          "the rail's unknown answer came after its row had left FORWARDING; the ledger's state stands",
+        );
+      }
+      return { kind: "AMBIGUOUS", cause: "RAIL_STATUS_UNKNOWN" };
+    }
+    const state = reading;
     observe(state);
     const reason = state === "ACCEPTED" ? null : answer.reason;
     const row = await write("outcome", intent.reference, () =>

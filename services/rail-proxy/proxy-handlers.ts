@@ -93,9 +93,12 @@ export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission
     case "AMBIGUOUS":
       throw new DomainError(
         REASONS.RAIL_AMBIGUOUS,
-        "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled",
+        outcome.cause === "RAIL_STATUS_UNKNOWN"
+          ? "the rail answered with a status this build does not know; the payout may or may not have moved money. Do not resubmit; it will be reconciled"
+          : "the rail's answer was lost; the payout may or may not have moved money. Do not resubmit; it will be reconciled",
         {
           payout_id: intent.reference,
+          cause: outcome.cause,
         },
       );
     case "PAYDB_UNAVAILABLE":

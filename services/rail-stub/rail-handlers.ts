@@ -43,6 +43,9 @@ function checkRailText(field: string, value: string, max: number): void {
   checkText(field, value, 1, max);
 }
 
+/** A status value the rail proto does not define (what a rail that added one after this build sends). */
+export const UNDOCUMENTED_STATUS = 7;
+
 export interface RailMetrics {
   payments: Counter<"status">;
 }
@@ -95,6 +98,10 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
           }
           case FaultKind.NEVER_LAND_HANG:
             return hangUntilCallerLeaves(ctx.signal);
+          case FaultKind.LAND_THEN_ANSWER_STATUS_UNSET:
+            return { ...answer(await book(payment, "ACCEPTED", "")), status: PaymentStatus.UNSPECIFIED };
+          case FaultKind.LAND_THEN_ANSWER_STATUS_UNKNOWN:
+            return { ...answer(await book(payment, "ACCEPTED", "")), status: UNDOCUMENTED_STATUS as PaymentStatus };
           default:
             return answer(await book(payment, "ACCEPTED", ""));
         }

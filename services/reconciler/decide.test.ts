@@ -41,6 +41,11 @@ describe("reconciler decision table", () => {
     expect(decide(sub, [entry(over)], settled)).toMatchObject({ decision: "HUMAN" });
   });
 
+  it("a statement line with a status the rail protocol does not document goes to a human, never NOT_PAID (even beside a rejection)", () => {
+    expect(decide(sub, [entry({ status: "UNKNOWN" })], settled)).toMatchObject({ decision: "HUMAN" });
+    expect(decide(sub, [entry({ status: "REJECTED", railReference: "rr_0" }), entry({ status: "UNKNOWN" })], settled)).toMatchObject({ decision: "HUMAN" });
+  });
+
   it("a rejected booking only means NOT_PAID with the rail's reason", () => {
     expect(decide(sub, [entry({ status: "REJECTED", reason: "INJECTED_REJECT" })], early)).toMatchObject({
       decision: "NOT_PAID",

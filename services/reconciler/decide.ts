@@ -4,7 +4,8 @@
  *
  * | statement entries (own: the submission's reference; others: other payments of its payout) | decision |
  * |-----------------------------------------------------------------------|-----------|
- * | an own entry with another account, amount, currency, beneficiary      | HUMAN     |
+ * | an own entry with another account, amount, currency, beneficiary,     | HUMAN     |
+ * | or a status the rail protocol does not document (shared/rail-status)   |           |
  * | an accepted payment of the same payout under another reference         | HUMAN     |
  * | more than one own ACCEPTED (the rail paid twice)                       | HUMAN     |
  * | exactly one own ACCEPTED                                               | PAID      |
@@ -21,6 +22,8 @@
  * and its statement provably covers that window: a payment booked late must not be declared
  * unpaid (the payout would be paid again by hand). Nothing here ever leads to a resubmission.
  */
+import type { RailStatusReading } from "../shared/rail-status.js";
+
 export interface AmbiguousSubmission {
   payoutId: string;
   accountId: string;
@@ -37,7 +40,8 @@ export interface StatementEntry {
   beneficiary: string;
   amountMinor: bigint;
   currency: string;
-  status: "ACCEPTED" | "REJECTED" | "UNSPECIFIED";
+  /** shared/rail-status.ts: UNKNOWN is a status the rail protocol does not document (unset or new). */
+  status: RailStatusReading;
   reason: string;
 }
 
@@ -63,15 +67,14 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
   }
   const mismatched = mine.filter(
     (e) =>
-      e.accountId !== s.accountId ||
-      e.amountMinor !== s.amountMinor ||
-      e.currency !== s.currency ||
-      e.beneficiary !== s.beneficiary ||
-      e.status === "UNSPECIFIED",
+      e.accountId !== s.accountId || e.amountMinor !== s.amountMinor || e.currency !== s.currency || e.beneficiary !== s.beneficiary || e.status === "UNKNOWN",
   );
   if (mismatched.length > 0) {
     const refs = mismatched.map((e) => e.railReference).join(",");
-    return { decision: "HUMAN", note: `statement entries for this payout differ from the intent (account/amount/currency/beneficiary): ${refs}` };
+    return {
+      decision: "HUMAN",
+      note: `statement entries for this payout differ from the intent (account/amount/currency/beneficiary) or carry a status this build does not know: ${refs}`,
+    };
   }
   const accepted = mine.filter((e) => e.status === "ACCEPTED");
   if (accepted.length > 1) {

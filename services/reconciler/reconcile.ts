@@ -16,7 +16,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { PaymentStatus } from "../shared/gen/railfence/rail/v1/rail_pb.js";
+import { readRailStatus } from "../shared/rail-status.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
 import { contentKey, referencedPayout } from "../shared/payment-match.js";
@@ -118,7 +118,7 @@ export function createReconciler(deps: ReconcileDeps) {
           beneficiary: p.beneficiary,
           amountMinor: p.amount?.amountMinor ?? 0n,
           currency: p.amount?.currency ?? "",
-          status: p.status === PaymentStatus.ACCEPTED ? "ACCEPTED" : p.status === PaymentStatus.REJECTED ? "REJECTED" : "UNSPECIFIED",
+          status: readRailStatus(p.status),
           reason: p.reason,
         };
         if (refs.has(entry.clientReference)) push(byRef, entry.clientReference, entry);

@@ -275,7 +275,16 @@ export class Nemesis {
         return;
       }
       case "rail-fault": {
-        const kinds = [FaultKind.LAND_THEN_LOSE_ANSWER, FaultKind.NEVER_LAND_HANG, FaultKind.REJECT, FaultKind.LATENCY];
+        // The last two book the payment and answer with a status the rail protocol does not
+        // document (unset, or one this build does not know): ambiguity, never "not paid".
+        const kinds = [
+          FaultKind.LAND_THEN_LOSE_ANSWER,
+          FaultKind.NEVER_LAND_HANG,
+          FaultKind.REJECT,
+          FaultKind.LATENCY,
+          FaultKind.LAND_THEN_ANSWER_STATUS_UNSET,
+          FaultKind.LAND_THEN_ANSWER_STATUS_UNKNOWN,
+        ];
         const fault = kinds[Math.floor(this.d.rng() * kinds.length)]!;
         const count = 1 + Math.floor(this.d.rng() * 4);
         // LATENCY past the proxies' deadline: the rail books after the proxy gave up (a late booking).

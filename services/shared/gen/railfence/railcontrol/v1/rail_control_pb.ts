@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/railcontrol/v1/rail_control.proto.
  */
 export const file_railfence_railcontrol_v1_rail_control: GenFile = /*@__PURE__*/
-  fileDesc("CityYWlsZmVuY2UvcmFpbGNvbnRyb2wvdjEvcmFpbF9jb250cm9sLnByb3RvEhhyYWlsZmVuY2UucmFpbGNvbnRyb2wudjEiggEKCUZhdWx0UnVsZRIxCgRraW5kGAEgASgOMiMucmFpbGZlbmNlLnJhaWxjb250cm9sLnYxLkZhdWx0S2luZBISCgpsYXRlbmN5X21zGAIgASgNEg0KBWNvdW50GAMgASgNEh8KF2NsaWVudF9yZWZlcmVuY2VfcHJlZml4GAQgASgJIkYKEFNldEZhdWx0c1JlcXVlc3QSMgoFcnVsZXMYASADKAsyIy5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuRmF1bHRSdWxlIhMKEVNldEZhdWx0c1Jlc3BvbnNlIhIKEEdldEZhdWx0c1JlcXVlc3QiXQoRR2V0RmF1bHRzUmVzcG9uc2USMgoFcnVsZXMYASADKAsyIy5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuRmF1bHRSdWxlEhQKDHN1Ym1pdF9jYWxscxgCIAEoBCqcAQoJRmF1bHRLaW5kEhoKFkZBVUxUX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGQVVMVF9LSU5EX0xBVEVOQ1kQARIVChFGQVVMVF9LSU5EX1JFSkVDVBACEiQKIEZBVUxUX0tJTkRfTEFORF9USEVOX0xPU0VfQU5TV0VSEAMSHgoaRkFVTFRfS0lORF9ORVZFUl9MQU5EX0hBTkcQBDLgAQoSUmFpbENvbnRyb2xTZXJ2aWNlEmQKCVNldEZhdWx0cxIqLnJhaWxmZW5jZS5yYWlsY29udHJvbC52MS5TZXRGYXVsdHNSZXF1ZXN0GisucmFpbGZlbmNlLnJhaWxjb250cm9sLnYxLlNldEZhdWx0c1Jlc3BvbnNlEmQKCUdldEZhdWx0cxIqLnJhaWxmZW5jZS5yYWlsY29udHJvbC52MS5HZXRGYXVsdHNSZXF1ZXN0GisucmFpbGZlbmNlLnJhaWxjb250cm9sLnYxLkdldEZhdWx0c1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("CityYWlsZmVuY2UvcmFpbGNvbnRyb2wvdjEvcmFpbF9jb250cm9sLnByb3RvEhhyYWlsZmVuY2UucmFpbGNvbnRyb2wudjEiggEKCUZhdWx0UnVsZRIxCgRraW5kGAEgASgOMiMucmFpbGZlbmNlLnJhaWxjb250cm9sLnYxLkZhdWx0S2luZBISCgpsYXRlbmN5X21zGAIgASgNEg0KBWNvdW50GAMgASgNEh8KF2NsaWVudF9yZWZlcmVuY2VfcHJlZml4GAQgASgJIkYKEFNldEZhdWx0c1JlcXVlc3QSMgoFcnVsZXMYASADKAsyIy5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuRmF1bHRSdWxlIhMKEVNldEZhdWx0c1Jlc3BvbnNlIhIKEEdldEZhdWx0c1JlcXVlc3QiXQoRR2V0RmF1bHRzUmVzcG9uc2USMgoFcnVsZXMYASADKAsyIy5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuRmF1bHRSdWxlEhQKDHN1Ym1pdF9jYWxscxgCIAEoBCr6AQoJRmF1bHRLaW5kEhoKFkZBVUxUX0tJTkRfVU5TUEVDSUZJRUQQABIWChJGQVVMVF9LSU5EX0xBVEVOQ1kQARIVChFGQVVMVF9LSU5EX1JFSkVDVBACEiQKIEZBVUxUX0tJTkRfTEFORF9USEVOX0xPU0VfQU5TV0VSEAMSHgoaRkFVTFRfS0lORF9ORVZFUl9MQU5EX0hBTkcQBBIsCihGQVVMVF9LSU5EX0xBTkRfVEhFTl9BTlNXRVJfU1RBVFVTX1VOU0VUEAUSLgoqRkFVTFRfS0lORF9MQU5EX1RIRU5fQU5TV0VSX1NUQVRVU19VTktOT1dOEAYy4AEKElJhaWxDb250cm9sU2VydmljZRJkCglTZXRGYXVsdHMSKi5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuU2V0RmF1bHRzUmVxdWVzdBorLnJhaWxmZW5jZS5yYWlsY29udHJvbC52MS5TZXRGYXVsdHNSZXNwb25zZRJkCglHZXRGYXVsdHMSKi5yYWlsZmVuY2UucmFpbGNvbnRyb2wudjEuR2V0RmF1bHRzUmVxdWVzdBorLnJhaWxmZW5jZS5yYWlsY29udHJvbC52MS5HZXRGYXVsdHNSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * FaultRule applies a fault to matching calls.
@@ -174,6 +174,22 @@ export enum FaultKind {
    * @generated from enum value: FAULT_KIND_NEVER_LAND_HANG = 4;
    */
   NEVER_LAND_HANG = 4,
+
+  /**
+   * Book the payment (money moves) and answer with the status left unset (the proto3 default),
+   * as a rail with a bug, or a new answer this proto does not describe, would.
+   *
+   * @generated from enum value: FAULT_KIND_LAND_THEN_ANSWER_STATUS_UNSET = 5;
+   */
+  LAND_THEN_ANSWER_STATUS_UNSET = 5,
+
+  /**
+   * Book the payment (money moves) and answer with a status value the rail proto does not
+   * define (7; as a rail that added PENDING or QUEUED after this build would).
+   *
+   * @generated from enum value: FAULT_KIND_LAND_THEN_ANSWER_STATUS_UNKNOWN = 6;
+   */
+  LAND_THEN_ANSWER_STATUS_UNKNOWN = 6,
 }
 
 /**
