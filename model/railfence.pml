@@ -34,6 +34,8 @@
  *   -DNO_BINDING     the submission is not bound to its payout row (state, fence == token)
  *   -DNO_LOOKUP      honest executors do not list a payout's submissions before submitting
  *   -DRESIDUAL_WINDOW  a stall between the budget check and the bytes leaving (documented gap)
+ *   -DUNKNOWN_AS_REJECTED  an answer with an undocumented status recorded as REJECTED (with
+ *                    -DRAIL_UNKNOWN=1: the rail may book and answer such a status)
  *   -DNO_LATE_FLAG, -DNO_NOT_PAID_WATCH (with -DEND_STATE_ONLY): controls for the flag property
  *   -DNO_SWEEPER -DNO_RECONCILER: control for liveness (nothing ever closes an orphaned intent)
  */
@@ -57,6 +59,9 @@
 #ifndef XLOST
 #define XLOST 1         /* an executor gives up on a SubmitPayout answer (network, call timeout) */
 #endif
+#ifndef RAIL_UNKNOWN
+#define RAIL_UNKNOWN 0  /* the rail books, then answers a status the protocol does not document */
+#endif
 #define NPAY 2
 #define NEXEC 2
 #define NT 5            /* token-indexed arrays: index 1..MAXTOK used */
@@ -79,10 +84,15 @@
 #define DEADLINE 1      /* RAIL_DEADLINE_MS */
 #endif
 #ifndef RAIL_LAG
-#define RAIL_LAG DEADLINE  /* assumption: a call reaches the rail, if at all, within the deadline */
+/* A call reaches the rail, if at all, within 2 x the deadline of its start [M:rail-lag]: the request is written
+ * on a connected session only, a call given up before its request was written resets the
+ * connection, and a connection that answers no PING (one every deadline) is reset, discarding
+ * what it could not deliver (rail-proxy/rail-client.ts). Before that transport, Node could send a
+ * request queued on a connecting session at any time later: no bound at all. */
+#define RAIL_LAG (2 * DEADLINE)
 #endif
 #ifndef WINDOW
-#define WINDOW (DEADLINE + MARGIN + 1)  /* SETTLEMENT_WINDOW_MS */
+#define WINDOW (2 * DEADLINE + MARGIN + 1)  /* SETTLEMENT_WINDOW_MS */
 #endif
 #define SWEEP_AGE (DEADLINE + MARGIN)   /* a FORWARDING intent older than this is ambiguous */
 
@@ -95,8 +105,8 @@
 #if MARGIN <= 0
 #error AMBIGUITY_MARGIN must be positive
 #endif
-#if WINDOW <= DEADLINE + MARGIN
-#error SETTLEMENT_WINDOW must exceed deadline + margin
+#if WINDOW <= 2 * DEADLINE + MARGIN
+#error SETTLEMENT_WINDOW must exceed 2 x deadline + margin
 #endif
 #endif
 
@@ -111,9 +121,11 @@
 #define P_LATE 2
 /* What the relations guarantee, as constraints on the clock: a call started within the budget
  * has been decided by the rail (booked, rejected or lost) before the intent can become
- * P_STALE: BUDGET + RAIL_LAG <= BUDGET + DEADLINE < DEADLINE + MARGIN; and so before P_LATE
- * (WINDOW > DEADLINE + MARGIN). Its handler may still stall for any time after that. */
-#if BUDGET + DEADLINE < SWEEP_AGE
+ * P_LATE: BUDGET + RAIL_LAG < MARGIN + 2 x DEADLINE < WINDOW; and before P_STALE only where
+ * BUDGET + RAIL_LAG < DEADLINE + MARGIN (not with the defaults: the sweeper may declare a row
+ * whose request is still on its way ambiguous, which is what ambiguity is for). Its handler may
+ * still stall for any time after that. */
+#if BUDGET + RAIL_LAG < SWEEP_AGE
 #define EARLY_CALL_ENDS_BEFORE_STALE 1
 #else
 #define EARLY_CALL_ENDS_BEFORE_STALE 0
@@ -157,6 +169,7 @@
 #define A_NOTFWD 8      /* NOT_FORWARDED */
 #define A_LEDGER 9      /* the row was no longer FORWARDING: the proxy answers what the ledger holds */
 #define A_LOST 10       /* executor side: no answer */
+#define A_UNK 11        /* rail side: an answer whose status the rail protocol does not document */
 
 /* ---- paydb ---------------------------------------------------------------------------- */
 byte mark;                    /* rail_high_water.mark (one account) */
@@ -184,7 +197,7 @@ bit  booked[NT];              /* the rail moved money for this submission */
 bit  blate[NT];               /* ... when the intent was P_LATE or closed (a statement covering
                                  created_at + WINDOW may not show it) */
 bit  rrej[NT];                /* the rail's statement shows it REJECTED */
-byte lost, dropped;
+byte lost, dropped, unknown;
 
 /* ---- rail-proxy replicas, calls ------------------------------------------------------- */
 byte mem[REPLICAS];           /* MARK_MEMORY: each replica's in-process mark */
@@ -382,14 +395,20 @@ end_wait:
             if
             :: rs[t] == FWD && code == A_ACC -> rs[t] = ACC; ph[t] = 0; printf("MODEL proxy: P%d:t%d ACCEPTED recorded\n", p, t)
             :: rs[t] == FWD && code == A_REJ -> rs[t] = REJ; ph[t] = 0
+#ifdef UNKNOWN_AS_REJECTED
+            :: rs[t] == FWD && code == A_UNK -> rs[t] = REJ; ph[t] = 0; code = A_REJ; printf("MODEL proxy: unknown status for P%d:t%d read as REJECTED\n", p, t)
+#else
+            /* shared/rail-status.ts: neither ACCEPTED nor REJECTED proves nothing: ambiguous [M:unknown-status] */
+            :: rs[t] == FWD && code == A_UNK -> rs[t] = TMO; code = A_AMBIG; printf("MODEL proxy: unknown status for P%d:t%d, TIMEOUT\n", p, t)
+#endif
             :: rs[t] == FWD && code == A_AMBIG -> rs[t] = TMO; printf("MODEL proxy: no answer by the deadline, P%d:t%d TIMEOUT\n", p, t)
-            :: rs[t] != FWD && code != A_AMBIG ->
+            :: rs[t] != FWD && code != A_AMBIG && code != A_UNK ->
 #ifndef NO_LATE_FLAG
                flag_payout(rp[t]);      /* late_answer_* columns written, counted, paged */
                printf("MODEL proxy: late rail answer for P%d:t%d recorded, payout flagged\n", p, t);
 #endif
                code = A_LEDGER
-            :: rs[t] != FWD && code == A_AMBIG -> code = A_LEDGER
+            :: rs[t] != FWD && (code == A_AMBIG || code == A_UNK) -> code = A_LEDGER
             fi
           }
        fi
@@ -549,6 +568,8 @@ end_rail:
        :: lost < RAIL_LOSE -> lost++; book(k); printf("MODEL rail: ... and its answer is lost\n")  /* booked, answer lost */
        :: rrej[k] = 1; if :: callon[k] -> rans[k] = A_REJ :: else -> skip fi; printf("MODEL rail: rejects P%d:t%d\n", rp[k], k)
        :: dropped < RAIL_DROP -> dropped++; printf("MODEL rail: the call for t%d never lands\n", k)  /* never lands */
+       :: unknown < RAIL_UNKNOWN -> unknown++; book(k); if :: callon[k] -> rans[k] = A_UNK :: else -> skip fi;
+          printf("MODEL rail: ... and answers with a status the protocol does not document\n")
        fi;
        rq[k] = 2;
        call_done(k);

@@ -35,6 +35,7 @@ safety-2-attempts|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DX
 safety-2-attempts-crash|verify||-DMAXTOK=2 -DCRASHES=1 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DCOLLAPSE|
 safety-2-attempts-rail-lost-answer|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=1 -DRAIL_DROP=0 -DXLOST=0|-DCOLLAPSE|
 safety-2-attempts-executor-lost-answer|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=1|-DCOLLAPSE|
+safety-2-attempts-rail-unknown-status|verify||-DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0 -DRAIL_UNKNOWN=1|-DCOLLAPSE|
 safety-1-attempt-all-faults|verify||-DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DCOLLAPSE|
 safety-2-attempts-all-faults-bitstate|bitstate||-DMAXTOK=2 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DBITSTATE|-w28 -Q2
 liveness-1-attempt|liveness||-DLIVENESS -DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=1 -DRAIL_DROP=1 -DXLOST=1|-DNFAIR=4|-a -f
@@ -45,6 +46,7 @@ no-forward-budget|control|ok_no_payment_after_not_paid|-DNO_BUDGET -DMAXTOK=1 -D
 no-one-live-submission|control|ok_inv02_no_payout_paid_twice,ok_inv03_failed_payout_never_paid|-DNO_ONE_LIVE -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-payout-binding|control|ok_inv03_failed_payout_never_paid,ok_no_duplicate_alarm_for_honest_executor|-DNO_BINDING -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-lookup-before-resubmit|control|ok_no_duplicate_alarm_for_honest_executor|-DNO_LOOKUP -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
+unknown-status-as-rejected|control|ok_inv03_failed_payout_never_paid,ok_inv02_no_payout_paid_twice|-DUNKNOWN_AS_REJECTED -DRAIL_UNKNOWN=1 -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 residual-window|control|ok_no_payment_after_not_paid|-DRESIDUAL_WINDOW -DMAXTOK=1 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-budget-no-flags|control|ok_payment_after_not_paid_is_flagged|-DEND_STATE_ONLY -DNO_BUDGET -DNO_LATE_FLAG -DNO_NOT_PAID_WATCH -DMAXTOK=1 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-sweeper-no-reconciler-liveness|liveness-control|acceptance cycle|-DLIVENESS -DNO_SWEEPER -DNO_RECONCILER -DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DNFAIR=4|-a -f
@@ -62,7 +64,7 @@ s/{phase=0}/young (within deadline + margin)/g; s/{phase=1}/older than deadline 
 s/{payout=2}/PAID/g; s/{payout=3}/FAILED/g; s/{payout=4}/UNKNOWN/g;
 s/{answer=0}/ADMITTED/g; s/{answer=1}/ACCEPTED/g; s/{answer=2}/REJECTED/g; s/{answer=3}/RAIL_AMBIGUOUS/g; s/{answer=4}/FENCED_OUT/g;
 s/{answer=5}/PAYOUT_NOT_PAYABLE or PAYOUT_FENCE_MISMATCH/g; s/{answer=6}/PAYOUT_ALREADY_SUBMITTED/g; s/{answer=7}/DUPLICATE_SUBMISSION/g;
-s/{answer=8}/NOT_FORWARDED/g; s/{answer=9}/the ledger row (late)/g; s/{answer=10}/no answer/g'
+s/{answer=8}/NOT_FORWARDED/g; s/{answer=9}/the ledger row (late)/g; s/{answer=10}/no answer/g; s/{answer=11}/an undocumented status/g'
 
 narrate() { # replays the trail in $dir with the case's flags; prints the model's own narration
   local dir=$1 flags=$2

@@ -27,6 +27,9 @@ export interface Guards extends StatementGuards {
   /** Longest time from sending the admission statement to starting the rail call. undefined:
    * the guard is removed (a harness negative control). Always below the ambiguity margin (config.ts). */
   forwardBudgetMs: number | undefined;
+  /** The rail call waits for a connected session before the gate, and a request given up before
+   * it was written resets its connection (rail-client.ts). false: a harness negative control. */
+  connectedSession: boolean;
 }
 
 /** A harness negative control deciding step 1 before the statement (ADR-007's rejected in-memory map). */
@@ -166,7 +169,7 @@ export function createAdmission(deps: AdmissionDeps) {
           budget_ms: guards.forwardBudgetMs,
           checked: where,
         },
-        "admission took longer than the pre-forward budget; the rail was not called",
+        "the rail was not called: the pre-forward budget passed, or no connection to the rail was made in time",
       );
       await write("not_forwarded", intent.reference, () => store.markNotForwarded(intent.reference, forwardDelayMs));
       return { kind: "NOT_FORWARDED", forwardDelayMs };
@@ -175,7 +178,11 @@ export function createAdmission(deps: AdmissionDeps) {
     const late = overBudget();
     if (late !== undefined) return notForwarded(late, "before the call");
     let refusedAtSend: number | undefined;
+    let unsent: string | undefined;
     const gate: SendGate = {
+      unsent: (reason) => {
+        unsent = reason;
+      },
       beforeSend: () => {
         refusedAtSend = overBudget();
         if (refusedAtSend !== undefined) return `the pre-forward budget (${guards.forwardBudgetMs} ms) passed before the request was written`;
@@ -218,6 +225,8 @@ export function createAdmission(deps: AdmissionDeps) {
     } catch (err) {
       // The gate refused: nothing was written, the rail was not called.
       if (refusedAtSend !== undefined) return notForwarded(refusedAtSend, "before the write");
+      // No connection to the rail in time (or it closed first): no stream was opened.
+      if (unsent !== undefined) return notForwarded(now() - sent, `not connected: ${unsent}`);
       const ce = ConnectError.from(err);
       if (RAIL_REFUSALS.has(ce.code)) {
         observe("REFUSED");

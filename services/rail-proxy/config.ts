@@ -7,7 +7,7 @@ import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
 /** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
-export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget"] as const;
+export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "connected-session"] as const;
 export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
 
 const schema = z

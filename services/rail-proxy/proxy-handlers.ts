@@ -85,7 +85,7 @@ export function submitAnswer(outcome: SubmitOutcome, intent: Intent): Submission
     case "NOT_FORWARDED":
       throw new DomainError(
         REASONS.NOT_FORWARDED,
-        "the rail was not called: admission took longer than the pre-forward budget. Nothing was paid; submit again under a new reference",
+        "the rail was not called: admission took longer than the pre-forward budget, or no connection to the rail was made within it. Nothing was paid; submit again under a new reference",
         {
           payout_id: intent.reference,
         },

@@ -19,7 +19,7 @@ import { harnessSettings, type RailProxyConfig } from "./config.js";
 import { announceGuards, guardsFrom, holdUntilFileExists, inMemoryMark } from "./negative-controls.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
-import { createRailClient, type RailClient } from "./rail-client.js";
+import { createRailClient, railConnectionTiming, type RailClient } from "./rail-client.js";
 import { createSubmissionStore } from "./submission-store.js";
 import { startSweeper } from "./sweeper.js";
 
@@ -50,7 +50,14 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
     const metrics = createProxyMetrics(registry);
     const guards = guardsFrom(config);
     const stopWarning = announceGuards(config, guards, metrics, logger);
-    const rail = deps.rail ?? createRailClient(config.railUrl, config.railCredential, config.transport.tls);
+    const rail =
+      deps.rail ??
+      createRailClient(
+        config.railUrl,
+        config.railCredential,
+        config.transport.tls,
+        guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true },
+      );
     const submit = createAdmission({
       store,
       rail,

@@ -30,15 +30,18 @@ const schema = z
     CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
   })
   .superRefine((c, ctx) => {
-    // A submission's rail call starts at most (admission timeout) after its intent's created_at
-    // and lasts at most the deadline; the margin covers the rest. Absent from the statement means
-    // not paid only after all of that.
-    const bound = c.RAIL_DEADLINE_MS + c.AMBIGUITY_MARGIN_MS + c.ADMISSION_TIMEOUT_MS;
+    // A submission's rail call starts at most (admission timeout) after its intent's created_at,
+    // on a connected session only. Its request leaves the proxy within 2 x deadline of that, or
+    // never: the call gives up at the deadline (resetting the connection if the request was not
+    // yet written), and a connection that cannot deliver what it was handed answers no PING
+    // (sent every deadline) and is reset (rail-proxy/rail-client.ts). The margin covers the
+    // rest. Absent from the statement means not paid only after all of that.
+    const bound = 2 * c.RAIL_DEADLINE_MS + c.AMBIGUITY_MARGIN_MS + c.ADMISSION_TIMEOUT_MS;
     if (c.SETTLEMENT_WINDOW_MS <= bound) {
       ctx.addIssue({
         code: "custom",
         path: ["SETTLEMENT_WINDOW_MS"],
-        message: `must be greater than RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS (${bound}): a payment could still be booked after a NOT_PAID verdict`,
+        message: `must be greater than 2 x RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS (${bound}): a payment could still be booked after a NOT_PAID verdict`,
       });
     }
   });

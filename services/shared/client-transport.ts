@@ -11,13 +11,28 @@ import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
 
-export function serviceTransport(baseUrl: string, tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined, interceptors: Interceptor[] = []) {
+/** Connection timing of one client (defaults: PING every 30 s, 10 s to connect). */
+export interface ConnectionTiming {
+  pingIntervalMs?: number;
+  connectTimeoutMs?: number;
+  /** Harness negative control only (grpc-unary-client.ts). */
+  unguardedSend?: boolean;
+}
+
+export function serviceTransport(
+  baseUrl: string,
+  tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined,
+  interceptors: Interceptor[] = [],
+  timing: ConnectionTiming = {},
+) {
   const nodeOptions = clientTlsOptions(tls);
   const options = {
     baseUrl,
     interceptors: [clientTracing, ...interceptors],
-    pingIntervalMs: 30_000,
+    pingIntervalMs: timing.pingIntervalMs ?? 30_000,
     idleConnectionTimeoutMs: 300_000,
+    ...(timing.connectTimeoutMs !== undefined ? { connectTimeoutMs: timing.connectTimeoutMs } : {}),
+    ...(timing.unguardedSend ? { unguardedSend: true } : {}),
     ...(nodeOptions ? { nodeOptions } : {}),
   };
   const streams = createGrpcTransport(options);

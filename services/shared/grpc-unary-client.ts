@@ -12,6 +12,8 @@
  * permission_denied) come only from a status the server sent, never from a broken connection.
  */
 import http2 from "node:http2";
+import net from "node:net";
+import tls from "node:tls";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type Interceptor, type Transport, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
@@ -23,8 +25,19 @@ export interface UnaryClientOptions {
   interceptors: Interceptor[];
   /** TLS options for http2.connect (client certificate, CA). */
   nodeOptions?: http2.SecureClientSessionOptions;
-  /** PING on an idle-looking connection this often; no answer within it closes the session. */
+  /** PING the connection this often; a PING still unanswered at the next one resets the connection. */
   pingIntervalMs: number;
+  /**
+   * Longest wait for a new connection (TCP, and TLS where used) before a call gives up with
+   * nothing sent. Default 10 s. No request is ever queued on a connection still being made.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Harness negative control only (rail-proxy's "connected-session" guard removed): the transport
+   * as it was before that guard, a request queued on a session still connecting and a cancelled
+   * stream closed rather than its connection reset.
+   */
+  unguardedSend?: boolean;
   /** A session with no call for this long is closed (a new one opens on the next call). */
   idleConnectionTimeoutMs: number;
   /** Largest answer accepted (bytes). */
@@ -89,9 +102,45 @@ function nodeError(err: unknown): ConnectError {
   return ce;
 }
 
+/** The TCP socket under each session: the only handle that can abort a connect or reset a connection. */
+const tcpOf = new WeakMap<http2.ClientHttp2Session, net.Socket>();
+
+/**
+ * Ends a connection at once, discarding what it has not sent. Still connecting: the TCP socket
+ * is closed (no SYN is retransmitted, the connection is never made; destroying only the HTTP/2
+ * session would leave the socket connecting, and Node would complete it). Connected: an RST
+ * (SO_LINGER 0), so neither Node's buffers nor the kernel's send queue can deliver a request
+ * later; a plain close would let the kernel go on sending what it holds.
+ */
+export function resetSession(s: http2.ClientHttp2Session): void {
+  const tcp = tcpOf.get(s);
+  if (tcp && !tcp.destroyed) {
+    if (tcp.connecting) tcp.destroy();
+    else tcp.resetAndDestroy();
+  }
+  if (!s.destroyed) s.destroy();
+}
+
+/** The session's transport, made here so that its TCP socket can be reset (TLS on top where used). */
+function openSocket(url: URL, tlsOptions: tls.ConnectionOptions | undefined): { tcp: net.Socket; transport: net.Socket | tls.TLSSocket } {
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  const tcp = net.connect({ host, port });
+  if (url.protocol !== "https:") return { tcp, transport: tcp };
+  const transport = tls.connect({
+    ...tlsOptions,
+    socket: tcp,
+    ALPNProtocols: ["h2"],
+    ...(net.isIP(host) ? {} : { servername: host }),
+  });
+  return { tcp, transport };
+}
+
 /** One HTTP/2 session to the server, opened on demand, replaced when it closes or goes away. */
 class Session {
   private session: http2.ClientHttp2Session | undefined;
+  /** Settles when the current session has connected (or failed to). */
+  private connecting: Promise<void> | undefined;
   private active = 0;
   private readonly origin: string;
 
@@ -102,8 +151,30 @@ class Session {
   get(): http2.ClientHttp2Session {
     const current = this.session;
     if (current && !current.closed && !current.destroyed) return current;
-    const s = http2.connect(this.origin, this.opts.nodeOptions ?? {});
+    let tcp: net.Socket | undefined;
+    const s = http2.connect(this.origin, {
+      ...this.opts.nodeOptions,
+      createConnection: (url: URL) => {
+        const opened = openSocket(url, this.opts.nodeOptions);
+        tcp = opened.tcp;
+        return opened.transport;
+      },
+    });
+    if (tcp) tcpOf.set(s, tcp);
     this.session = s;
+    this.connecting = new Promise<void>((resolve, reject) => {
+      const onConnect = () => {
+        s.off("close", onClose);
+        resolve();
+      };
+      const onClose = () => {
+        s.off("connect", onConnect);
+        reject(new ConnectError("the connection closed before it was established; nothing was sent", Code.Unavailable));
+      };
+      s.once("connect", onConnect);
+      s.once("close", onClose);
+    });
+    this.connecting.catch(() => {});
     const drop = () => {
       if (this.session === s) this.session = undefined;
     };
@@ -114,18 +185,55 @@ class Session {
     s.setTimeout(this.opts.idleConnectionTimeoutMs, () => {
       if (this.active === 0) s.close();
     });
+    // A connection that answers no PING within an interval is reset: whatever it still holds
+    // (a request the kernel could not deliver) is discarded, never sent later than that.
+    let unanswered = false;
     const ping = setInterval(() => {
       if (s.closed || s.destroyed) return clearInterval(ping);
+      if (s.connecting) return;
+      if (unanswered) return resetSession(s);
+      unanswered = true;
       const sent = s.ping((err) => {
-        if (err && !s.destroyed) s.destroy();
+        unanswered = false;
+        if (err && !s.destroyed) resetSession(s);
       });
-      if (!sent && !s.destroyed) s.destroy();
+      if (!sent) resetSession(s);
     }, this.opts.pingIntervalMs);
     ping.unref();
     s.once("close", () => clearInterval(ping));
     // Idle, the session must not keep a process (the CLI, a test) alive.
     if (this.active === 0) s.unref();
     return s;
+  }
+
+  /**
+   * The session once connected. A request is never queued on a session still connecting: Node
+   * would write it whenever the connection completes, however long after the caller gave up.
+   * Past `timeoutMs` the connection attempt is reset and the call fails with nothing sent.
+   */
+  connected(timeoutMs: number): http2.ClientHttp2Session | Promise<http2.ClientHttp2Session> {
+    const s = this.get();
+    if (!s.connecting) return s;
+    const pending = this.connecting!;
+    if (this.active === 0) s.ref();
+    return new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        resetSession(s);
+        reject(new ConnectError(`the connection was not established within ${timeoutMs} ms; nothing was sent`, Code.Unavailable));
+      }, timeoutMs);
+      pending.then(
+        () => {
+          clearTimeout(timer);
+          resolve(s);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    }).finally(() => {
+      if (this.active === 0 && !s.destroyed) s.unref();
+    });
   }
 
   opened(s: http2.ClientHttp2Session): void {
@@ -137,19 +245,51 @@ class Session {
   }
 }
 
-/** The gRPC exchange of one unary call: request out, one message or a status back. */
-function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest, timeoutMs: number | undefined): Promise<UnaryResponse> {
+const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * The gRPC exchange of one unary call: a connected session first (nothing is written before),
+ * then the request out, one message or a status back.
+ */
+async function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest, timeoutMs: number | undefined): Promise<UnaryResponse> {
+  const gate = req.contextValues.get(SEND_GATE);
+  if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
+  const started = performance.now();
+  const connectLimitMs = Math.min(opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, timeoutMs ?? Number.POSITIVE_INFINITY);
+  let s: http2.ClientHttp2Session;
+  try {
+    const ready = opts.unguardedSend ? session.get() : session.connected(connectLimitMs);
+    s = ready instanceof Promise ? await ready : ready;
+  } catch (err) {
+    // No stream was opened: not a byte of the request was written, and the attempt is reset.
+    const ce = nodeError(err);
+    gate?.unsent?.(ce.rawMessage);
+    throw timeoutMs !== undefined && performance.now() - started >= timeoutMs
+      ? new ConnectError(`the operation timed out before the connection was established; nothing was sent`, Code.DeadlineExceeded, undefined, undefined, err)
+      : ce;
+  }
+  const remainingMs = timeoutMs === undefined ? undefined : timeoutMs - (performance.now() - started);
+  if (req.signal.aborted || (remainingMs !== undefined && remainingMs <= 0)) {
+    gate?.unsent?.("the call ended while the connection was being established");
+    throw req.signal.aborted
+      ? ConnectError.from(req.signal.reason, Code.Canceled)
+      : new ConnectError("the operation timed out before the connection was established; nothing was sent", Code.DeadlineExceeded);
+  }
+  return send(session, s, opts, req, remainingMs);
+}
+
+/** One request on a connected session. */
+function send(
+  session: Session,
+  s: http2.ClientHttp2Session,
+  opts: UnaryClientOptions,
+  req: UnaryRequest,
+  timeoutMs: number | undefined,
+): Promise<UnaryResponse> {
   const method = req.method;
   const maxBytes = opts.readMaxBytes ?? 4 * 1024 * 1024;
   return new Promise<UnaryResponse>((resolve, reject) => {
     const signal = req.signal;
-    if (signal.aborted) return reject(ConnectError.from(signal.reason, Code.Canceled));
-    let s: http2.ClientHttp2Session;
-    try {
-      s = session.get();
-    } catch (err) {
-      return reject(nodeError(err));
-    }
     const headers: http2.OutgoingHttpHeaders = {
       ":method": "POST",
       ":path": `/${method.parent.typeName}/${method.name}`,
@@ -161,7 +301,8 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
       headers[k] = v;
     });
     if (timeoutMs !== undefined) headers["grpc-timeout"] = `${Math.max(1, Math.ceil(timeoutMs))}m`;
-    // From here to stream.end() nothing awaits: the gate's answer is the last word before the write.
+    // From here to stream.end() nothing awaits: the gate's answer is the last word before the write,
+    // and the session is connected, so the request is written now, not whenever it connects.
     const gate = req.contextValues.get(SEND_GATE);
     const refusal = gate?.beforeSend();
     if (refusal !== undefined) return reject(new ConnectError(refusal, Code.Aborted));
@@ -169,10 +310,15 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
     try {
       stream = s.request(headers);
     } catch (err) {
-      return reject(nodeError(err));
+      // The session closed since it connected: no stream, nothing written.
+      const ce = nodeError(err);
+      gate?.unsent?.(ce.rawMessage);
+      return reject(ce);
     }
     session.opened(s);
     let settled = false;
+    /** The whole request was handed to the socket (end()'s callback ran). */
+    let written = false;
     let status = 0;
     let responseHeader: Headers | undefined;
     let trailer: Headers | undefined;
@@ -189,7 +335,12 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
     function fail(err: ConnectError, rst?: number) {
       if (settled) return;
       cleanup();
-      if (rst !== undefined && !stream.destroyed) stream.close(rst);
+      if (rst !== undefined && !written && !opts.unguardedSend) {
+        // Given up (deadline, cancel) before the request was handed to the socket: a closed
+        // stream would still let Node flush what it buffered. Reset the connection instead, so
+        // that nothing of it leaves later (the other calls on it fail as a lost connection).
+        resetSession(s);
+      } else if (rst !== undefined && !stream.destroyed) stream.close(rst);
       reject(err);
     }
     if (timeoutMs !== undefined)
@@ -260,7 +411,11 @@ function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRequest,
     });
     try {
       // end()'s callback runs once the request's last bytes were written to the socket.
-      stream.end(grpcFrame(toBinary(method.input, req.message)), gate ? (err?: Error | null) => !err && gate.sent() : undefined);
+      stream.end(grpcFrame(toBinary(method.input, req.message)), (err?: Error | null) => {
+        if (err) return;
+        written = true;
+        gate?.sent();
+      });
     } catch (err) {
       fail(new ConnectError("the request does not encode", Code.Internal, undefined, undefined, err), H2.NGHTTP2_CANCEL);
     }

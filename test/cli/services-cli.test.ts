@@ -28,10 +28,10 @@ let endpointArgs: string[];
 const suffix = Date.now().toString(36);
 /**
  * The proxy's timing, which the reconciler is told too: its settlement window must outlast
- * deadline + margin + admission timeout (1000 + 5000 + 5000 ms, the last two the defaults).
+ * 2 x deadline + margin + admission timeout (2 x 1000 + 5000 + 5000 ms, the last two the defaults).
  */
 const PROXY_TIMING = { RAIL_DEADLINE_MS: "1000" };
-const SETTLEMENT_WINDOW_MS = "11001";
+const SETTLEMENT_WINDOW_MS = "12001";
 
 const cli = (args: string[], input?: string, env?: Record<string, string>) => railfence([...args, ...endpointArgs], { cwd, input, env });
 

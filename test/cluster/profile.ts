@@ -199,7 +199,7 @@ export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
     topology: { zoneWhenUnsatisfiable: "ScheduleAnyway", hostWhenUnsatisfiable: "ScheduleAnyway" },
     // NOT_PAID only after the rail's statement has had time to show a payment: kept short so a
     // drill's reconciliation runs within the test, still well above the chart's floor (rail
-    // deadline + ambiguity margin + admission timeout: 15 s with the chart's defaults).
+    // 2 x deadline + ambiguity margin + admission timeout: 20 s with the chart's defaults).
     reconciler: { settlementWindowMs: 30000, resources: small },
     payouts: { clientCIDRs: nodeOnly, resources: small },
     // Requests sized for one 2-CPU node: with the chart's defaults a rolling update's surge pods

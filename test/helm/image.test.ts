@@ -12,6 +12,7 @@ import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { helm, kubectlBinary, root } from "./helm-tool.js";
 import { render, type K8sObject } from "./render.js";
+import { auditJobPatch } from "../cluster/audit-job.js";
 
 const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
 const dockerignore = readFileSync(join(root, ".dockerignore"), "utf8");
@@ -287,12 +288,31 @@ describe("replica-kill drill", () => {
   const script = join(root, "deploy", "drills", "replica-kill.sh");
   const text = readFileSync(script, "utf8");
 
-  /** The JSON patch the script applies to the audit CronJob's Job (its own function, run by bash). */
-  function checkJobPatch(since: string, runId: string): unknown[] {
-    const fn = /^check_job_patch\(\) \{[\s\S]*?^\}$/m.exec(text)![0];
-    const r = spawnSync("bash", ["-c", `${fn}\ncheck_job_patch "$1" "$2"`, "bash", since, runId], { encoding: "utf8" });
-    expect(r.stderr).toBe("");
-    return JSON.parse(r.stdout) as unknown[];
+  /**
+   * The JSON patch the script applies to the audit CronJob's Job: deploy/drills/audit-job-patch.sh
+   * over the CronJob's command, as check_job_patch in the script feeds it (and test/cluster does).
+   */
+  function checkJobPatch(cronJob: K8sObject, since: string, runId: string): unknown[] {
+    return JSON.parse(auditJobPatch(cronJob.spec.jobTemplate.spec.template.spec.containers[0].command, since, runId)) as unknown[];
+  }
+
+  /** The construction the drill and the cluster test carried before: fixed positions (node, heap flag, entrypoint). */
+  function positionalPatch(since: string, runId: string): unknown[] {
+    const c = "/spec/template/spec/containers/0/command";
+    return [
+      { op: "test", path: `${c}/3`, value: "check" },
+      { op: "test", path: `${c}/4`, value: "--since" },
+      { op: "replace", path: `${c}/5`, value: since },
+      { op: "add", path: `${c}/-`, value: "--quiescent" },
+      { op: "add", path: "/metadata/labels/railfence.dev~1drill", value: runId },
+    ];
+  }
+
+  /** The audit CronJob with `flag` put right after `node` (a harmless new node flag). */
+  function withLeadingFlag(cronJob: K8sObject, flag: string): K8sObject {
+    const cj = structuredClone(cronJob);
+    cj.spec.jobTemplate.spec.template.spec.containers[0].command.splice(1, 0, flag);
+    return cj;
   }
 
   /** What `kubectl create job --from=cronjob/<name>` makes of a CronJob (labels, annotations, spec). */
@@ -334,12 +354,20 @@ describe("replica-kill drill", () => {
     expect(text).not.toMatch(/harness|--from-file|CHECKER_DIR|PAYDB_URL|RAILDB_URL/);
   });
 
+  const auditCronJob = () =>
+    render({ set: ["railStub.enabled=true"] }).find((o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit")!;
+
+  /** The CronJob's own command with the drill's window and --quiescent: what the drill must run. */
+  const drillCommand = (cronJob: K8sObject, since: string) => {
+    const command = [...(cronJob.spec.jobTemplate.spec.template.spec.containers[0].command as string[])];
+    command[command.indexOf("check") + 2] = since;
+    return [...command, "--quiescent"];
+  };
+
   it("runs exactly the audit CronJob's pod, with --quiescent and the drill's start as --since", () => {
-    const cron = render({ set: ["railStub.enabled=true"] }).find(
-      (o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit",
-    )!;
+    const cron = auditCronJob();
     const before = jobFrom(cron, "drill-1-check");
-    const r = patchLocally(before, checkJobPatch("2030-01-02T03:04:05Z", "drill-1"));
+    const r = patchLocally(before, checkJobPatch(cron, "2030-01-02T03:04:05Z", "drill-1"));
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);
     const pod = r.job!.spec.template.spec;
@@ -365,15 +393,43 @@ describe("replica-kill drill", () => {
     expect(r.job!.spec.backoffLimit).toBe(0);
   });
 
-  it("refuses to patch a CronJob whose command has another shape (negative control): nothing audits the wrong window", () => {
-    const cron = render({ set: ["railStub.enabled=true"] }).find(
-      (o) => o.kind === "CronJob" && o.metadata.labels?.["app.kubernetes.io/component"] === "audit",
-    )!;
-    const job = structuredClone(jobFrom(cron, "drill-2-check"));
-    job.spec.template.spec.containers[0].command = ["node", "--max-old-space-size=160", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
-    const r = patchLocally(job, checkJobPatch("2030-01-02T03:04:05Z", "drill-2"));
+  it("finds `check` by value: a new node flag before the entrypoint changes nothing", () => {
+    for (const flag of ["--enable-source-maps", "--stack-size=2048"]) {
+      const cron = withLeadingFlag(auditCronJob(), flag);
+      const r = patchLocally(jobFrom(cron, "drill-3-check"), checkJobPatch(cron, "2030-01-02T03:04:05Z", "drill-3"));
+      expect(r.stderr).toBe("");
+      expect(r.job!.spec.template.spec.containers[0].command).toEqual(drillCommand(cron, "2030-01-02T03:04:05Z"));
+    }
+  });
+
+  it("negative control: a positional construction held with today's command and breaks on a leading flag", () => {
+    const today = auditCronJob();
+    const held = patchLocally(jobFrom(today, "drill-4-check"), positionalPatch("2030-01-02T03:04:05Z", "drill-4"));
+    expect(held.job!.spec.template.spec.containers[0].command).toEqual(drillCommand(today, "2030-01-02T03:04:05Z"));
+    const flagged = withLeadingFlag(today, "--enable-source-maps");
+    const broken = patchLocally(jobFrom(flagged, "drill-4-check"), positionalPatch("2030-01-02T03:04:05Z", "drill-4"));
+    expect(broken.status).not.toBe(0);
+    expect(broken.stderr).toContain("test failed");
+  });
+
+  it("refuses a CronJob whose command has another shape (negative control): nothing audits the wrong window", () => {
+    const cron = structuredClone(auditCronJob());
+    const other = ["node", "--max-old-space-size=160", "dist/services/cli/main.js", "check", "--json", "--since", "25h"];
+    cron.spec.jobTemplate.spec.template.spec.containers[0].command = other;
+    expect(() => checkJobPatch(cron, "2030-01-02T03:04:05Z", "drill-2")).toThrow(/not followed by '--since <window>'/);
+    const none = structuredClone(cron);
+    none.spec.jobTemplate.spec.template.spec.containers[0].command = ["node", "dist/services/cli/main.js", "reconcile"];
+    expect(() => checkJobPatch(none, "2030-01-02T03:04:05Z", "drill-2")).toThrow(/no 'check'/);
+    // And a patch made for one command is refused by kubectl on a Job with another.
+    const today = auditCronJob();
+    const r = patchLocally(jobFrom(withLeadingFlag(today, "--enable-source-maps"), "drill-2-check"), checkJobPatch(today, "2030-01-02T03:04:05Z", "drill-2"));
     expect(r.status).not.toBe(0);
     expect(r.stderr).toContain("test failed");
+  });
+
+  it("feeds the patch script the audit CronJob's command as the cluster holds it", () => {
+    expect(text).toContain("audit-job-patch.sh");
+    expect(text).toMatch(/get cronjob "\$AUDIT_CRONJOB"[\s\S]*containers\[0\]\.command\[\*\]/);
   });
 
   it("bash -n does fail on a broken script (negative control)", () => {

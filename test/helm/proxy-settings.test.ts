@@ -58,7 +58,7 @@ describe("chart: rail-proxy and reconciler timing", () => {
 
   it("the defaults start both services with every guard on (the proxy's own reading of its env)", () => {
     const config = readProxyConfig(defaults.proxy);
-    expect(guardsFrom(config)).toEqual({ mark: true, binding: true, oneLive: true, forwardBudgetMs: 2000 });
+    expect(guardsFrom(config)).toEqual({ mark: true, binding: true, oneLive: true, forwardBudgetMs: 2000, connectedSession: true });
     expect(config.disabledGuards).toEqual([]);
     expect(config.markStore).toBe("paydb");
     expect(readReconcilerConfig(defaults.reconciler).contradictionWatchMs).toBe(7 * 86_400_000);
@@ -76,8 +76,8 @@ describe("chart: rail-proxy and reconciler timing", () => {
       { AMBIGUITY_MARGIN_MS: "0", RAIL_FORWARD_BUDGET_MS: "1" },
       { AMBIGUITY_MARGIN_MS: "0" },
     ],
-    ["window = deadline + margin + admission", ["reconciler.settlementWindowMs=15000"], {}, { SETTLEMENT_WINDOW_MS: "15000" }],
-    ["window = deadline + margin + admission + 1", ["reconciler.settlementWindowMs=15001"], {}, { SETTLEMENT_WINDOW_MS: "15001" }],
+    ["window = 2 x deadline + margin + admission", ["reconciler.settlementWindowMs=20000"], {}, { SETTLEMENT_WINDOW_MS: "20000" }],
+    ["window = 2 x deadline + margin + admission + 1", ["reconciler.settlementWindowMs=20001"], {}, { SETTLEMENT_WINDOW_MS: "20001" }],
     [
       "a long admission timeout past the window",
       ["railProxy.admissionTimeoutMs=600000", "reconciler.settlementWindowMs=300000"],
@@ -105,8 +105,8 @@ describe("chart: rail-proxy and reconciler timing", () => {
     expect(helm(templateArgs({ set: [...MINIMAL, "railProxy.forwardBudgetMs=5000"] })).stderr).toContain(
       "railProxy.forwardBudgetMs (5000) must be below railProxy.ambiguityMarginMs (5000)",
     );
-    expect(helm(templateArgs({ set: [...MINIMAL, "reconciler.settlementWindowMs=15000"] })).stderr).toContain(
-      "reconciler.settlementWindowMs (15000) must be greater than railProxy.railDeadlineMs + ambiguityMarginMs + admissionTimeoutMs (15000)",
+    expect(helm(templateArgs({ set: [...MINIMAL, "reconciler.settlementWindowMs=20000"] })).stderr).toContain(
+      "reconciler.settlementWindowMs (20000) must be greater than 2 x railProxy.railDeadlineMs + ambiguityMarginMs + admissionTimeoutMs (20000)",
     );
   });
 });

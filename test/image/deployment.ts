@@ -89,8 +89,8 @@ export const TIMINGS = {
   // margin, as the chart requires, so the sweeper never declares a row whose call may still start.
   forwardBudgetMs: 1000,
   sweepIntervalMs: 500,
-  // "Not on the statement" means NOT_PAID only after this: above deadline + margin + admission
-  // timeout (7 s), as the chart and the reconciler require.
+  // "Not on the statement" means NOT_PAID only after this: above 2 x deadline + margin + admission
+  // timeout (9 s), as the chart and the reconciler require.
   settlementWindowMs: 12000,
 };
 

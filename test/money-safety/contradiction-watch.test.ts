@@ -15,7 +15,7 @@ import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, setFaults } from "../executor/support.js";
 
 const TIMINGS = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "500", ADMISSION_TIMEOUT_MS: "1000" };
-const WINDOW_MS = 2500;
+const WINDOW_MS = 3000;
 
 let mesh: Mesh;
 let paydb: pg.Pool;

@@ -34,8 +34,8 @@ import { insertPayouts, poolFor, waitForLog } from "../executor/support.js";
 const RAIL_DEADLINE_MS = 1000;
 const AMBIGUITY_MARGIN_MS = 1000;
 const ADMISSION_TIMEOUT_MS = 4000;
-/** Strictly above deadline + margin + admission timeout, as the reconciler's config requires. */
-const SETTLEMENT_WINDOW_MS = RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS + 500;
+/** Strictly above 2 x deadline + margin + admission timeout, as the reconciler's config requires. */
+const SETTLEMENT_WINDOW_MS = 2 * RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS + 500;
 
 let mesh: Mesh;
 /** Replica 4 stalls after its budget check until this file exists. */

@@ -113,7 +113,7 @@ describe("a rail status nobody documented is ambiguous, never 'not paid'", () =>
     } finally {
       await executor.stop();
     }
-    const run = await mesh.reconcileOnce({ ...PROXY_TIMING, SETTLEMENT_WINDOW_MS: "4000" });
+    const run = await mesh.reconcileOnce({ ...PROXY_TIMING, SETTLEMENT_WINDOW_MS: "4500" });
     expect(run.code, run.lines.slice(-5).join("\n")).toBe(0);
     const after = (await payoutStates(paydb, [payoutId])).get(payoutId);
     expect(after?.state).toBe("PAID");

@@ -30,11 +30,11 @@ const ALL = [LANDED, NEVER, DOUBLE, REJECTED];
 
 /**
  * The proxies' timing, which the reconciler is told too: absent from the statement may mean
- * "not paid" only after deadline + margin + admission timeout (3500 ms here), so the short
+ * "not paid" only after 2 x deadline + margin + admission timeout (4000 ms here), so the short
  * settlement window is just above that.
  */
 const PROXY_TIMING = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
-const SHORT_WINDOW_MS = 4000;
+const SHORT_WINDOW_MS = 4500;
 
 let mesh: Mesh;
 let paydb: pg.Pool;

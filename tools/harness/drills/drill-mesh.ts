@@ -35,7 +35,8 @@ export interface DrillMeshOptions {
  * window above their sum (its config refuses anything less).
  */
 export const DRILL_PROXY_TIMINGS = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
-export const DRILL_SETTLEMENT_WINDOW_MS = 4500;
+/** Above 2 x deadline + margin + admission (5000 ms), as the reconciler requires. */
+export const DRILL_SETTLEMENT_WINDOW_MS = 5500;
 
 /** Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts). */
 export const UNTRUSTED_EXECUTOR_ENV = {
