@@ -29,7 +29,7 @@ const intent: Intent = {
 };
 const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) =>
   ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
-const ALL: Guards = { mark: true, binding: true, oneLive: true, forwardBudgetMs: 100, connectedSession: true };
+const ALL: Guards = { mark: true, binding: true, oneLive: true, forwardBudgetMs: 100, connectedSession: true, sendGate: true };
 
 /** A ledger and a rail that record what was asked of them, in order. */
 function world(

@@ -30,6 +30,8 @@ export interface Guards extends StatementGuards {
   /** The rail call waits for a connected session before the gate, and a request given up before
    * it was written resets its connection (rail-client.ts). false: a harness negative control. */
   connectedSession: boolean;
+  /** The budget is checked again by the send gate, right before the write. false: a harness negative control. */
+  sendGate: boolean;
 }
 
 /** A harness negative control deciding step 1 before the statement (ADR-007's rejected in-memory map). */
@@ -46,6 +48,9 @@ export interface AdmissionDeps {
   /** Harness only (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): stops the thread right after the last
    * budget check passed, as a stall in the residual window would. */
   holdAfterBudgetCheck?: () => void;
+  /** Harness only (RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE): stops the thread after the first budget
+   * check passed, before the send gate checks again. */
+  holdBeforeSendGate?: () => void;
   /** Monotonic milliseconds (tests may step it). */
   now?: () => number;
   /** How a rail status is read (shared/rail-status.ts). Tests inject another reading as a negative control. */
@@ -184,6 +189,8 @@ export function createAdmission(deps: AdmissionDeps) {
         unsent = reason;
       },
       beforeSend: () => {
+        deps.holdBeforeSendGate?.();
+        if (!guards.sendGate) return undefined;
         refusedAtSend = overBudget();
         if (refusedAtSend !== undefined) return `the pre-forward budget (${guards.forwardBudgetMs} ms) passed before the request was written`;
         deps.holdAfterBudgetCheck?.();

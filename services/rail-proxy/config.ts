@@ -7,7 +7,7 @@ import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
 /** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
-export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "connected-session"] as const;
+export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "send-gate", "connected-session"] as const;
 export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
 
 const schema = z
@@ -55,6 +55,9 @@ const schema = z
      * a SIGSTOP there would) until this file exists: a stall planted in the residual window. The
      * Helm chart cannot set it. */
     RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: z.string().min(1).optional(),
+    /** Harness only: the same stall planted after the first budget check, before the send gate
+     * asks again (what the gate alone must catch). The Helm chart cannot set it. */
+    RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: z.string().min(1).optional(),
     /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
@@ -91,15 +94,19 @@ export interface RailProxyConfig extends ServerConfig {
   tokenKey: Buffer | undefined;
   replicaId: string;
   holdAfterBudgetCheckFile: string | undefined;
+  holdBeforeSendGateFile: string | undefined;
 }
 
 /** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
-export function harnessSettings(c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & { holdAfterBudgetCheckFile?: string }): string[] {
+export function harnessSettings(
+  c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & { holdAfterBudgetCheckFile?: string; holdBeforeSendGateFile?: string },
+): string[] {
   const on: string[] = [];
   if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
   if (c.markStore === "memory") on.push("RAIL_PROXY_MARK_STORE=memory");
   if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
   if (c.holdAfterBudgetCheckFile) on.push(`RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${c.holdAfterBudgetCheckFile}`);
+  if (c.holdBeforeSendGateFile) on.push(`RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${c.holdBeforeSendGateFile}`);
   return on;
 }
 
@@ -112,6 +119,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
       markStore: c.RAIL_PROXY_MARK_STORE,
       disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
       holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
+      holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
     }),
   );
   return {
@@ -130,6 +138,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     tokenKey: signingKeyFromFile(c.RAIL_PROXY_TOKEN_KEY_FILE, "RAIL_PROXY_TOKEN_KEY_FILE"),
     replicaId: c.REPLICA_ID,
     holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
+    holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
     ...serverConfig(c),
   };
 }

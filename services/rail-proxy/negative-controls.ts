@@ -6,9 +6,11 @@
  * - RAIL_PROXY_FENCING_ENABLED=false (D7): step 1, the mark, is skipped.
  * - RAIL_PROXY_MARK_STORE=memory: ADR-007's rejected ConcurrentHashMap<accountId, token>, which
  *   forgets on restart (failure i) and differs per replica (failure ii).
- * - RAIL_PROXY_DISABLED_GUARDS=payout-binding,one-live,forward-budget,connected-session: the
- *   §3.9 guards, and the rail transport's (rail-client.ts: connected before the gate, reset when
- *   given up before the write).
+ * - RAIL_PROXY_DISABLED_GUARDS=payout-binding,one-live,forward-budget,send-gate,connected-session:
+ *   the §3.9 guards (send-gate: the budget's second check, right before the write), and the rail
+ *   transport's (rail-client.ts: connected before the gate, reset when given up before the write).
+ * - RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: a stall planted after the first budget check, before
+ *   the send gate (what the gate alone must catch).
  * - RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: not a guard removed but a stall planted in the
  *   residual window (after the last budget check, before the request is written), for the test
  *   that shows what then gets through is seen (test/money-safety/stall-then-pay.test.ts).
@@ -28,6 +30,7 @@ export function guardsFrom(config: RailProxyConfig): Guards {
     oneLive: !off.has("one-live"),
     forwardBudgetMs: off.has("forward-budget") ? undefined : config.forwardBudgetMs,
     connectedSession: !off.has("connected-session"),
+    sendGate: !off.has("send-gate"),
   };
 }
 
@@ -62,6 +65,7 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   metrics.guardEnabled.set({ guard: "one_live" }, guards.oneLive ? 1 : 0);
   metrics.guardEnabled.set({ guard: "forward_budget" }, guards.forwardBudgetMs === undefined ? 0 : 1);
   metrics.guardEnabled.set({ guard: "connected_session" }, guards.connectedSession ? 1 : 0);
+  metrics.guardEnabled.set({ guard: "send_gate" }, guards.sendGate ? 1 : 0);
   const warnings: string[] = [];
   if (config.markStore === "memory") {
     warnings.push(
@@ -73,8 +77,13 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   if (!guards.binding) warnings.push("payout-binding guard removed: submissions are no longer checked against their payouts. Anything can be paid to anyone.");
   if (!guards.oneLive) warnings.push("one-live guard removed: a payout can be submitted again under another reference while its first submission is live.");
   if (guards.forwardBudgetMs === undefined) warnings.push("forward-budget guard removed: a stalled proxy can pay a submission already resolved NOT_PAID.");
+  if (!guards.sendGate) warnings.push("send-gate guard removed: the budget is checked once, before the rail client; a stall after it is not caught before the write.");
   if (!guards.connectedSession)
     warnings.push("connected-session guard removed: a rail request queued on a connection still being made leaves whenever it connects, after any verdict.");
+  if (config.holdBeforeSendGateFile)
+    warnings.push(
+      `RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${config.holdBeforeSendGateFile}: every rail call stalls before the send gate until the file exists.`,
+    );
   if (config.holdAfterBudgetCheckFile)
     warnings.push(
       `RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${config.holdAfterBudgetCheckFile}: every rail call stalls after its budget check until the file exists.`,

@@ -67,6 +67,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
       railDeadlineMs: config.railDeadlineMs,
       holdAfterBudgetCheck: config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
+      holdBeforeSendGate: config.holdBeforeSendGateFile ? holdUntilFileExists(config.holdBeforeSendGateFile) : undefined,
     });
     const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 

@@ -58,7 +58,7 @@ describe("chart: rail-proxy and reconciler timing", () => {
 
   it("the defaults start both services with every guard on (the proxy's own reading of its env)", () => {
     const config = readProxyConfig(defaults.proxy);
-    expect(guardsFrom(config)).toEqual({ mark: true, binding: true, oneLive: true, forwardBudgetMs: 2000, connectedSession: true });
+    expect(guardsFrom(config)).toEqual({ mark: true, binding: true, oneLive: true, forwardBudgetMs: 2000, connectedSession: true, sendGate: true });
     expect(config.disabledGuards).toEqual([]);
     expect(config.markStore).toBe("paydb");
     expect(readReconcilerConfig(defaults.reconciler).contradictionWatchMs).toBe(7 * 86_400_000);

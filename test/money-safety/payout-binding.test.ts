@@ -162,8 +162,16 @@ describe("the proxy binds every submission to its payout", () => {
       [`${payoutId}:t4`, payoutId, acc, AMOUNT.toString(), BENEFICIARY],
     );
     await paydb.query("UPDATE rail_submissions SET state = 'NOT_FORWARDED' WHERE payout_id = $1", [`${payoutId}:t4`]);
+    const before = await snapshot(acc);
+    expect(before.railPayments).toBe(0);
     const res = await proxy.submitPayout(request(acc, `${payoutId}:t5`, 5n));
     expect(res.submission?.state).toBe(SubmissionState.ACCEPTED);
     expect(res.submission?.boundPayoutId).toBe(payoutId);
+    // Paid once: the rail booked exactly this submission, under its reference, and nothing else.
+    const { rows } = await raildb.query<{ client_reference: string; status: string }>("SELECT client_reference, status FROM payments WHERE account_id = $1", [
+      acc,
+    ]);
+    expect(rows).toEqual([{ client_reference: `${payoutId}:t5`, status: "ACCEPTED" }]);
+    expect((await snapshot(acc)).railCalls - before.railCalls).toBe(1n);
   });
 });

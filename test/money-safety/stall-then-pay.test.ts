@@ -12,6 +12,9 @@
  * - Negative control (RAIL_PROXY_DISABLED_GUARDS=forward-budget): the rail books the payment. The
  *   late answer is recorded on the ledger, counted, and the payout is flagged for a human; the
  *   proxy answers the ledger's row, never an invented one.
+ * - The send gate alone (RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE): a stall after the first budget
+ *   check, before the gate asks again; the gate refuses (NOT_FORWARDED). Its negative control
+ *   (RAIL_PROXY_DISABLED_GUARDS=send-gate): the same stall is paid after NOT_PAID.
  * - The residual window (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): a stall after the last budget
  *   check, before the request is written, is not prevented, and this test shows it: the rail books
  *   the payment after the NOT_PAID verdict. What it must be is seen: the proxy logs the request
@@ -40,6 +43,9 @@ const SETTLEMENT_WINDOW_MS = 2 * RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISS
 let mesh: Mesh;
 /** Replica 4 stalls after its budget check until this file exists. */
 const releaseFile = join(tmpdir(), `railfence-release-${process.pid}-${Date.now()}`);
+/** Replicas 5 and 6 stall after the first budget check, before the send gate, until these exist. */
+const gateReleaseFile = join(tmpdir(), `railfence-release-gate-${process.pid}-${Date.now()}`);
+const noGateReleaseFile = join(tmpdir(), `railfence-release-nogate-${process.pid}-${Date.now()}`);
 let paydb: pg.Pool;
 let raildb: pg.Pool;
 
@@ -59,17 +65,25 @@ beforeAll(async () => {
   await mesh.addProxy({ RAIL_PROXY_DISABLED_GUARDS: "forward-budget" });
   // Replica 4: every guard on, and a stall planted in the residual window.
   await mesh.addProxy({ RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: releaseFile });
+  // Replica 5: every guard on, a stall planted before the send gate (what the gate alone catches).
+  await mesh.addProxy({ RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: gateReleaseFile });
+  // Replica 6: the same stall with the send gate removed (its negative control).
+  await mesh.addProxy({ RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: noGateReleaseFile, RAIL_PROXY_DISABLED_GUARDS: "send-gate" });
   paydb = poolFor(mesh.dbUrl("paydb"));
   raildb = poolFor(mesh.dbUrl("raildb"));
 });
 
 afterAll(async () => {
   writeFileSync(releaseFile, "");
+  writeFileSync(gateReleaseFile, "");
+  writeFileSync(noGateReleaseFile, "");
   for (const p of mesh?.proxies ?? []) p.resume();
   await paydb?.end();
   await raildb?.end();
   await mesh?.stop();
   rmSync(releaseFile, { force: true });
+  rmSync(gateReleaseFile, { force: true });
+  rmSync(noGateReleaseFile, { force: true });
 });
 
 /** A payout fenced by an executor holding `token` (what an honest executor does before submitting). */
@@ -192,6 +206,44 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
     await waitForLog(unguarded, (l) => l.event === "rail_late_answer" && l.level === "error", "the late answer at error");
   });
+
+  /** A submission held after the first budget check, before the send gate, until NOT_PAID; then released. */
+  async function stallBeforeGate(replica: ServiceProcess, file: string, payoutId: string, accountId: string) {
+    await fencedPayout(payoutId, accountId, 7n);
+    const answer = proxyClient(replica.url)
+      .submitPayout({ accountId, payoutId, fencingToken: 7n, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
+      .then(
+        (ok) => ({ ok, err: undefined }),
+        (err: unknown) => ({ ok: undefined, err: ConnectError.from(err) }),
+      );
+    await eventually(async () => (await submissionState(payoutId)) === "FORWARDING", "the intent to commit");
+    await resolveNotPaid(payoutId);
+    expect(await railPayments(payoutId), "nothing left the frozen process").toBe(0);
+    writeFileSync(file, "");
+    const result = await answer;
+    await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
+    return result;
+  }
+
+  it("a stall after the first budget check, before the write: the send gate alone refuses it, nothing is paid after NOT_PAID", async () => {
+    const payoutId = "po-stall-gate";
+    const result = await stallBeforeGate(mesh.proxies[4]!, gateReleaseFile, payoutId, "acc-stall-gate");
+    expect(errorReason(result.err), result.err?.message).toBe("NOT_FORWARDED");
+    expect(await railPayments(payoutId)).toBe(0);
+    expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
+  }, 90_000);
+
+  it("negative control: the same stall with the send gate removed is paid after NOT_PAID (late answer, flagged)", async () => {
+    const payoutId = "po-stall-nogate";
+    const result = await stallBeforeGate(mesh.proxies[5]!, noGateReleaseFile, payoutId, "acc-stall-nogate");
+    expect(result.ok, result.err?.message).toBeDefined();
+    expect(await railPayments(payoutId)).toBe(1);
+    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
+      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
+      [payoutId],
+    );
+    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+  }, 90_000);
 
   it("a stall after the last budget check (the residual window) is not prevented, and is seen: sent late, late answer, flagged", async () => {
     const payoutId = "po-stall-residual";

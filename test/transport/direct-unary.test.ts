@@ -43,7 +43,8 @@ import {
 import { projectRoot } from "../../services/shared/project-root.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { connectClient, db, expectRejected } from "../support/clients.js";
+import { connectClient, db, eventually, expectRejected } from "../support/clients.js";
+import { startSlowAcceptRelay } from "../support/slow-accept-relay.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { grpcJsHealthCheck } from "../support/grpc-js-health.js";
@@ -185,8 +186,8 @@ describe("server side: a rail-proxy serving unary gRPC directly", () => {
 });
 
 /** railfence's own client transport, as client-transport.ts builds it (h2c, no interceptors). */
-function railfenceTransport(baseUrl: string) {
-  const options = { baseUrl, interceptors: [], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 5_000 };
+function railfenceTransport(baseUrl: string, extra: { connectTimeoutMs?: number; unguardedSend?: boolean } = {}) {
+  const options = { baseUrl, interceptors: [], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 5_000, ...extra };
   return createUnaryGrpcTransport(options, createGrpcTransport(options));
 }
 
@@ -271,6 +272,54 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
     expect(events).toEqual(["asked", "asked", "sent"]);
     expect(seen).toBe(1);
   });
+
+  it("asks the gate only once the connection is made: against a server slow to accept, a connect past its bound fails with nothing sent", async () => {
+    const relay = await startSlowAcceptRelay(port, "slow-connect-[a-z]+");
+    try {
+      const events: string[] = [];
+      const gate = (name: string) =>
+        sendGateContext({
+          beforeSend: () => (events.push(`${name}:asked`), undefined),
+          sent: () => events.push(`${name}:sent`),
+          unsent: () => events.push(`${name}:unsent`),
+        });
+      // Not connected within 300 ms: Unavailable, the gate never asked, the attempt aborted.
+      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { connectTimeoutMs: 300 }));
+      await expectRejected(c.check({ service: "slow-connect-first" }, { contextValues: gate("first") }), Code.Unavailable);
+      expect(events).toEqual(["first:unsent"]);
+      // Once the server accepts, the next call connects, is asked, and is written.
+      await relay.release();
+      behaviours["slow-connect-next"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+      await c.check({ service: "slow-connect-next" }, { contextValues: gate("next") });
+      expect(events).toEqual(["first:unsent", "next:asked", "next:sent"]);
+      // The first request never leaves: its connection attempt was aborted (no SYN retransmitted).
+      await new Promise((r) => setTimeout(r, 3500));
+      expect(relay.seen).toEqual(["slow-connect-next"]);
+      expect(relay.accepted).toBe(1);
+    } finally {
+      await relay.stop();
+    }
+  }, 30_000);
+
+  it("negative control: the transport as it was (unguardedSend) asks the gate while connecting and writes the request whenever it connects", async () => {
+    const relay = await startSlowAcceptRelay(port, "slow-connect-[a-z]+");
+    try {
+      const events: string[] = [];
+      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { unguardedSend: true }));
+      behaviours["slow-connect-queued"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+      const call = c.check(
+        { service: "slow-connect-queued" },
+        { timeoutMs: 300, contextValues: sendGateContext({ beforeSend: () => (events.push("asked"), undefined), sent: () => events.push("sent") }) },
+      );
+      await expectRejected(call, Code.DeadlineExceeded);
+      expect(events).toEqual(["asked"]);
+      await relay.release();
+      // The deadline closed the stream long ago; the request leaves anyway once the socket connects.
+      await eventually(async () => relay.seen.includes("slow-connect-queued"), "the queued request to leave after its deadline", 15_000);
+    } finally {
+      await relay.stop();
+    }
+  }, 30_000);
 
   it("never reads a broken connection as a refusal: a server that vanishes mid-call, one that is not there", async () => {
     // The codes the proxy reads as "the rail refused before booking" (admission.ts RAIL_REFUSALS).
