@@ -232,7 +232,14 @@ byte ok_no_intent_left_forwarding = 1;    /* 1 in every stored state unless viol
 #define Q_ANSWERED 2
 #define Q_DEAD 3
 
+/* Live: anything but a proven not-sent (REJECTED, NOT_FORWARDED). A NOT_PAID resolution is a
+ * judgement and keeps the payout's submission live (migration 011; an operator's explicit
+ * re-opening is not modelled). -DNOT_PAID_REOPENS: the old rule, where it ended it. [M:one-live] */
+#ifdef NOT_PAID_REOPENS
 #define LIVE(k, p) (rs[k] != NONE && rp[k] == p && rs[k] != REJ && rs[k] != RNP && rs[k] != NOTFWD)
+#else
+#define LIVE(k, p) (rs[k] != NONE && rp[k] == p && rs[k] != REJ && rs[k] != NOTFWD)
+#endif
 #define AMBIGUOUS(k) (rs[k] == TMO || (rs[k] == FWD && ph[k] >= P_STALE)) /* [M:ambiguous] */
 #define PAYABLE(p) (ps[p] == PEND || ps[p] == PROC)
 #define AGING(k) (rs[k] == FWD || rs[k] == TMO)

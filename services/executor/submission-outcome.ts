@@ -7,6 +7,7 @@
  * submission that may have paid.
  */
 import { SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
 import type { OutcomeWrite } from "./payout-store.js";
 
 /** A write to make, or "wait" when the proxy is still talking to the rail. */
@@ -36,9 +37,6 @@ export function verdictFor(s: Submission): SubmissionVerdict {
   }
 }
 
-/** Submissions that did not pay and never will: only these may precede another submission. */
-const DEAD = new Set([SubmissionState.REJECTED, SubmissionState.RESOLVED_NOT_PAID, SubmissionState.NOT_FORWARDED]);
-
 /**
  * What a payout's earlier submissions (ListPayoutSubmissions, oldest first) mean for an attempt:
  * settle the one that decides the payout, or submit (and whether the plain payout id is taken,
@@ -48,10 +46,11 @@ export type Prior = { kind: "settle"; submission: Submission } | { kind: "submit
 
 export function priorFor(payoutId: string, submissions: Submission[]): Prior {
   // A live submission may have paid or still may: it decides the payout, never a new one.
-  const live = submissions.find((s) => !DEAD.has(s.state));
+  const live = submissions.find((s) => !provablyNotPaid(s));
   if (live) return { kind: "settle", submission: live };
-  // The rail refused it, or a human/the reconciler closed it NOT_PAID: the payout failed.
-  const final = [...submissions].reverse().find((s) => s.state === SubmissionState.REJECTED || s.state === SubmissionState.RESOLVED_NOT_PAID);
+  // The rail refused it (and no operator re-opened the payout since): the payout failed. A
+  // re-opened payout's earlier submissions decide nothing any more.
+  const final = [...sinceLastReopening(submissions)].reverse().find((s) => s.state === SubmissionState.REJECTED);
   if (final) return { kind: "settle", submission: final };
   // Only NOT_FORWARDED ones (the rail was never called), or none: pay it.
   return { kind: "submit", plainIdTaken: submissions.some((s) => s.payoutId === payoutId) };

@@ -77,13 +77,12 @@ export function announceGuards(config: RailProxyConfig, guards: Guards, metrics:
   if (!guards.binding) warnings.push("payout-binding guard removed: submissions are no longer checked against their payouts. Anything can be paid to anyone.");
   if (!guards.oneLive) warnings.push("one-live guard removed: a payout can be submitted again under another reference while its first submission is live.");
   if (guards.forwardBudgetMs === undefined) warnings.push("forward-budget guard removed: a stalled proxy can pay a submission already resolved NOT_PAID.");
-  if (!guards.sendGate) warnings.push("send-gate guard removed: the budget is checked once, before the rail client; a stall after it is not caught before the write.");
+  if (!guards.sendGate)
+    warnings.push("send-gate guard removed: the budget is checked once, before the rail client; a stall after it is not caught before the write.");
   if (!guards.connectedSession)
     warnings.push("connected-session guard removed: a rail request queued on a connection still being made leaves whenever it connects, after any verdict.");
   if (config.holdBeforeSendGateFile)
-    warnings.push(
-      `RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${config.holdBeforeSendGateFile}: every rail call stalls before the send gate until the file exists.`,
-    );
+    warnings.push(`RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${config.holdBeforeSendGateFile}: every rail call stalls before the send gate until the file exists.`);
   if (config.holdAfterBudgetCheckFile)
     warnings.push(
       `RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${config.holdAfterBudgetCheckFile}: every rail call stalls after its budget check until the file exists.`,

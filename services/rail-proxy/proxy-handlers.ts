@@ -45,6 +45,7 @@ export function toSubmission(r: SubmissionRow): Submission {
     contradiction: r.contradicted_at
       ? { railReference: r.contradicting_rail_reference ?? "", actor: r.contradiction_actor ?? "", recordedAt: timestampFromDate(r.contradicted_at) }
       : undefined,
+    reopening: r.reopened_at ? { actor: r.reopen_actor ?? "", reason: r.reopen_reason ?? "", reopenedAt: timestampFromDate(r.reopened_at) } : undefined,
     resolution: r.resolved_at
       ? {
           outcome: r.resolution_outcome === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID,

@@ -44,6 +44,9 @@ export interface SubmissionRow {
   contradicted_at: Date | null;
   contradicting_rail_reference: string | null;
   contradiction_actor: string | null;
+  reopened_at: Date | null;
+  reopen_actor: string | null;
+  reopen_reason: string | null;
   ambiguous: boolean;
   cursor: string;
 }
@@ -106,7 +109,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
   /** The reference of the payout's live submission, if any (for an honest executor to settle). */
   async function liveReference(payoutId: string): Promise<string | undefined> {
     const { rows } = await pool.query<{ payout_id: string }>(
-      "SELECT payout_id FROM rail_submissions WHERE bound_payout_id = $1 AND state NOT IN ('REJECTED', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED') ORDER BY created_at LIMIT 1",
+      "SELECT payout_id FROM rail_submissions WHERE bound_payout_id = $1 AND state NOT IN ('REJECTED', 'NOT_FORWARDED') AND reopened_at IS NULL ORDER BY created_at LIMIT 1",
       [payoutId],
     );
     return rows[0]?.payout_id;

@@ -17,6 +17,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { readRailStatus } from "../shared/rail-status.js";
+import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
 import { contentKey, referencedPayout } from "../shared/payment-match.js";
@@ -67,9 +68,6 @@ function toAmbiguous(s: Submission): AmbiguousSubmission {
     createdAt: s.createdAt ? timestampDate(s.createdAt) : new Date(0),
   };
 }
-
-/** Submissions that did not pay and never will. */
-const DEAD = new Set([SubmissionState.REJECTED, SubmissionState.RESOLVED_NOT_PAID, SubmissionState.NOT_FORWARDED]);
 
 export function createReconciler(deps: ReconcileDeps) {
   const { store, metrics, logger } = deps;
@@ -162,9 +160,13 @@ export function createReconciler(deps: ReconcileDeps) {
     }
   }
 
-  /** The submission that decides a payout: its live one, else the last that did not pay. */
+  /**
+   * The submission that decides a payout: its live one, else the last that did not pay; of those
+   * made since an operator last re-opened the payout (none yet: nothing decides it).
+   */
   function deciding(submissions: Submission[]): Submission | undefined {
-    return submissions.find((s) => !DEAD.has(s.state)) ?? [...submissions].reverse().find((s) => s.state !== SubmissionState.NOT_FORWARDED);
+    const current = sinceLastReopening(submissions);
+    return current.find((s) => !provablyNotPaid(s)) ?? [...current].reverse().find((s) => s.state !== SubmissionState.NOT_FORWARDED);
   }
 
   return async function runOnce(): Promise<RunSummary> {

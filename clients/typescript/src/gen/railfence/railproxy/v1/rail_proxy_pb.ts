@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/railproxy/v1/rail_proxy.proto.
  */
 export const file_railfence_railproxy_v1_rail_proxy: GenFile = /*@__PURE__*/
-  fileDesc("CidyYWlsZmVuY2UvcmFpbHByb3h5L3YxL3JhaWxfcHJveHkucHJvdG8SFnJhaWxmZW5jZS5yYWlscHJveHkudjEi1wEKClJlc29sdXRpb24SOgoHb3V0Y29tZRgBIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAiABKAkSDAoEbm90ZRgDIAEoCRIvCgtyZXNvbHZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoOcHJldmlvdXNfc3RhdGUYBSABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZSK/BAoKU3VibWlzc2lvbhIRCglwYXlvdXRfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgEEioKBmFtb3VudBgEIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBSABKAkSNgoFc3RhdGUYBiABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZRIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRITCgtyYWlsX3JlYXNvbhgIIAEoCRISCgpyZXBsaWNhX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCnJlc29sdXRpb24YDCABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlc29sdXRpb24SEQoJYW1iaWd1b3VzGA0gASgIEhcKD2JvdW5kX3BheW91dF9pZBgOIAEoCRI3CgtsYXRlX2Fuc3dlchgPIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGF0ZUFuc3dlchI8Cg1jb250cmFkaWN0aW9uGBAgASgLMiUucmFpbGZlbmNlLnJhaWxwcm94eS52MS5Db250cmFkaWN0aW9uIqIBCgpMYXRlQW5zd2VyEjYKBXN0YXRlGAEgASgOMicucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uU3RhdGUSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSEwoLcmFpbF9yZWFzb24YAyABKAkSLwoLYW5zd2VyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImcKDUNvbnRyYWRpY3Rpb24SFgoOcmFpbF9yZWZlcmVuY2UYASABKAkSDQoFYWN0b3IYAiABKAkSLwoLcmVjb3JkZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrUBChNTdWJtaXRQYXlvdXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGF5b3V0X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAQSKgoGYW1vdW50GAQgASgLMhoucmFpbGZlbmNlLmNvbW1vbi52MS5Nb25leRITCgtiZW5lZmljaWFyeRgFIAEoCRIfChdmZW5jaW5nX3Rva2VuX3NpZ25hdHVyZRgGIAEoDCJOChRTdWJtaXRQYXlvdXRSZXNwb25zZRI2CgpzdWJtaXNzaW9uGAEgASgLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uIikKFEdldFN1Ym1pc3Npb25SZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJPChVHZXRTdWJtaXNzaW9uUmVzcG9uc2USNgoKc3VibWlzc2lvbhgBIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiI+ChVMaXN0VW5yZXNvbHZlZFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoWTGlzdFVucmVzb2x2ZWRSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKGFJlc29sdmVTdWJtaXNzaW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSOgoHb3V0Y29tZRgCIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSJTChlSZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24ibwoXR2V0UmFpbFN0YXRlbWVudFJlcXVlc3QSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDEhEKCXBhZ2Vfc2l6ZRgDIAEoDSKNAQoYR2V0UmFpbFN0YXRlbWVudFJlc3BvbnNlEiwKCHBheW1lbnRzGAEgAygLMhoucmFpbGZlbmNlLnJhaWwudjEuUGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCBIxCg1jb3ZlcmVkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIxChxMaXN0UGF5b3V0U3VibWlzc2lvbnNSZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJYCh1MaXN0UGF5b3V0U3VibWlzc2lvbnNSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiJ6Ch1MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVxdWVzdBIyCg5yZXNvbHZlZF9zaW5jZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkicgoeTGlzdE5vdFBhaWRSZXNvbHV0aW9uc1Jlc3BvbnNlEjcKC3N1Ym1pc3Npb25zGAEgAygLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJWChpSZWNvcmRDb250cmFkaWN0aW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSDQoFYWN0b3IYAyABKAkiVQobUmVjb3JkQ29udHJhZGljdGlvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24qoAIKD1N1Ym1pc3Npb25TdGF0ZRIgChxTVUJNSVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHwobU1VCTUlTU0lPTl9TVEFURV9GT1JXQVJESU5HEAESHQoZU1VCTUlTU0lPTl9TVEFURV9BQ0NFUFRFRBACEh0KGVNVQk1JU1NJT05fU1RBVEVfUkVKRUNURUQQAxIcChhTVUJNSVNTSU9OX1NUQVRFX1RJTUVPVVQQBBIiCh5TVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX1BBSUQQBRImCiJTVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX05PVF9QQUlEEAYSIgoeU1VCTUlTU0lPTl9TVEFURV9OT1RfRk9SV0FSREVEEAcqdQoRUmVzb2x1dGlvbk91dGNvbWUSIgoeUkVTT0xVVElPTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVTT0xVVElPTl9PVVRDT01FX1BBSUQQARIfChtSRVNPTFVUSU9OX09VVENPTUVfTk9UX1BBSUQQAjLeBwoQUmFpbFByb3h5U2VydmljZRJpCgxTdWJtaXRQYXlvdXQSKy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlcXVlc3QaLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlc3BvbnNlEmwKDUdldFN1Ym1pc3Npb24SLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFN1Ym1pc3Npb25SZXF1ZXN0Gi0ucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRTdWJtaXNzaW9uUmVzcG9uc2USbwoOTGlzdFVucmVzb2x2ZWQSLS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3RVbnJlc29sdmVkUmVxdWVzdBouLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFVucmVzb2x2ZWRSZXNwb25zZRJ4ChFSZXNvbHZlU3VibWlzc2lvbhIwLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x2ZVN1Ym1pc3Npb25SZXF1ZXN0GjEucmFpbGZlbmNlLnJhaWxwcm94eS52MS5SZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEnUKEEdldFJhaWxTdGF0ZW1lbnQSLy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFJhaWxTdGF0ZW1lbnRSZXF1ZXN0GjAucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRSYWlsU3RhdGVtZW50UmVzcG9uc2UShAEKFUxpc3RQYXlvdXRTdWJtaXNzaW9ucxI0LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVxdWVzdBo1LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVzcG9uc2UShwEKFkxpc3ROb3RQYWlkUmVzb2x1dGlvbnMSNS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3ROb3RQYWlkUmVzb2x1dGlvbnNSZXF1ZXN0GjYucmFpbGZlbmNlLnJhaWxwcm94eS52MS5MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVzcG9uc2USfgoTUmVjb3JkQ29udHJhZGljdGlvbhIyLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVjb3JkQ29udHJhZGljdGlvblJlcXVlc3QaMy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlY29yZENvbnRyYWRpY3Rpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money, file_railfence_rail_v1_rail]);
+  fileDesc("CidyYWlsZmVuY2UvcmFpbHByb3h5L3YxL3JhaWxfcHJveHkucHJvdG8SFnJhaWxmZW5jZS5yYWlscHJveHkudjEi1wEKClJlc29sdXRpb24SOgoHb3V0Y29tZRgBIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAiABKAkSDAoEbm90ZRgDIAEoCRIvCgtyZXNvbHZlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASPwoOcHJldmlvdXNfc3RhdGUYBSABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZSL1BAoKU3VibWlzc2lvbhIRCglwYXlvdXRfaWQYASABKAkSEgoKYWNjb3VudF9pZBgCIAEoCRIVCg1mZW5jaW5nX3Rva2VuGAMgASgEEioKBmFtb3VudBgEIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBSABKAkSNgoFc3RhdGUYBiABKA4yJy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb25TdGF0ZRIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRITCgtyYWlsX3JlYXNvbhgIIAEoCRISCgpyZXBsaWNhX2lkGAkgASgJEi4KCmNyZWF0ZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKCnJlc29sdXRpb24YDCABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlc29sdXRpb24SEQoJYW1iaWd1b3VzGA0gASgIEhcKD2JvdW5kX3BheW91dF9pZBgOIAEoCRI3CgtsYXRlX2Fuc3dlchgPIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGF0ZUFuc3dlchI8Cg1jb250cmFkaWN0aW9uGBAgASgLMiUucmFpbGZlbmNlLnJhaWxwcm94eS52MS5Db250cmFkaWN0aW9uEjQKCXJlb3BlbmluZxgRIAEoCzIhLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVvcGVuaW5nIlsKCVJlb3BlbmluZxINCgVhY3RvchgBIAEoCRIOCgZyZWFzb24YAiABKAkSLwoLcmVvcGVuZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqIBCgpMYXRlQW5zd2VyEjYKBXN0YXRlGAEgASgOMicucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uU3RhdGUSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSEwoLcmFpbF9yZWFzb24YAyABKAkSLwoLYW5zd2VyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImcKDUNvbnRyYWRpY3Rpb24SFgoOcmFpbF9yZWZlcmVuY2UYASABKAkSDQoFYWN0b3IYAiABKAkSLwoLcmVjb3JkZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrUBChNTdWJtaXRQYXlvdXRSZXF1ZXN0EhIKCmFjY291bnRfaWQYASABKAkSEQoJcGF5b3V0X2lkGAIgASgJEhUKDWZlbmNpbmdfdG9rZW4YAyABKAQSKgoGYW1vdW50GAQgASgLMhoucmFpbGZlbmNlLmNvbW1vbi52MS5Nb25leRITCgtiZW5lZmljaWFyeRgFIAEoCRIfChdmZW5jaW5nX3Rva2VuX3NpZ25hdHVyZRgGIAEoDCJOChRTdWJtaXRQYXlvdXRSZXNwb25zZRI2CgpzdWJtaXNzaW9uGAEgASgLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uIikKFEdldFN1Ym1pc3Npb25SZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJPChVHZXRTdWJtaXNzaW9uUmVzcG9uc2USNgoKc3VibWlzc2lvbhgBIAEoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiI+ChVMaXN0VW5yZXNvbHZlZFJlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiagoWTGlzdFVucmVzb2x2ZWRSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKGFJlc29sdmVTdWJtaXNzaW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSOgoHb3V0Y29tZRgCIAEoDjIpLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x1dGlvbk91dGNvbWUSDQoFYWN0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSJTChlSZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24ibwoXR2V0UmFpbFN0YXRlbWVudFJlcXVlc3QSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDmFmdGVyX3NlcXVlbmNlGAIgASgDEhEKCXBhZ2Vfc2l6ZRgDIAEoDSKNAQoYR2V0UmFpbFN0YXRlbWVudFJlc3BvbnNlEiwKCHBheW1lbnRzGAEgAygLMhoucmFpbGZlbmNlLnJhaWwudjEuUGF5bWVudBIQCghoYXNfbW9yZRgCIAEoCBIxCg1jb3ZlcmVkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIxChxMaXN0UGF5b3V0U3VibWlzc2lvbnNSZXF1ZXN0EhEKCXBheW91dF9pZBgBIAEoCSJYCh1MaXN0UGF5b3V0U3VibWlzc2lvbnNSZXNwb25zZRI3CgtzdWJtaXNzaW9ucxgBIAMoCzIiLnJhaWxmZW5jZS5yYWlscHJveHkudjEuU3VibWlzc2lvbiJ6Ch1MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVxdWVzdBIyCg5yZXNvbHZlZF9zaW5jZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcGFnZV9zaXplGAIgASgNEhIKCnBhZ2VfdG9rZW4YAyABKAkicgoeTGlzdE5vdFBhaWRSZXNvbHV0aW9uc1Jlc3BvbnNlEjcKC3N1Ym1pc3Npb25zGAEgAygLMiIucmFpbGZlbmNlLnJhaWxwcm94eS52MS5TdWJtaXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJWChpSZWNvcmRDb250cmFkaWN0aW9uUmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkSFgoOcmFpbF9yZWZlcmVuY2UYAiABKAkSDQoFYWN0b3IYAyABKAkiVQobUmVjb3JkQ29udHJhZGljdGlvblJlc3BvbnNlEjYKCnN1Ym1pc3Npb24YASABKAsyIi5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pc3Npb24qoAIKD1N1Ym1pc3Npb25TdGF0ZRIgChxTVUJNSVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASHwobU1VCTUlTU0lPTl9TVEFURV9GT1JXQVJESU5HEAESHQoZU1VCTUlTU0lPTl9TVEFURV9BQ0NFUFRFRBACEh0KGVNVQk1JU1NJT05fU1RBVEVfUkVKRUNURUQQAxIcChhTVUJNSVNTSU9OX1NUQVRFX1RJTUVPVVQQBBIiCh5TVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX1BBSUQQBRImCiJTVUJNSVNTSU9OX1NUQVRFX1JFU09MVkVEX05PVF9QQUlEEAYSIgoeU1VCTUlTU0lPTl9TVEFURV9OT1RfRk9SV0FSREVEEAcqdQoRUmVzb2x1dGlvbk91dGNvbWUSIgoeUkVTT0xVVElPTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGwoXUkVTT0xVVElPTl9PVVRDT01FX1BBSUQQARIfChtSRVNPTFVUSU9OX09VVENPTUVfTk9UX1BBSUQQAjLeBwoQUmFpbFByb3h5U2VydmljZRJpCgxTdWJtaXRQYXlvdXQSKy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlcXVlc3QaLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlN1Ym1pdFBheW91dFJlc3BvbnNlEmwKDUdldFN1Ym1pc3Npb24SLC5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFN1Ym1pc3Npb25SZXF1ZXN0Gi0ucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRTdWJtaXNzaW9uUmVzcG9uc2USbwoOTGlzdFVucmVzb2x2ZWQSLS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3RVbnJlc29sdmVkUmVxdWVzdBouLnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFVucmVzb2x2ZWRSZXNwb25zZRJ4ChFSZXNvbHZlU3VibWlzc2lvbhIwLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVzb2x2ZVN1Ym1pc3Npb25SZXF1ZXN0GjEucmFpbGZlbmNlLnJhaWxwcm94eS52MS5SZXNvbHZlU3VibWlzc2lvblJlc3BvbnNlEnUKEEdldFJhaWxTdGF0ZW1lbnQSLy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkdldFJhaWxTdGF0ZW1lbnRSZXF1ZXN0GjAucmFpbGZlbmNlLnJhaWxwcm94eS52MS5HZXRSYWlsU3RhdGVtZW50UmVzcG9uc2UShAEKFUxpc3RQYXlvdXRTdWJtaXNzaW9ucxI0LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVxdWVzdBo1LnJhaWxmZW5jZS5yYWlscHJveHkudjEuTGlzdFBheW91dFN1Ym1pc3Npb25zUmVzcG9uc2UShwEKFkxpc3ROb3RQYWlkUmVzb2x1dGlvbnMSNS5yYWlsZmVuY2UucmFpbHByb3h5LnYxLkxpc3ROb3RQYWlkUmVzb2x1dGlvbnNSZXF1ZXN0GjYucmFpbGZlbmNlLnJhaWxwcm94eS52MS5MaXN0Tm90UGFpZFJlc29sdXRpb25zUmVzcG9uc2USfgoTUmVjb3JkQ29udHJhZGljdGlvbhIyLnJhaWxmZW5jZS5yYWlscHJveHkudjEuUmVjb3JkQ29udHJhZGljdGlvblJlcXVlc3QaMy5yYWlsZmVuY2UucmFpbHByb3h5LnYxLlJlY29yZENvbnRyYWRpY3Rpb25SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money, file_railfence_rail_v1_rail]);
 
 /**
  * Resolution records who closed an ambiguous submission, and why.
@@ -185,6 +185,14 @@ export type Submission = Message<"railfence.railproxy.v1.Submission"> & {
    * @generated from field: railfence.railproxy.v1.Contradiction contradiction = 16;
    */
   contradiction?: Contradiction | undefined;
+
+  /**
+   * Set when an operator re-opened the payout after this NOT_PAID resolution: only then does it
+   * stop counting as the payout's live submission (a NOT_PAID verdict is a judgement, not proof).
+   *
+   * @generated from field: railfence.railproxy.v1.Reopening reopening = 17;
+   */
+  reopening?: Reopening | undefined;
 };
 
 /**
@@ -193,6 +201,41 @@ export type Submission = Message<"railfence.railproxy.v1.Submission"> & {
  */
 export const SubmissionSchema: GenMessage<Submission> = /*@__PURE__*/
   messageDesc(file_railfence_railproxy_v1_rail_proxy, 1);
+
+/**
+ * Reopening records an operator's explicit re-opening of a payout closed NOT_PAID.
+ *
+ * @generated from message railfence.railproxy.v1.Reopening
+ */
+export type Reopening = Message<"railfence.railproxy.v1.Reopening"> & {
+  /**
+   * Who re-opened it.
+   *
+   * @generated from field: string actor = 1;
+   */
+  actor: string;
+
+  /**
+   * Why (at least 10 characters).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * When.
+   *
+   * @generated from field: google.protobuf.Timestamp reopened_at = 3;
+   */
+  reopenedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message railfence.railproxy.v1.Reopening.
+ * Use `create(ReopeningSchema)` to create a new message.
+ */
+export const ReopeningSchema: GenMessage<Reopening> = /*@__PURE__*/
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 2);
 
 /**
  * LateAnswer is the rail's answer to a submission that was resolved before it arrived.
@@ -234,7 +277,7 @@ export type LateAnswer = Message<"railfence.railproxy.v1.LateAnswer"> & {
  * Use `create(LateAnswerSchema)` to create a new message.
  */
 export const LateAnswerSchema: GenMessage<LateAnswer> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 2);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 3);
 
 /**
  * Contradiction records a payment found on the rail's statement for a NOT_PAID resolution.
@@ -269,7 +312,7 @@ export type Contradiction = Message<"railfence.railproxy.v1.Contradiction"> & {
  * Use `create(ContradictionSchema)` to create a new message.
  */
 export const ContradictionSchema: GenMessage<Contradiction> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 3);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 4);
 
 /**
  * SubmitPayoutRequest asks the proxy to pay one payout.
@@ -326,7 +369,7 @@ export type SubmitPayoutRequest = Message<"railfence.railproxy.v1.SubmitPayoutRe
  * Use `create(SubmitPayoutRequestSchema)` to create a new message.
  */
 export const SubmitPayoutRequestSchema: GenMessage<SubmitPayoutRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 4);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 5);
 
 /**
  * SubmitPayoutResponse is the rail's clear answer (ACCEPTED or REJECTED).
@@ -347,7 +390,7 @@ export type SubmitPayoutResponse = Message<"railfence.railproxy.v1.SubmitPayoutR
  * Use `create(SubmitPayoutResponseSchema)` to create a new message.
  */
 export const SubmitPayoutResponseSchema: GenMessage<SubmitPayoutResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 5);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 6);
 
 /**
  * GetSubmissionRequest names a payout.
@@ -368,7 +411,7 @@ export type GetSubmissionRequest = Message<"railfence.railproxy.v1.GetSubmission
  * Use `create(GetSubmissionRequestSchema)` to create a new message.
  */
 export const GetSubmissionRequestSchema: GenMessage<GetSubmissionRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 6);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 7);
 
 /**
  * GetSubmissionResponse carries the submission.
@@ -389,7 +432,7 @@ export type GetSubmissionResponse = Message<"railfence.railproxy.v1.GetSubmissio
  * Use `create(GetSubmissionResponseSchema)` to create a new message.
  */
 export const GetSubmissionResponseSchema: GenMessage<GetSubmissionResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 7);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 8);
 
 /**
  * ListUnresolvedRequest pages through ambiguous submissions, oldest first.
@@ -417,7 +460,7 @@ export type ListUnresolvedRequest = Message<"railfence.railproxy.v1.ListUnresolv
  * Use `create(ListUnresolvedRequestSchema)` to create a new message.
  */
 export const ListUnresolvedRequestSchema: GenMessage<ListUnresolvedRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 8);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 9);
 
 /**
  * ListUnresolvedResponse is one page.
@@ -445,7 +488,7 @@ export type ListUnresolvedResponse = Message<"railfence.railproxy.v1.ListUnresol
  * Use `create(ListUnresolvedResponseSchema)` to create a new message.
  */
 export const ListUnresolvedResponseSchema: GenMessage<ListUnresolvedResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 9);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 10);
 
 /**
  * ResolveSubmissionRequest closes an ambiguous submission.
@@ -487,7 +530,7 @@ export type ResolveSubmissionRequest = Message<"railfence.railproxy.v1.ResolveSu
  * Use `create(ResolveSubmissionRequestSchema)` to create a new message.
  */
 export const ResolveSubmissionRequestSchema: GenMessage<ResolveSubmissionRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 10);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 11);
 
 /**
  * ResolveSubmissionResponse carries the resolved submission.
@@ -508,7 +551,7 @@ export type ResolveSubmissionResponse = Message<"railfence.railproxy.v1.ResolveS
  * Use `create(ResolveSubmissionResponseSchema)` to create a new message.
  */
 export const ResolveSubmissionResponseSchema: GenMessage<ResolveSubmissionResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 11);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 12);
 
 /**
  * GetRailStatementRequest reads the rail's statement through the proxy.
@@ -543,7 +586,7 @@ export type GetRailStatementRequest = Message<"railfence.railproxy.v1.GetRailSta
  * Use `create(GetRailStatementRequestSchema)` to create a new message.
  */
 export const GetRailStatementRequestSchema: GenMessage<GetRailStatementRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 12);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 13);
 
 /**
  * GetRailStatementResponse is one page of the rail's statement, as the rail returned it.
@@ -578,7 +621,7 @@ export type GetRailStatementResponse = Message<"railfence.railproxy.v1.GetRailSt
  * Use `create(GetRailStatementResponseSchema)` to create a new message.
  */
 export const GetRailStatementResponseSchema: GenMessage<GetRailStatementResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 13);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 14);
 
 /**
  * ListPayoutSubmissionsRequest names a payout (its id, not an attempt reference).
@@ -599,7 +642,7 @@ export type ListPayoutSubmissionsRequest = Message<"railfence.railproxy.v1.ListP
  * Use `create(ListPayoutSubmissionsRequestSchema)` to create a new message.
  */
 export const ListPayoutSubmissionsRequestSchema: GenMessage<ListPayoutSubmissionsRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 14);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 15);
 
 /**
  * ListPayoutSubmissionsResponse carries the payout's submissions, oldest first.
@@ -620,7 +663,7 @@ export type ListPayoutSubmissionsResponse = Message<"railfence.railproxy.v1.List
  * Use `create(ListPayoutSubmissionsResponseSchema)` to create a new message.
  */
 export const ListPayoutSubmissionsResponseSchema: GenMessage<ListPayoutSubmissionsResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 15);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 16);
 
 /**
  * ListNotPaidResolutionsRequest pages through NOT_PAID resolutions.
@@ -655,7 +698,7 @@ export type ListNotPaidResolutionsRequest = Message<"railfence.railproxy.v1.List
  * Use `create(ListNotPaidResolutionsRequestSchema)` to create a new message.
  */
 export const ListNotPaidResolutionsRequestSchema: GenMessage<ListNotPaidResolutionsRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 16);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 17);
 
 /**
  * ListNotPaidResolutionsResponse is one page, oldest resolution first.
@@ -683,7 +726,7 @@ export type ListNotPaidResolutionsResponse = Message<"railfence.railproxy.v1.Lis
  * Use `create(ListNotPaidResolutionsResponseSchema)` to create a new message.
  */
 export const ListNotPaidResolutionsResponseSchema: GenMessage<ListNotPaidResolutionsResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 17);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 18);
 
 /**
  * RecordContradictionRequest reports a payment found for a NOT_PAID resolution.
@@ -718,7 +761,7 @@ export type RecordContradictionRequest = Message<"railfence.railproxy.v1.RecordC
  * Use `create(RecordContradictionRequestSchema)` to create a new message.
  */
 export const RecordContradictionRequestSchema: GenMessage<RecordContradictionRequest> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 18);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 19);
 
 /**
  * RecordContradictionResponse carries the submission as recorded.
@@ -739,7 +782,7 @@ export type RecordContradictionResponse = Message<"railfence.railproxy.v1.Record
  * Use `create(RecordContradictionResponseSchema)` to create a new message.
  */
 export const RecordContradictionResponseSchema: GenMessage<RecordContradictionResponse> = /*@__PURE__*/
-  messageDesc(file_railfence_railproxy_v1_rail_proxy, 19);
+  messageDesc(file_railfence_railproxy_v1_rail_proxy, 20);
 
 /**
  * SubmissionState is where a submission stands in the intent ledger.

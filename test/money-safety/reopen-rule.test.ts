@@ -1,0 +1,164 @@
+/**
+ * Only a proven not-sent re-opens a payout (migration 011). A NOT_PAID resolution is a judgement
+ * (the statement was silent, or an operator said so), and a judgement can be wrong: here the
+ * rail DID book the first submission and its answer was lost. Under the old rule the resolution
+ * ended the submission's "live" status, so a newer holder of the payout was admitted again and
+ * the rail paid twice. paydb now keeps such a payout closed until an operator re-opens it
+ * explicitly (reopen_payout: the owner only, with an actor and a reason, recorded).
+ *
+ * Negative control: the old one-live index, installed into this test's throwaway paydb, admits
+ * the second submission and the rail books the payout twice.
+ */
+import { Code } from "@connectrpc/connect";
+import type pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Mesh } from "../../tools/harness/mesh.js";
+import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
+import { ResolutionOutcome, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { expectRejected, proxyClient } from "../support/clients.js";
+import { fencedFor } from "../support/fenced-payout.js";
+import { testMesh } from "../support/test-mesh.js";
+import { PAYOUT_OF_REFERENCE, poolFor, setFaults } from "../executor/support.js";
+
+const TIMING = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
+const OLD_INDEX = `CREATE UNIQUE INDEX rail_submissions_one_live_per_payout ON rail_submissions (bound_payout_id)
+  WHERE one_live_guarded AND state NOT IN ('REJECTED', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED')`;
+const NEW_INDEX = `CREATE UNIQUE INDEX rail_submissions_one_live_per_payout ON rail_submissions (bound_payout_id)
+  WHERE one_live_guarded AND state NOT IN ('REJECTED', 'NOT_FORWARDED') AND reopened_at IS NULL`;
+
+let mesh: Mesh;
+let paydb: pg.Pool;
+let raildb: pg.Pool;
+let executorDb: pg.Pool;
+
+beforeAll(async () => {
+  mesh = testMesh({ proxies: 1, proxyEnv: TIMING });
+  await mesh.start();
+  paydb = poolFor(mesh.dbUrl("paydb"));
+  raildb = poolFor(mesh.dbUrl("raildb"));
+  executorDb = poolFor(mesh.roleUrl("paydb", "executor"));
+});
+
+afterAll(async () => {
+  await executorDb?.end();
+  await paydb?.end();
+  await raildb?.end();
+  await mesh?.stop();
+});
+
+const request = (payoutId: string, token: bigint) => ({
+  accountId: `acc-${payoutId.replace(/:t\d+$/, "")}`,
+  payoutId,
+  fencingToken: token,
+  amount: { amountMinor: 2700n, currency: "EUR" },
+  beneficiary: "ben-reopen",
+});
+
+async function bookings(payoutId: string): Promise<number> {
+  const { rows } = await raildb.query<{ n: number }>(`SELECT count(*)::int AS n FROM payments WHERE ${PAYOUT_OF_REFERENCE} = $1 AND status = 'ACCEPTED'`, [
+    payoutId,
+  ]);
+  return rows[0]!.n;
+}
+
+/** A first submission that leaves the proxy TIMEOUT, then an operator's NOT_PAID verdict on it. */
+async function judgedNotPaid(payoutId: string, fault: FaultKind): Promise<void> {
+  await setFaults(mesh, [{ kind: fault, count: 1, clientReferencePrefix: payoutId }]);
+  const first = `${payoutId}:t5`;
+  await proxyClient(mesh.proxies[0]!.url)
+    .submitPayout(await fencedFor(paydb, request(first, 5n)))
+    .catch(() => undefined);
+  const resolved = await proxyClient(mesh.proxies[0]!.url).resolveSubmission({
+    payoutId: first,
+    outcome: ResolutionOutcome.NOT_PAID,
+    actor: "operator:bob",
+    note: "not on the statement",
+  });
+  expect(resolved.submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+}
+
+/** A newer holder re-fences the payout (still PROCESSING: the verdict did not reach it) and submits. */
+async function submitAgain(payoutId: string, token: bigint) {
+  return proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, request(`${payoutId}:t${token}`, token)));
+}
+
+describe("a NOT_PAID verdict keeps the payout closed", () => {
+  it("a payout judged NOT_PAID (wrongly: the rail had booked it) is not admitted again: PAYOUT_ALREADY_SUBMITTED, paid once", async () => {
+    const payoutId = "po-reopen-wrong";
+    await judgedNotPaid(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
+    expect(await bookings(payoutId)).toBe(1);
+    await expectRejected(submitAgain(payoutId, 6n), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
+    expect(await bookings(payoutId)).toBe(1);
+  });
+
+  it("an operator re-opens a payout closed NOT_PAID explicitly (owner, actor, reason): then it is paid, once", async () => {
+    const payoutId = "po-reopen-ok";
+    await judgedNotPaid(payoutId, FaultKind.NEVER_LAND_HANG);
+    await expectRejected(submitAgain(payoutId, 6n), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
+    // The reconciler (or the executor) closes the payout FAILED from the verdict.
+    await paydb.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'RESOLVED_NOT_PAID' WHERE payout_id = $1", [payoutId]);
+    const { rows } = await paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [payoutId, "operator:alice", "statement and bank checked: never paid"]);
+    expect(rows).toEqual([{ reopened_submissions: 1 }]);
+    const { rows: ledger } = await paydb.query("SELECT reopen_actor, reopen_reason FROM rail_submissions WHERE bound_payout_id = $1", [payoutId]);
+    expect(ledger).toEqual([{ reopen_actor: "operator:alice", reopen_reason: "statement and bank checked: never paid" }]);
+    const { rows: payout } = await paydb.query("SELECT state FROM payouts WHERE payout_id = $1", [payoutId]);
+    expect(payout[0].state).toBe("PENDING");
+    const paid = await submitAgain(payoutId, 7n);
+    expect(paid.submission?.state).toBe(SubmissionState.ACCEPTED);
+    expect(await bookings(payoutId)).toBe(1);
+  });
+
+  it("a re-opening is refused, changing nothing, without a reason, for a payout with a live or refused-only submission, and to a service role", async () => {
+    const payoutId = "po-reopen-refused";
+    await judgedNotPaid(payoutId, FaultKind.NEVER_LAND_HANG);
+    await paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [payoutId]);
+    const snapshot = async () => ({
+      payout: (await paydb.query("SELECT state, fence FROM payouts WHERE payout_id = $1", [payoutId])).rows,
+      ledger: (await paydb.query("SELECT payout_id, state, reopened_at FROM rail_submissions WHERE bound_payout_id = $1", [payoutId])).rows,
+    });
+    const before = await snapshot();
+    const sqlstate = (p: Promise<unknown>) =>
+      p.then(
+        () => "ok",
+        (e: { code?: string }) => e.code,
+      );
+    expect(await sqlstate(paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [payoutId, "operator:alice", "short"]))).toBe("22023");
+    expect(await sqlstate(paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [payoutId, " ", "a reason long enough"]))).toBe("22023");
+    expect(await sqlstate(executorDb.query("SELECT * FROM reopen_payout($1, $2, $3)", [payoutId, "executor", "a reason long enough"]))).toBe("42501");
+    // The executor's role cannot write the re-opening columns either (no grant).
+    expect(await sqlstate(executorDb.query("UPDATE rail_submissions SET reopened_at = now() WHERE bound_payout_id = $1", [payoutId]))).toBe("42501");
+    expect(await snapshot()).toEqual(before);
+
+    // A payout whose only submission the rail refused is final: a new payout, not a re-opening.
+    const refusedId = "po-reopen-rejected";
+    await setFaults(mesh, [{ kind: FaultKind.REJECT, count: 1, clientReferencePrefix: refusedId }]);
+    await proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, request(`${refusedId}:t5`, 5n)));
+    await paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [refusedId]);
+    expect(await sqlstate(paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [refusedId, "operator:alice", "a reason long enough"]))).toBe("55000");
+    // A payout with a live submission is not re-opened.
+    const liveId = "po-reopen-live";
+    await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, count: 1, clientReferencePrefix: liveId }]);
+    await proxyClient(mesh.proxies[0]!.url)
+      .submitPayout(await fencedFor(paydb, request(`${liveId}:t5`, 5n)))
+      .catch(() => undefined);
+    await paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [liveId]);
+    expect(await sqlstate(paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [liveId, "operator:alice", "a reason long enough"]))).toBe("55000");
+  });
+
+  it("negative control: with the old index (NOT_PAID ends a submission's live status) the same wrong verdict is paid twice", async () => {
+    const payoutId = "po-reopen-control";
+    await paydb.query(`DROP INDEX rail_submissions_one_live_per_payout; ${OLD_INDEX}`);
+    try {
+      await judgedNotPaid(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
+      const again = await submitAgain(payoutId, 6n);
+      expect(again.submission?.state).toBe(SubmissionState.ACCEPTED);
+      expect(await bookings(payoutId), "the payout paid twice").toBe(2);
+    } finally {
+      // Two live submissions of one payout now exist under the new rule: this payout's ledger is
+      // the control's evidence, so the index is rebuilt excluding it.
+      await paydb.query(
+        `DROP INDEX rail_submissions_one_live_per_payout; ${NEW_INDEX.replace("reopened_at IS NULL", "reopened_at IS NULL AND bound_payout_id <> 'po-reopen-control'")}`,
+      );
+    }
+  });
+});
