@@ -39,6 +39,8 @@ export const OPTIONS = {
   actor: { type: "string" },
   note: { type: "string" },
   yes: { type: "boolean", short: "y" },
+  "rail-reference": { type: "string" },
+  force: { type: "boolean" },
   // reconcile
   "dry-run": { type: "boolean" },
   "settlement-window-ms": { type: "string" },
@@ -49,6 +51,7 @@ export const OPTIONS = {
   until: { type: "string" },
   quiescent: { type: "boolean" },
   "max-rows": { type: "string" },
+  "max-open-age": { type: "string" },
 } as const;
 
 export type OptionName = keyof typeof OPTIONS;

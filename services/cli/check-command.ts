@@ -35,6 +35,13 @@ export function parseInstant(option: string, value: string, now = new Date()): D
   throw new UsageError(`--${option} must be an ISO-8601 instant, "now", or a duration ago like 24h, got "${value}"`);
 }
 
+/** A duration ("90m", "24h", "7d") in milliseconds. */
+export function parseDuration(option: string, value: string): number {
+  const m = /^(\d{1,6})([smhd])$/.exec(value.trim());
+  if (!m || Number(m[1]) === 0) throw new UsageError(`--${option} must be a duration like 90m, 24h or 7d, got "${value}"`);
+  return Number(m[1]) * UNITS[m[2]!]!;
+}
+
 /** The human report: the verdict table, then the violations with the rows involved. */
 export function auditReport(r: AuditResult, limit = 50): string {
   const verdict = r.violations.length === 0 ? "PASS: every invariant holds" : `FAIL: ${r.table.reduce((n, t) => n + t.violations, 0)} violations`;
@@ -91,6 +98,7 @@ async function check(ctx: CommandContext): Promise<number> {
   pool.on("error", () => {});
   try {
     const maxRows = ctx.opts.integer("max-rows", 1, 100_000) ?? 200;
+    const maxOpenAge = ctx.opts.string("max-open-age");
     const result = await runAudit(
       pool,
       proxyStatement(() => ctx.connections.client(RailProxyService, proxies[0]!), { timeoutMs: 30_000 }),
@@ -98,6 +106,7 @@ async function check(ctx: CommandContext): Promise<number> {
         ...window,
         quiescent: ctx.opts.flag("quiescent"),
         maxRows,
+        ...(maxOpenAge === undefined ? {} : { maxOpenAgeMs: parseDuration("max-open-age", maxOpenAge) }),
       },
     ).catch((err: unknown) => {
       throw auditFailure(err, proxies[0]!, paydbUrl);
@@ -114,16 +123,17 @@ async function check(ctx: CommandContext): Promise<number> {
 export const checkCommands: readonly CommandSpec[] = [
   {
     words: ["check"],
-    usage: "check [--since T] [--until T] [--quiescent] [--max-rows N]",
+    usage: "check [--since T] [--until T] [--quiescent] [--max-rows N] [--max-open-age D]",
     summary: "audit paydb against the rail's statement: every invariant, every shape of double payment",
     details: [
-      '--since T, --until T  the window: intents and payouts created in it (ISO-8601, "now", or 24h / 7d ago); default: everything',
+      '--since T, --until T  the window: intents created in it, payouts created or changed in it (ISO-8601, "now", or 24h / 7d ago); default: everything',
       "--quiescent           the system was drained: work still in flight is a violation",
       "--max-rows N          rows reported per invariant (the counts are always complete; default 200)",
+      "--max-open-age D      a payout open (PENDING, PROCESSING, UNKNOWN) longer than this is a violation (90m, 24h, 7d; default 24h)",
       "reads paydb as the auditor (--paydb, RAILFENCE_PAYDB_AUDIT_URL, RAILFENCE_PAYDB_URL or the endpoints file; PAYDB_PASSWORD_FILE) and the statement through rail-proxy",
       "exit 0: every invariant holds; 5: violations (named); 2: usage; 3: unreachable; 1: refused",
     ],
-    options: ["since", "until", "quiescent", "max-rows"],
+    options: ["since", "until", "quiescent", "max-rows", "max-open-age"],
     positionals: 0,
     run: check,
   },

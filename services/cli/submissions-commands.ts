@@ -79,15 +79,17 @@ function describeForConfirmation(s: Submission, outcome: string, actor: string):
 
 const resolve: CommandSpec = {
   words: ["submissions", "resolve"],
-  usage: "submissions resolve <payout_id> --outcome PAID|NOT_PAID --actor NAME --note TEXT [--yes]",
+  usage: "submissions resolve <payout_id> --outcome PAID|NOT_PAID --actor NAME --note TEXT [--rail-reference R] [--force] [--yes]",
   summary: "close an ambiguous submission with a verdict (asks for confirmation unless --yes)",
   details: [
     "--outcome PAID|NOT_PAID  the verdict, from the rail's statement",
     "--actor NAME             who decides (required; recorded in the ledger)",
     "--note TEXT              why (required; e.g. the statement line or ticket)",
+    "--rail-reference R       PAID only, required: the rail's reference of the payment on the statement",
+    "--force                  NOT_PAID only: before the proxy's floor (its request may still reach the rail); the note must say why",
     "--yes, -y                do not ask for confirmation",
   ],
-  options: ["outcome", "actor", "note", "yes"],
+  options: ["outcome", "actor", "note", "rail-reference", "force", "yes"],
   positionals: 1,
   async run(ctx) {
     const payoutId = ctx.args[0]!;
@@ -97,6 +99,11 @@ const resolve: CommandSpec = {
     const actor = ctx.opts.required("actor");
     const note = ctx.opts.required("note");
     const outcomeName = outcome === ResolutionOutcome.PAID ? "PAID" : "NOT_PAID";
+    const railReference = ctx.opts.string("rail-reference") ?? "";
+    const force = ctx.opts.flag("force");
+    if (outcomeName === "PAID" && railReference === "") throw new UsageError("--outcome PAID needs --rail-reference: the payment on the rail's statement");
+    if (outcomeName === "NOT_PAID" && railReference !== "") throw new UsageError("--rail-reference is for --outcome PAID only");
+    if (force && outcomeName !== "NOT_PAID") throw new UsageError("--force is for --outcome NOT_PAID only");
     if (!ctx.opts.flag("yes")) {
       // Show the operator what they are about to close; an unknown payout stops here (exit 4).
       const current = await ctx.connections.withLibrary({ railProxy: proxies(ctx) }, (rf) => rf.railProxy.getSubmission(payoutId));
@@ -106,7 +113,9 @@ const resolve: CommandSpec = {
         return EXIT_USAGE;
       }
     }
-    const res = await ctx.connections.callAny(RailProxyService, proxies(ctx), (c) => c.resolveSubmission({ payoutId, outcome, actor, note }));
+    const res = await ctx.connections.callAny(RailProxyService, proxies(ctx), (c) =>
+      c.resolveSubmission({ payoutId, outcome, actor, note, railReference, force }),
+    );
     if (ctx.json) printJson(ctx.output, messageJson(ResolveSubmissionResponseSchema, res));
     else ctx.output.out(`resolved ${payoutId} as ${outcomeName}\n\n${submissionDetail(res.submission!)}`);
     return EXIT_OK;

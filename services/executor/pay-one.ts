@@ -73,6 +73,13 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       a.step("fence");
       if (!fenced) {
         metrics.fencedOut.inc({ where: "paydb" });
+        // A fence above every token the lock ever issued for the account was never issued to
+        // anyone (forged, or the lock went backwards): flagged, or it is parked for ever.
+        const ahead = await fenceAheadOfLock(p.payoutId, key, token).catch(() => undefined);
+        if (ahead !== undefined) {
+          metrics.needsAttention.inc({ reason: "FENCE_AHEAD_OF_LOCK" });
+          return a.log("NEEDS_ATTENTION", { fencing_token: token.toString(), where: "paydb", why: "FENCE_AHEAD_OF_LOCK", fence: ahead.toString() });
+        }
         return a.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb" });
       }
 
@@ -203,6 +210,19 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       case "lost":
         return afterLostAnswer(a, ref, token, action.what);
     }
+  }
+
+  /**
+   * The payout's fence when it is above the highest token the lock ever issued for its account
+   * (read after the fence: tokens only grow, so a fence above it then was never issued), flagged
+   * NEEDS_ATTENTION. Anything at or below it is a holder's, newer or not: just fenced out.
+   */
+  async function fenceAheadOfLock(payoutId: string, key: string, token: bigint): Promise<bigint | undefined> {
+    const fence = await store.payableFence(payoutId);
+    if (fence === undefined || fence < token) return undefined;
+    const { lastToken } = await lock.inspect({ key }, { timeoutMs: deps.callTimeoutMs });
+    if (fence <= lastToken) return undefined;
+    return (await store.flagFenceAhead(payoutId, fence, lastToken)) ? fence : undefined;
   }
 
   /** C3 §3.8: after a lost answer, ask about that very submission; never resubmit. */

@@ -143,6 +143,35 @@ export function createPayoutStore(pool: Pool) {
       return rows[0] ? { ageSeconds: rows[0].age } : undefined;
     },
 
+    /** The payout's fence while it is still payable (PENDING, PROCESSING), else undefined. */
+    async payableFence(payoutId: string): Promise<bigint | undefined> {
+      const { rows } = await pool.query<{ fence: string }>({
+        name: "executor_payable_fence",
+        text: "SELECT fence FROM payouts WHERE payout_id = $1 AND state IN ('PENDING', 'PROCESSING')",
+        values: [payoutId],
+      });
+      return rows[0] ? BigInt(rows[0].fence) : undefined;
+    },
+
+    /**
+     * Flags a payout whose fence `fence` is above `lastToken`, the highest token the lock has ever
+     * issued for its account: no holder can have fenced it that high (a forged fence, or a lock
+     * that went backwards). NEEDS_ATTENTION, never fenced out for ever. Only while the fence is
+     * still the one read (a newer holder's fence is never flagged). Returns true when flagged.
+     */
+    async flagFenceAhead(payoutId: string, fence: bigint, lastToken: bigint): Promise<boolean> {
+      const { rowCount } = await pool.query({
+        name: "executor_flag_fence_ahead",
+        text: `UPDATE payouts
+            SET state = 'NEEDS_ATTENTION', attention_reason = 'FENCE_AHEAD_OF_LOCK',
+                attention_detail = 'fence ' || fence || ' is above the highest token the lock ever issued for the account (' || $3 || ')',
+                attention_at = now(), claimed_by = NULL, claimed_until = NULL, updated_at = now()
+          WHERE payout_id = $1 AND fence = $2 AND fence > $3 AND state IN ('PENDING', 'PROCESSING')`,
+        values: [payoutId, fence.toString(), lastToken.toString()],
+      });
+      return rowCount === 1;
+    },
+
     /**
      * Gives a payout back for a later attempt after `retryAfterMs`. Only the executor's own claim
      * is touched: a holder with a newer fence keeps its claim.

@@ -158,6 +158,12 @@ export function proxyRoutes(deps: {
   tokenKey?: Buffer;
   rail: RailClient;
   railDeadlineMs: number;
+  /**
+   * The youngest a submission may be to be resolved NOT_PAID without `force`: before it, its
+   * request may still reach the rail (2 x deadline + margin + admission timeout, the settlement
+   * window's floor; reconciler/config.ts).
+   */
+  notPaidMinAgeMs: number;
   store: SubmissionStore;
   submit: Submit;
   metrics: ProxyMetrics;
@@ -220,13 +226,31 @@ export function proxyRoutes(deps: {
         const actor = checkText("actor", req.actor, 1, 128);
         const note = checkText("note", req.note, 0, 1000);
         const outcome = req.outcome === ResolutionOutcome.PAID ? "PAID" : "NOT_PAID";
-        const row = await readPaydb(() => store.resolve(payoutId, outcome, actor, note));
+        // PAID names the payment that proves it; NOT_PAID says nothing of one.
+        const railReference = outcome === "PAID" ? checkText("rail_reference", req.railReference, 1, 128) : null;
+        if (outcome === "NOT_PAID" && req.railReference !== "") {
+          throw invalidArgument("rail_reference", REASONS.FIELD_INVALID, "rail_reference is for PAID resolutions only");
+        }
+        if (req.force && outcome !== "NOT_PAID") throw invalidArgument("force", REASONS.FIELD_INVALID, "force is for NOT_PAID resolutions only");
+        if (req.force && note.trim().length < 10) {
+          throw invalidArgument("note", REASONS.FIELD_INVALID, "a forced NOT_PAID resolution needs a note saying why (at least 10 characters)");
+        }
+        const minAgeMs = req.force ? 0 : deps.notPaidMinAgeMs;
+        const row = await readPaydb(() => store.resolve(payoutId, outcome, actor, note, railReference, minAgeMs));
         if (row) {
           metrics.resolved.inc({ outcome });
+          if (req.force) deps.logger?.warn({ event: "resolution_forced", payout_id: payoutId, actor, note }, "NOT_PAID forced before the floor");
           return { submission: toSubmission(row) };
         }
         const existing = await readPaydb(() => store.get(payoutId));
         if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });
+        if (existing.ambiguous && outcome === "NOT_PAID") {
+          throw new DomainError(
+            REASONS.RESOLUTION_TOO_EARLY,
+            `the submission is younger than ${deps.notPaidMinAgeMs} ms: its request may still reach the rail. Wait, or force it with a reason`,
+            { payout_id: payoutId, min_age_ms: String(deps.notPaidMinAgeMs) },
+          );
+        }
         throw new DomainError(REASONS.NOT_AMBIGUOUS, `submission is ${existing.state}, not ambiguous; only ambiguous submissions can be resolved`, {
           payout_id: payoutId,
           state: existing.state,

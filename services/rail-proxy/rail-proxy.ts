@@ -81,6 +81,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         tokenKey: config.tokenKey,
         rail,
         railDeadlineMs: config.railDeadlineMs,
+        notPaidMinAgeMs: 2 * config.railDeadlineMs + config.ambiguityMarginMs + config.admissionTimeoutMs,
         store,
         submit,
         metrics,

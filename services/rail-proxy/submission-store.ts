@@ -248,17 +248,23 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
       return rows;
     },
 
-    /** Closes an ambiguous row. Returns undefined when the row is not ambiguous (or absent). */
-    resolve(reference: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string) {
+    /**
+     * Closes an ambiguous row: PAID with the rail's reference of the payment, NOT_PAID only once
+     * the row is older than `notPaidMinAgeMs` (paydb's clock; 0 when an operator forces it).
+     * Returns undefined when the row is not ambiguous, absent, or too young for NOT_PAID.
+     */
+    resolve(reference: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string, railReference: string | null, notPaidMinAgeMs: number) {
       return one(
         `UPDATE rail_submissions
             SET previous_state = state,
                 state = CASE WHEN $2 = 'PAID' THEN 'RESOLVED_PAID' ELSE 'RESOLVED_NOT_PAID' END,
                 resolution_outcome = $2, resolution_actor = $3, resolution_note = $4,
+                rail_reference = CASE WHEN $2 = 'PAID' THEN $5 ELSE rail_reference END,
                 resolved_at = now(), updated_at = now()
           WHERE payout_id = $1 AND ${isAmbiguous}
+            AND ($2 = 'PAID' OR created_at <= now() - make_interval(secs => $6::float8))
           RETURNING ${columns}`,
-        [reference, outcome, actor, note],
+        [reference, outcome, actor, note, railReference, notPaidMinAgeMs / 1000],
       );
     },
 

@@ -19,6 +19,22 @@ export function createReconcilerStore(pool: Pool) {
     },
 
     /**
+     * The rail paid a payout the books say FAILED (a wrong verdict, or a write nobody should have
+     * made): the refused PAID write is never dropped, the payout goes to a human. A FAILED payout
+     * invites its client to create a new one: a second payment at the business level. Returns
+     * true when the row was flagged.
+     */
+    async flagPaidButFailed(payoutId: string, railReference: string): Promise<boolean> {
+      const res = await pool.query(
+        `UPDATE payouts SET state = 'NEEDS_ATTENTION', attention_reason = 'PAID_BUT_FAILED',
+                attention_detail = 'the rail paid it (' || $2 || ') but the payout was FAILED', attention_at = now(), updated_at = now()
+          WHERE payout_id = $1 AND state = 'FAILED'`,
+        [payoutId, railReference || "no reference"],
+      );
+      return res.rowCount === 1;
+    },
+
+    /**
      * A submission that did not pay fails its payout only if nobody fenced the payout with a newer
      * token since (fence <= the submission's token): a newer holder's attempt is its own business.
      */

@@ -145,12 +145,24 @@ export function createReconciler(deps: ReconcileDeps) {
     return (await store.markFailed(payoutId, token, reason)) || (await store.failUnknown(payoutId, reason));
   }
 
+  /** Money moved: PAID, or, when the books say FAILED, flagged for a human (never silently left FAILED). */
+  async function markPaid(payoutId: string, railReference: string): Promise<boolean> {
+    if (await store.markPaid(payoutId, railReference)) return true;
+    if (!(await store.flagPaidButFailed(payoutId, railReference))) return false;
+    metrics.paidButFailed.inc();
+    logger.error(
+      { event: "paid_but_failed", payout_id: payoutId, rail_reference: railReference },
+      "the rail paid a payout recorded FAILED; flagged NEEDS_ATTENTION (its client may have paid it again)",
+    );
+    return true;
+  }
+
   /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
   async function syncPayout(s: Submission): Promise<boolean> {
     switch (s.state) {
       case SubmissionState.ACCEPTED:
       case SubmissionState.RESOLVED_PAID:
-        return store.markPaid(s.boundPayoutId, s.railReference);
+        return markPaid(s.boundPayoutId, s.railReference);
       case SubmissionState.REJECTED:
         return failPayout(s.boundPayoutId, s.fencingToken, s.railReason || "RAIL_REJECTED");
       case SubmissionState.RESOLVED_NOT_PAID:
@@ -215,10 +227,12 @@ export function createReconciler(deps: ReconcileDeps) {
           await deps
             .proxy()
             .resolveSubmission(
-              { payoutId: sub.payoutId, outcome: d.decision === "PAID" ? ResolutionOutcome.PAID : ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
+              d.decision === "PAID"
+                ? { payoutId: sub.payoutId, outcome: ResolutionOutcome.PAID, actor: deps.actor, note: d.note, railReference: d.railReference }
+                : { payoutId: sub.payoutId, outcome: ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
               opts(),
             );
-          if (d.decision === "PAID") await store.markPaid(raw.boundPayoutId, d.railReference);
+          if (d.decision === "PAID") await markPaid(raw.boundPayoutId, d.railReference);
           else await failPayout(raw.boundPayoutId, raw.fencingToken, d.failureReason);
           count(d.decision);
         } catch (err) {

@@ -17,6 +17,11 @@ export function createReconcilerMetrics(registry: Registry) {
       help: "NOT_PAID resolutions the rail's statement later contradicted (must be zero: page)",
       registers,
     }),
+    paidButFailed: new Counter({
+      name: "reconciler_paid_but_failed_total",
+      help: "Payouts the rail paid while the books said FAILED, flagged NEEDS_ATTENTION (must be zero: page)",
+      registers,
+    }),
     runs: new Counter({ name: "reconciler_runs_total", help: "Reconciler runs by result", labelNames: ["result"] as const, registers }),
   };
 }

@@ -38,7 +38,7 @@ describe("usage errors never reach a server", () => {
     ["a group without a command", ["payouts"], /payouts needs a command/],
     ["a missing payout id", ["submissions", "get"], /missing argument/],
     ["an extra argument", ["submissions", "get", "p-1", "p-2"], /unexpected argument: p-2/],
-    ["an unknown option", ["submissions", "get", "p-1", "--force"], /Unknown option '--force'/],
+    ["an unknown option", ["submissions", "get", "p-1", "--frobnicate"], /Unknown option '--frobnicate'/],
     ["an option of another command", ["submissions", "get", "p-1", "--outcome", "PAID"], /does not take --outcome/],
     ["resolve without --actor", ["submissions", "resolve", "p-1", "--outcome", "PAID", "--note", "n", "--yes"], /--actor is required/],
     ["resolve with an empty --actor", ["submissions", "resolve", "p-1", "--outcome", "PAID", "--actor", " ", "--note", "n", "--yes"], /--actor is required/],

@@ -40,7 +40,7 @@ async function deadPort(): Promise<number> {
 
 const cli = (args: string[], input?: string) => railfence(args, { cwd, input });
 const submissionRow = async (payoutId: string) =>
-  (await paydb.query("SELECT state, resolution_actor, resolution_note FROM rail_submissions WHERE payout_id = $1", [payoutId])).rows[0];
+  (await paydb.query("SELECT state, resolution_actor, resolution_note, rail_reference FROM rail_submissions WHERE payout_id = $1", [payoutId])).rows[0];
 
 beforeAll(async () => {
   // A short rail deadline so the lost answer becomes TIMEOUT quickly.
@@ -171,31 +171,95 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
 
   it("refusals change nothing: a declined confirmation (exit 2), a missing --actor (exit 2)", async () => {
     const declined = await cli(
-      ["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "statement line 1", "--rail-proxy", proxies],
+      [
+        "submissions",
+        "resolve",
+        AMB_REFUSED,
+        "--outcome",
+        "PAID",
+        "--actor",
+        "ops:alice",
+        "--note",
+        "statement line 1",
+        "--rail-reference",
+        "rr_1",
+        "--rail-proxy",
+        proxies,
+      ],
       "n\n",
     );
     expect(declined.code).toBe(2);
     expect(declined.stderr).toContain(`About to resolve payout ${AMB_REFUSED} as PAID`);
     expect(declined.stderr).toContain("nothing was changed");
-    const noStdin = await cli(["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "x", "--rail-proxy", proxies]);
+    const noStdin = await cli([
+      "submissions",
+      "resolve",
+      AMB_REFUSED,
+      "--outcome",
+      "PAID",
+      "--actor",
+      "ops:alice",
+      "--note",
+      "x",
+      "--rail-reference",
+      "rr_1",
+      "--rail-proxy",
+      proxies,
+    ]);
     expect(noStdin.code).toBe(2);
     const noActor = await cli(["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--note", "x", "--yes", "--rail-proxy", proxies]);
     expect(noActor.code).toBe(2);
     expect(noActor.stderr).toContain("--actor is required");
+    const noReference = await cli([
+      "submissions",
+      "resolve",
+      AMB_REFUSED,
+      "--outcome",
+      "PAID",
+      "--actor",
+      "ops:alice",
+      "--note",
+      "x",
+      "--yes",
+      "--rail-proxy",
+      proxies,
+    ]);
+    expect(noReference.code).toBe(2);
+    expect(noReference.stderr).toContain("--outcome PAID needs --rail-reference");
     expect((await submissionRow(AMB_REFUSED))?.state).toBe("TIMEOUT");
   });
 
   it("a confirmed resolve records the verdict; a second resolve is refused with NOT_AMBIGUOUS", async () => {
     // The lost answer really moved money: the rail's own ledger is the evidence for PAID.
     expect(await railBookings(raildb, AMB_RESOLVED)).toBe(1);
+    const { rows: booked } = await raildb.query<{ rail_reference: string }>("SELECT rail_reference FROM payments WHERE client_reference = $1", [AMB_RESOLVED]);
     const r = await cli(
-      ["submissions", "resolve", AMB_RESOLVED, "--outcome", "PAID", "--actor", "ops:alice", "--note", "on statement", "--rail-proxy", proxies],
+      [
+        "submissions",
+        "resolve",
+        AMB_RESOLVED,
+        "--outcome",
+        "PAID",
+        "--actor",
+        "ops:alice",
+        "--note",
+        "on statement",
+        "--rail-reference",
+        booked[0]!.rail_reference,
+        "--rail-proxy",
+        proxies,
+      ],
       "yes\n",
     );
     expect(r.stderr).toContain("Continue? [y/N]");
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`resolved ${AMB_RESOLVED} as PAID`);
-    expect(await submissionRow(AMB_RESOLVED)).toMatchObject({ state: "RESOLVED_PAID", resolution_actor: "ops:alice", resolution_note: "on statement" });
+    expect(await submissionRow(AMB_RESOLVED)).toMatchObject({
+      state: "RESOLVED_PAID",
+      resolution_actor: "ops:alice",
+      resolution_note: "on statement",
+      rail_reference: booked[0]!.rail_reference,
+    });
 
     const after = await cli(["submissions", "unresolved", "--json", "--rail-proxy", proxies]);
     expect((JSON.parse(after.stdout).submissions as Array<{ payoutId: string }>).map((s) => s.payoutId)).not.toContain(AMB_RESOLVED);

@@ -230,11 +230,12 @@ describe("executors (UC-05)", () => {
 
   it("a lease that waited for the lock is renewed before submitting (a fifth of its TTL had passed)", async () => {
     const payoutId = "po-waited-lease-1";
-    await insertPayouts(paydb, [{ payoutId, accountId: "acc-waited-lease" }]);
-    // Someone else holds the account for 1.5 s; the executor's Acquire waits for it.
+    // The executor first (its start-up may take longer than the other lease under load), then
+    // someone else holds the account for 1.5 s, then the payout: the executor's Acquire waits.
+    const e = await executor("exec-waited-lease", { LEASE_TTL_MS: "2000", LOCK_WAIT_MS: "5000" });
     const other = await lockClient(lock).acquire({ key: "account:acc-waited-lease", owner: "test-holder", ttlMs: 1500, waitMs: 0 });
     expect(other.lease?.fencingToken).toBeGreaterThan(0n);
-    const e = await executor("exec-waited-lease", { LEASE_TTL_MS: "2000", LOCK_WAIT_MS: "5000" });
+    await insertPayouts(paydb, [{ payoutId, accountId: "acc-waited-lease" }]);
     expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
     const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "PAID", "the PAID attempt");
     expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "renew", "submit", "record"]);

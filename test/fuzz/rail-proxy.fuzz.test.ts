@@ -312,7 +312,9 @@ describe("reads and resolution", () => {
           tally.recordSettled("ResolveSubmission", res);
           expect(res.ok, "resolved a submission that is not ambiguous").toBe(false);
           if (res.ok) return;
-          const invalid = !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000);
+          // PAID (1) without the rail's reference of the payment is invalid too.
+          const invalid =
+            !isValidId(payoutId) || (outcome !== 1 && outcome !== 2) || textViolation(actor, 1, 128) || textViolation(note, 0, 1000) || outcome === 1;
           if (invalid) expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.ResourceExhausted] }, "ResolveSubmission invalid");
           else {
             expectCleanError(

@@ -142,7 +142,13 @@ beforeAll(async () => {
   await control.setFaults({ rules: [] });
   await observe(
     "resolve",
-    proxy.resolveSubmission({ payoutId: "p-sec-lost", outcome: ResolutionOutcome.PAID, actor: "operator:test", note: "matched on statement" }),
+    proxy.resolveSubmission({
+      payoutId: "p-sec-lost",
+      outcome: ResolutionOutcome.PAID,
+      actor: "operator:test",
+      note: "matched on statement",
+      railReference: "rr_sec",
+    }),
   );
   await observe("statement", proxy.getRailStatement({}));
 

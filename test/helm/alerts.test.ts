@@ -99,6 +99,7 @@ describe("alert rules", () => {
       /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/,
       "page",
     ],
+    ["ReconcilerPaidButFailed", /increase\(reconciler_paid_but_failed_total\[15m\]\)\) > 0/, "page"],
     [
       "RailProxyBindingRefusedCallerMisbehaviour",
       /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
@@ -107,12 +108,12 @@ describe("alert rules", () => {
     ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
     [
       "ExecutorPayoutNeedsAttentionMoneyAtRisk",
-      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "page",
     ],
     [
       "ExecutorPayoutNeedsAttention",
-      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "ticket",
     ],
     ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],

@@ -72,7 +72,8 @@ async function judgedNotPaid(payoutId: string, fault: FaultKind): Promise<void> 
     payoutId: first,
     outcome: ResolutionOutcome.NOT_PAID,
     actor: "operator:bob",
-    note: "not on the statement",
+    note: "not on the statement (test: forced before the floor)",
+    force: true,
   });
   expect(resolved.submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
 }

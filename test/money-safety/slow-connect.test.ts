@@ -122,7 +122,8 @@ describe("a rail slow to accept the connection", () => {
       payoutId,
       outcome: ResolutionOutcome.NOT_PAID,
       actor: "operator:test",
-      note: "not on the statement",
+      note: "not on the statement (test: forced before the floor)",
+      force: true,
     });
     expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
     expect(await bookings(payoutId)).toBe(0);

@@ -223,7 +223,12 @@ describe("reads and resolution", () => {
     const acc = uid("acc");
     const p = uid("p");
     await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 3n)));
-    await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "operator:alice", note: "x" }), Code.FailedPrecondition, "NOT_AMBIGUOUS");
+    await expectRejected(
+      proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "operator:alice", note: "x", railReference: "rr_x" }),
+      Code.FailedPrecondition,
+      "NOT_AMBIGUOUS",
+    );
+    await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "operator:alice", note: "x" }), Code.InvalidArgument, "FIELD_REQUIRED");
     await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 0, actor: "operator:alice", note: "x" }), Code.InvalidArgument, "FIELD_INVALID");
     await expectRejected(proxyA.resolveSubmission({ payoutId: p, outcome: 1, actor: "", note: "x" }), Code.InvalidArgument, "FIELD_REQUIRED");
     await expectRejected(proxyA.listUnresolved({ pageToken: "garbage" }), Code.InvalidArgument, "PAGE_TOKEN_INVALID");

@@ -77,8 +77,21 @@ describe("step 4: the rail's answer is lost", () => {
 
     const unresolved = await proxy.listUnresolved({});
     expect(unresolved.submissions.map((s) => s.payoutId)).toContain(p);
-    const resolved = await proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.PAID, actor: "operator:alice", note: "seen on statement" });
+    // PAID names the payment that proves it: without it, refused and nothing resolved.
+    await expectRejected(
+      proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.PAID, actor: "operator:alice", note: "seen on statement" }),
+      Code.InvalidArgument,
+      "FIELD_REQUIRED",
+    );
+    const resolved = await proxy.resolveSubmission({
+      payoutId: p,
+      outcome: ResolutionOutcome.PAID,
+      actor: "operator:alice",
+      note: "seen on statement",
+      railReference: "rr_seen_on_statement",
+    });
     expect(resolved.submission?.state).toBe(SubmissionState.RESOLVED_PAID);
+    expect(resolved.submission?.railReference).toBe("rr_seen_on_statement");
     expect(resolved.submission?.resolution).toMatchObject({ actor: "operator:alice", note: "seen on statement", previousState: SubmissionState.TIMEOUT });
     await expectRejected(
       proxy.resolveSubmission({ payoutId: p, outcome: ResolutionOutcome.NOT_PAID, actor: "operator:bob", note: "" }),

@@ -23,10 +23,14 @@ export interface SubmitFields {
 
 type Queryable = pg.ClientBase | pg.Pool;
 
+// Claimed by the test for ten minutes, as a holder claims what it works on: a mesh's executors
+// leave it alone (the token is the test's own, not one the lock issued; an executor would flag
+// a fence above every token the lock issued as FENCE_AHEAD_OF_LOCK).
 const FENCE = `
-  INSERT INTO payouts AS p (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence)
-  VALUES ($1, 'test-client', $2, $3, $4, $5, 'PROCESSING', $6)
-  ON CONFLICT (payout_id) DO UPDATE SET fence = EXCLUDED.fence, state = 'PROCESSING', updated_at = now()
+  INSERT INTO payouts AS p (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
+  VALUES ($1, 'test-client', $2, $3, $4, $5, 'PROCESSING', $6, 'test', now() + interval '10 minutes')
+  ON CONFLICT (payout_id) DO UPDATE SET fence = EXCLUDED.fence, state = 'PROCESSING', claimed_by = 'test',
+         claimed_until = now() + interval '10 minutes', updated_at = now()
    WHERE p.fence < EXCLUDED.fence AND p.state IN ('PENDING', 'PROCESSING')`;
 
 /**

@@ -243,6 +243,13 @@ const DEFINITIONS = {
     area: "railProxy",
     meaning: "ResolveSubmission: the submission already has a clear outcome (metadata state); only ambiguous ones are resolved.",
   },
+  RESOLUTION_TOO_EARLY: {
+    code: Code.FailedPrecondition,
+    retry: "later",
+    area: "railProxy",
+    meaning:
+      "ResolveSubmission NOT_PAID: the submission is younger than the proxy's floor (metadata min_age_ms), before which its request may still reach the rail; wait, or force it with a reason.",
+  },
   NOT_RESOLVED_NOT_PAID: {
     code: Code.FailedPrecondition,
     retry: "final",

@@ -62,7 +62,11 @@ export interface AuditOptions {
   slackMs?: number;
   /** Rows reported per invariant (the count is always complete). */
   maxRows?: number;
+  /** The longest a payout may stay open (PENDING, PROCESSING, UNKNOWN) before PAYOUT_AGE flags it. Default 24 h. */
+  maxOpenAgeMs?: number;
 }
+
+const DEFAULT_MAX_OPEN_AGE_MS = 24 * 3_600_000;
 
 const DEFAULT_SLACK_MS = 10 * 60_000;
 
@@ -169,12 +173,28 @@ async function countAll(c: pg.PoolClient, window: [Date | null, Date | null], in
   };
 }
 
+/** The creation time of the oldest payout changed in [since, until) (paydb's payout_history), if older than since. */
+async function oldestChangedPayout(paydb: pg.Pool, since: Date, until: Date | undefined): Promise<Date | undefined> {
+  const { rows } = await paydb.query<{ oldest: Date | null }>(
+    `SELECT min(p.created_at) AS oldest FROM payouts p
+      WHERE p.created_at < $1 AND EXISTS (SELECT 1 FROM payout_history h WHERE h.payout_id = p.payout_id
+                                            AND h.changed_at >= $1 AND ($2::timestamptz IS NULL OR h.changed_at < $2))`,
+    [since, until ?? null],
+  );
+  return rows[0]?.oldest ?? undefined;
+}
+
 /** Runs every invariant over paydb (read-only) and the statement. */
 export async function runAudit(paydb: pg.Pool, statement: StatementSource, opts: AuditOptions = {}): Promise<AuditResult> {
   const maxRows = opts.maxRows ?? 200;
   const window: [Date | null, Date | null] = [opts.since ?? null, opts.until ?? null];
   const inFlightSeconds = (opts.inFlightMs ?? 60_000) / 1000;
-  const statementSince = opts.since ? new Date(opts.since.getTime() - (opts.slackMs ?? DEFAULT_SLACK_MS)) : undefined;
+  const maxOpenAgeSeconds = (opts.maxOpenAgeMs ?? DEFAULT_MAX_OPEN_AGE_MS) / 1000;
+  // The statement must cover the payments of every payout judged: those created in the window,
+  // and older ones changed in it (their payments may be as old as they are).
+  const oldestJudged = opts.since ? await oldestChangedPayout(paydb, opts.since, opts.until) : undefined;
+  const from = opts.since && oldestJudged && oldestJudged < opts.since ? oldestJudged : opts.since;
+  const statementSince = from ? new Date(from.getTime() - (opts.slackMs ?? DEFAULT_SLACK_MS)) : undefined;
   const statementUntil = opts.until ? new Date(opts.until.getTime() + (opts.slackMs ?? DEFAULT_SLACK_MS)) : undefined;
   const c = await paydb.connect();
   try {
@@ -194,10 +214,13 @@ export async function runAudit(paydb: pg.Pool, statement: StatementSource, opts:
     const totals = new Map<string, number>();
     for (const q of INVARIANT_QUERIES) {
       if (q.quiescentOnly && !opts.quiescent) continue;
-      // Each query binds only the parameters it uses ($1 since, $2 until, $3 in-flight seconds).
-      const used = Math.max(0, ...[...q.sql.matchAll(/\$(\d)/g)].map((m) => Number(m[1])));
-      const params = [...window, inFlightSeconds].slice(0, used);
-      const { rows } = await c.query<Record<string, unknown>>(`SELECT *, count(*) OVER () AS total FROM (${q.sql}) v LIMIT ${maxRows}`, params);
+      // Every query gets the same four parameters ($1 since, $2 until, $3 in-flight seconds, $4
+      // open age), typed once here so a query may use any of them or none.
+      const { rows } = await c.query<Record<string, unknown>>(
+        `SELECT v.*, count(*) OVER () AS total FROM (${q.sql}) v
+           CROSS JOIN (SELECT $1::timestamptz, $2::timestamptz, $3::float8, $4::float8) typed LIMIT ${maxRows}`,
+        [...window, inFlightSeconds, maxOpenAgeSeconds],
+      );
       totals.set(q.name, (totals.get(q.name) ?? 0) + Number(rows[0]?.total ?? 0));
       for (const row of rows) {
         const { total: _total, ...rest } = row;

@@ -2,9 +2,11 @@
  * The invariants `railfence check` verifies, each as one SQL query over paydb and the rail's
  * statement (loaded into the session's temp table `audit_statement`, every ACCEPTED payment tied
  * to a payout in `audit_assigned`; see audit.ts). A query returns the rows that violate it, so
- * the report can name them. $1/$2 bound the window (intents, payouts and mark history created in
- * [since, until)); payments are checked wherever their payout was created, because a payment
- * that arrives late for an old payout is exactly what an audit is for.
+ * the report can name them. $1/$2 bound the window (intents and mark history created in
+ * [since, until); payouts created OR changed in it, by paydb's own payout_history, so an old payout
+ * rewritten today is judged today); payments are checked wherever their payout was created,
+ * because a payment that arrives late for an old payout is exactly what an audit is for. $3 is the
+ * in-flight age and $4 the longest a payout may stay open, in seconds.
  */
 
 export interface InvariantQuery {
@@ -17,6 +19,11 @@ export interface InvariantQuery {
 }
 
 const inWindow = (col: string) => `($1::timestamptz IS NULL OR ${col} >= $1) AND ($2::timestamptz IS NULL OR ${col} < $2)`;
+/** The payout (alias `p`) was created or changed in the window. */
+const payoutInWindow = (p: string) =>
+  `((${inWindow(`${p}.created_at`)}) OR EXISTS (SELECT 1 FROM payout_history h WHERE h.payout_id = ${p}.payout_id AND ${inWindow("h.changed_at")}))`;
+/** The longest claim paydb accepts (migration 012). */
+export const LONGEST_CLAIM_SECONDS = 15 * 60;
 const SAME_CONTENT = (a: string, b: string) =>
   `(${a}.account_id, ${a}.amount_minor, ${a}.currency, ${a}.beneficiary) = (${b}.account_id, ${b}.amount_minor, ${b}.currency, ${b}.beneficiary)`;
 
@@ -62,7 +69,7 @@ export const INVARIANT_QUERIES: readonly InvariantQuery[] = [
     name: "PAID_REFERENCE",
     rule: "a PAID payout's rail_reference is a payment the rail booked for it",
     sql: `SELECT p.payout_id, p.rail_reference FROM payouts p
-           WHERE p.state = 'PAID' AND ${inWindow("p.created_at")}
+           WHERE p.state = 'PAID' AND ${payoutInWindow("p")}
              AND NOT EXISTS (SELECT 1 FROM audit_assigned a WHERE a.payout_id = p.payout_id AND a.rail_reference = p.rail_reference)`,
   },
   {
@@ -148,7 +155,26 @@ export const INVARIANT_QUERIES: readonly InvariantQuery[] = [
     name: "PAYOUT_OPEN",
     rule: "after a drain, every payout is settled (PAID, FAILED, UNKNOWN and listed, or NEEDS_ATTENTION)",
     quiescentOnly: true,
-    sql: `SELECT payout_id, state FROM payouts WHERE ${inWindow("created_at")} AND state IN ('PENDING', 'PROCESSING')`,
+    sql: `SELECT payout_id, state FROM payouts p WHERE ${payoutInWindow("p")} AND state IN ('PENDING', 'PROCESSING')`,
+  },
+  {
+    name: "UNKNOWN_UNLISTED",
+    rule: "an UNKNOWN payout has an ambiguous, unresolved submission (the reconciler's work list); else nothing will ever close it",
+    sql: `SELECT p.payout_id, p.state, p.updated_at FROM payouts p
+           WHERE p.state = 'UNKNOWN' AND ${payoutInWindow("p")}
+             AND NOT EXISTS (SELECT 1 FROM rail_submissions i WHERE i.bound_payout_id = p.payout_id AND i.state IN ('TIMEOUT', 'FORWARDING'))`,
+  },
+  {
+    name: "CLAIM_BOUNDED",
+    rule: `a payout is claimed for at most ${LONGEST_CLAIM_SECONDS / 60} minutes (a longer claim hides it from every executor)`,
+    sql: `SELECT p.payout_id, p.state, p.claimed_by, p.claimed_until FROM payouts p
+           WHERE p.claimed_until > now() + make_interval(secs => ${LONGEST_CLAIM_SECONDS + 60})`,
+  },
+  {
+    name: "PAYOUT_AGE",
+    rule: "no payout stays open (PENDING, PROCESSING, UNKNOWN) longer than the configured age (--max-open-age)",
+    sql: `SELECT p.payout_id, p.state, p.created_at FROM payouts p
+           WHERE p.state IN ('PENDING', 'PROCESSING', 'UNKNOWN') AND p.created_at < now() - make_interval(secs => $4::float8)`,
   },
 ];
 
