@@ -494,10 +494,15 @@ export class Nemesis {
           { timeoutMs: 5000 },
         )
         .then(
-          (r) => `ADMITTED (${r.submission?.railReference || "no reference"})`,
-          (err: unknown) => errorReason(err) || String(err),
+          (r) => ({ paid: r.submission?.state === SubmissionState.ACCEPTED, text: `ADMITTED (${r.submission?.railReference || "no reference"})` }),
+          (err: unknown) => ({ paid: false, refused: errorReason(err), text: errorReason(err) || String(err) }),
         );
-      this.record("rogue-submit", account, `made-up ${payoutId} for 999,999,900 to ben-rogue: ${answer}`);
+      // A strike counts when the binding refused it, or when it was paid (what the control's
+      // audit must then find). Anything else (a rail fault or an outage at the same moment) gave
+      // the guard nothing to stop and the audit nothing to find: a miss, so the soak strikes again.
+      const refusedByBinding = "refused" in answer && (answer.refused === "PAYOUT_NOT_FOUND" || answer.refused === "PAYOUT_MISMATCH");
+      if (!answer.paid && !refusedByBinding) return this.miss("rogue-submit", `made-up ${payoutId} neither refused nor paid: ${answer.text}`);
+      this.record("rogue-submit", account, `made-up ${payoutId} for 999,999,900 to ben-rogue: ${answer.text}`);
     } finally {
       await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
     }
