@@ -169,61 +169,19 @@ describe("an ambiguous submission, listed and resolved by an operator", () => {
     expect(human.stdout).toMatch(new RegExp(`^${AMB_LISTED}\\s+acc-amb-${suffix}-0\\s+TIMEOUT\\s+7\\.00 USD`, "m"));
   });
 
-  it("refusals change nothing: a declined confirmation (exit 2), a missing --actor (exit 2)", async () => {
-    const declined = await cli(
-      [
-        "submissions",
-        "resolve",
-        AMB_REFUSED,
-        "--outcome",
-        "PAID",
-        "--actor",
-        "ops:alice",
-        "--note",
-        "statement line 1",
-        "--rail-reference",
-        "rr_1",
-        "--rail-proxy",
-        proxies,
-      ],
-      "n\n",
-    );
+  it("refusals change nothing: a declined confirmation (exit 2), a missing --actor or --rail-reference (exit 2)", async () => {
+    // `submissions resolve AMB_REFUSED --outcome PAID <options> --rail-proxy <proxies>`
+    const resolvePaid = (...options: string[]) => ["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", ...options, "--rail-proxy", proxies];
+    const declined = await cli(resolvePaid("--actor", "ops:alice", "--note", "statement line 1", "--rail-reference", "rr_1"), "n\n");
     expect(declined.code).toBe(2);
     expect(declined.stderr).toContain(`About to resolve payout ${AMB_REFUSED} as PAID`);
     expect(declined.stderr).toContain("nothing was changed");
-    const noStdin = await cli([
-      "submissions",
-      "resolve",
-      AMB_REFUSED,
-      "--outcome",
-      "PAID",
-      "--actor",
-      "ops:alice",
-      "--note",
-      "x",
-      "--rail-reference",
-      "rr_1",
-      "--rail-proxy",
-      proxies,
-    ]);
+    const noStdin = await cli(resolvePaid("--actor", "ops:alice", "--note", "x", "--rail-reference", "rr_1"));
     expect(noStdin.code).toBe(2);
-    const noActor = await cli(["submissions", "resolve", AMB_REFUSED, "--outcome", "PAID", "--note", "x", "--yes", "--rail-proxy", proxies]);
+    const noActor = await cli(resolvePaid("--note", "x", "--yes"));
     expect(noActor.code).toBe(2);
     expect(noActor.stderr).toContain("--actor is required");
-    const noReference = await cli([
-      "submissions",
-      "resolve",
-      AMB_REFUSED,
-      "--outcome",
-      "PAID",
-      "--actor",
-      "ops:alice",
-      "--note",
-      "x",
-      "--yes",
-      "--rail-proxy",
-      proxies,
-    ]);
+    const noReference = await cli(resolvePaid("--actor", "ops:alice", "--note", "x", "--yes"));
     expect(noReference.code).toBe(2);
     expect(noReference.stderr).toContain("--outcome PAID needs --rail-reference");
     expect((await submissionRow(AMB_REFUSED))?.state).toBe("TIMEOUT");

@@ -99,6 +99,14 @@ async function submissionState(payoutId: string): Promise<string | undefined> {
   return rows[0]?.state;
 }
 
+/** The payout's state and why it needs a human, if it does. */
+async function attentionOf(payoutId: string): Promise<{ state: string; attention_reason: string | null } | undefined> {
+  const { rows } = await paydb.query<{ state: string; attention_reason: string | null }>("SELECT state, attention_reason FROM payouts WHERE payout_id = $1", [
+    payoutId,
+  ]);
+  return rows[0];
+}
+
 async function railPayments(payoutId: string): Promise<number> {
   const { rows } = await raildb.query<{ n: number }>("SELECT count(*)::int AS n FROM payments WHERE client_reference = $1 AND status = 'ACCEPTED'", [payoutId]);
   return rows[0]!.n;
@@ -198,17 +206,17 @@ describe("a proxy frozen between admission and the rail call", () => {
     );
     expect(ledger[0]).toMatchObject({ late_answer_state: "ACCEPTED" });
     expect(ledger[0]!.late_rail_reference).toMatch(/^rr_/);
-    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
-      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
-      [payoutId],
-    );
-    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
     expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
     await waitForLog(unguarded, (l) => l.event === "rail_late_answer" && l.level === "error", "the late answer at error");
   });
 
-  /** A submission held after the first budget check, before the send gate, until NOT_PAID; then released. */
-  async function stallBeforeGate(replica: ServiceProcess, file: string, payoutId: string, accountId: string) {
+  /**
+   * A submission to a replica whose thread a planted hold stops (before the send gate, or after
+   * the last budget check) until the intent is resolved NOT_PAID; then the hold is released and
+   * the proxy's answer returned, after giving a rail call time to land.
+   */
+  async function heldThroughNotPaid(replica: ServiceProcess, file: string, payoutId: string, accountId: string) {
     await fencedPayout(payoutId, accountId, 7n);
     const answer = proxyClient(replica.url)
       .submitPayout({ accountId, payoutId, fencingToken: 7n, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
@@ -227,7 +235,7 @@ describe("a proxy frozen between admission and the rail call", () => {
 
   it("a stall after the first budget check, before the write: the send gate alone refuses it, nothing is paid after NOT_PAID", async () => {
     const payoutId = "po-stall-gate";
-    const result = await stallBeforeGate(mesh.proxies[4]!, gateReleaseFile, payoutId, "acc-stall-gate");
+    const result = await heldThroughNotPaid(mesh.proxies[4]!, gateReleaseFile, payoutId, "acc-stall-gate");
     expect(errorReason(result.err), result.err?.message).toBe("NOT_FORWARDED");
     expect(await railPayments(payoutId)).toBe(0);
     expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
@@ -235,43 +243,24 @@ describe("a proxy frozen between admission and the rail call", () => {
 
   it("negative control: the same stall with the send gate removed is paid after NOT_PAID (late answer, flagged)", async () => {
     const payoutId = "po-stall-nogate";
-    const result = await stallBeforeGate(mesh.proxies[5]!, noGateReleaseFile, payoutId, "acc-stall-nogate");
+    const result = await heldThroughNotPaid(mesh.proxies[5]!, noGateReleaseFile, payoutId, "acc-stall-nogate");
     expect(result.ok, result.err?.message).toBeDefined();
     expect(await railPayments(payoutId)).toBe(1);
-    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
-      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
-      [payoutId],
-    );
-    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
   }, 90_000);
 
   it("a stall after the last budget check (the residual window) is not prevented, and is seen: sent late, late answer, flagged", async () => {
     const payoutId = "po-stall-residual";
     const accountId = "acc-stall-residual";
     const held = mesh.proxies[3]!;
-    await fencedPayout(payoutId, accountId, 7n);
-    const answer = proxyClient(held.url)
-      .submitPayout({ accountId, payoutId, fencingToken: 7n, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-stall" }, { timeoutMs: 60_000 })
-      .then(
-        (ok) => ({ ok, err: undefined }),
-        (err: unknown) => ({ ok: undefined, err: ConnectError.from(err) }),
-      );
     // Admitted within budget; the thread then stops before the request is written.
-    await eventually(async () => (await submissionState(payoutId)) === "FORWARDING", "the intent to commit");
-    await resolveNotPaid(payoutId);
-    expect(await railPayments(payoutId), "nothing left the frozen process").toBe(0);
-    writeFileSync(releaseFile, "");
-    const result = await answer;
+    const result = await heldThroughNotPaid(held, releaseFile, payoutId, accountId);
     expect(result.ok, result.err?.message).toBeDefined();
     expect(await railPayments(payoutId), "the residual window: the rail books it after the NOT_PAID verdict").toBe(1);
     const submission = result.ok!.submission!;
     expect(submission.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
     expect(submission.lateAnswer?.state).toBe(SubmissionState.ACCEPTED);
-    const { rows: payout } = await paydb.query<{ state: string; attention_reason: string }>(
-      "SELECT state, attention_reason FROM payouts WHERE payout_id = $1",
-      [payoutId],
-    );
-    expect(payout[0]).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
     expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(1);
     const sentLate = await waitForLog(held, (l) => l.event === "rail_request_sent_late", "the request sent late");
     expect(sentLate).toMatchObject({ level: "error", payout_id: payoutId, budget_ms: 500 });
