@@ -29,7 +29,9 @@ import { startSlowAcceptRelay, type SlowAcceptRelay } from "../support/slow-acce
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor } from "../executor/support.js";
 
-const TIMING = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000", RAIL_FORWARD_BUDGET_MS: "500" };
+// A budget of 1.5 s: room for an admission and a connect on a loaded machine, and still within
+// the SYN retransmission schedule (1, 3, 7 s) the relay's full queue imposes on the first call.
+const TIMING = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "3000", ADMISSION_TIMEOUT_MS: "2000", RAIL_FORWARD_BUDGET_MS: "1500" };
 
 let mesh: Mesh;
 let paydb: pg.Pool;
@@ -95,19 +97,30 @@ describe("a rail slow to accept the connection", () => {
     expect(errorReason(first.err), first.err?.message).toBe("NOT_FORWARDED");
     expect(await submissionState(payoutId)).toBe("NOT_FORWARDED");
 
-    // The rail makes room: the next call connects and is booked...
+    // The rail makes room: a later call connects and is booked (on a loaded machine the first
+    // try may itself miss the budget: NOT_FORWARDED, and the next one goes)...
     await relay.release();
-    const nextId = "po-slow-guarded-next";
-    await fencedPayout(nextId, "acc-slow-guarded-next", 3n);
-    const next = await submit(proxy, nextId, "acc-slow-guarded-next", 3n);
-    expect(next.err?.message).toBeUndefined();
-    expect(await bookings(nextId)).toBe(1);
-    // ...and the first request never leaves: its connection attempt was reset, so no SYN of it
+    const nextIds: string[] = [];
+    await eventually(
+      async () => {
+        const nextId = `po-slow-guarded-next-${"abcdefghijklmnopqrstuvwxyz"[nextIds.length % 26]}`;
+        nextIds.push(nextId);
+        await fencedPayout(nextId, `acc-${nextId}`, 3n);
+        const next = await submit(proxy, nextId, `acc-${nextId}`, 3n);
+        return next.ok && (await bookings(nextId)) === 1;
+      },
+      "a later call to connect and be booked",
+      30_000,
+    );
+    // ...and the first request never leaves: its connection attempt was aborted, so no SYN of it
     // is retransmitted (the kernel would have retried 1, 3 and 7 s after the first).
     await sleep(Math.max(0, started + 8000 - Date.now()));
     expect(await bookings(payoutId)).toBe(0);
-    expect(relay.seen, "what left the proxy").toEqual([nextId]);
-    expect(relay.accepted, "only the next call's connection reached the rail").toBe(1);
+    expect(relay.seen, "what left the proxy: the later calls only").not.toContain(payoutId);
+    expect(
+      relay.seen.every((id) => nextIds.includes(id)),
+      relay.seen.join(","),
+    ).toBe(true);
   }, 60_000);
 
   it("negative control (connected-session removed): the queued request leaves after TIMEOUT and NOT_PAID, and the rail books it", async () => {
