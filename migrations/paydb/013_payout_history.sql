@@ -52,3 +52,8 @@ REVOKE ALL ON payout_history FROM PUBLIC;
 REVOKE ALL ON SEQUENCE payout_history_id_seq FROM PUBLIC;
 REVOKE ALL ON FUNCTION payouts_record_history() FROM PUBLIC;
 GRANT SELECT ON payout_history TO railfence_auditor;
+
+-- 006's comment on submission_ref is stale (a migration cannot be edited once applied): it is
+-- written with the outcome, not the fence, and nothing decides by it.
+COMMENT ON COLUMN payouts.submission_ref IS
+  'The reference of the submission whose outcome the payout records (written with the outcome by the executor). Informational: the reconciler applies a resolution by fence <= the submission''s token, never by this column.';
