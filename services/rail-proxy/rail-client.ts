@@ -17,7 +17,8 @@ import type { TlsSettings } from "../shared/tls.js";
  * in the settlement window's lower bound.
  */
 export function railConnectionTiming(railDeadlineMs: number, forwardBudgetMs: number | undefined): ConnectionTiming {
-  return { pingIntervalMs: railDeadlineMs, connectTimeoutMs: forwardBudgetMs ?? railDeadlineMs };
+  // Connected at start: the first submission after a (re)start does not spend its budget on it.
+  return { pingIntervalMs: railDeadlineMs, connectTimeoutMs: forwardBudgetMs ?? railDeadlineMs, connectAtStart: true };
 }
 
 /** tls: with mutual TLS the proxy's certificate (identity rail-proxy) is checked by the rail too. */

@@ -17,6 +17,8 @@ export interface ConnectionTiming {
   connectTimeoutMs?: number;
   /** Harness negative control only (grpc-unary-client.ts). */
   unguardedSend?: boolean;
+  /** Connect when the client is made, so the first call does not pay for it. */
+  connectAtStart?: boolean;
 }
 
 export function serviceTransport(
@@ -33,6 +35,7 @@ export function serviceTransport(
     idleConnectionTimeoutMs: 300_000,
     ...(timing.connectTimeoutMs !== undefined ? { connectTimeoutMs: timing.connectTimeoutMs } : {}),
     ...(timing.unguardedSend ? { unguardedSend: true } : {}),
+    ...(timing.connectAtStart ? { connectAtStart: true } : {}),
     ...(nodeOptions ? { nodeOptions } : {}),
   };
   const streams = createGrpcTransport(options);

@@ -38,6 +38,8 @@ export interface UnaryClientOptions {
    * stream closed rather than its connection reset.
    */
   unguardedSend?: boolean;
+  /** Open the connection when the transport is made, not on the first call (which then does not wait for it). */
+  connectAtStart?: boolean;
   /** A session with no call for this long is closed (a new one opens on the next call). */
   idleConnectionTimeoutMs: number;
   /** Largest answer accepted (bytes). */
@@ -428,6 +430,8 @@ function send(
  */
 export function createUnaryGrpcTransport(opts: UnaryClientOptions, streams: Transport): Transport {
   const session = new Session(opts);
+  // An unreachable server at start is no error: the session is dropped and the first call retries.
+  if (opts.connectAtStart) session.get();
   const base = opts.baseUrl.replace(/\/+$/, "");
   return {
     unary<I extends DescMessage, O extends DescMessage>(

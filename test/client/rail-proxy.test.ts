@@ -18,7 +18,8 @@ let paydb: pg.Client;
 let rf: RailfenceClient;
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 2, proxyEnv: { RAIL_DEADLINE_MS: "700", AMBIGUITY_MARGIN_MS: "300", SWEEP_INTERVAL_MS: "200" } });
+  // A margin of 1 s: a pre-forward budget (half of it) a loaded machine's admission fits in.
+  mesh = testMesh({ proxies: 2, proxyEnv: { RAIL_DEADLINE_MS: "700", AMBIGUITY_MARGIN_MS: "1000", SWEEP_INTERVAL_MS: "200" } });
   await mesh.start();
   await mesh.startPayouts();
   raildb = await db(mesh.dbUrl("raildb"));
