@@ -261,7 +261,11 @@ export function proxyRoutes(deps: {
         const pageSize = checkPageSize("page_size", req.pageSize, 500, 1000);
         checkTimestamp("since", req.since);
         try {
-          const page = await deps.rail.listPayments({ since: req.since, afterSequence: req.afterSequence, pageSize }, { timeoutMs: deps.railDeadlineMs });
+          // A read moves no money: a slow statement is waited for longer than a submission (at least 5 s).
+          const page = await deps.rail.listPayments(
+            { since: req.since, afterSequence: req.afterSequence, pageSize },
+            { timeoutMs: Math.max(deps.railDeadlineMs, 5000) },
+          );
           return { payments: page.payments, hasMore: page.hasMore, coveredUntil: page.coveredUntil };
         } catch (err) {
           throw unavailable(REASONS.RAIL_UNAVAILABLE, "the rail's statement could not be read", 2000, err);

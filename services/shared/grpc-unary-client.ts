@@ -28,8 +28,9 @@ export interface UnaryClientOptions {
   /** PING the connection this often; a PING still unanswered at the next one resets the connection. */
   pingIntervalMs: number;
   /**
-   * Longest wait for a new connection (TCP, and TLS where used) before a call gives up with
-   * nothing sent. Default 10 s. No request is ever queued on a connection still being made.
+   * Longest wait for a new connection (TCP, and TLS where used) before a call that carries a send
+   * gate (a rail submission) gives up with nothing sent. Other calls wait up to 10 s, within their
+   * own deadline. No request is ever queued on a connection still being made.
    */
   connectTimeoutMs?: number;
   /**
@@ -193,7 +194,9 @@ class Session {
     const ping = setInterval(() => {
       if (s.closed || s.destroyed) return clearInterval(ping);
       if (s.connecting) return;
-      if (unanswered) return resetSession(s);
+      // Decided after this turn's I/O (setImmediate runs after the poll phase): a process just
+      // resumed from a pause (GC, SIGSTOP, a VM) reads the answer that arrived meanwhile first.
+      if (unanswered) return void setImmediate(() => unanswered && resetSession(s));
       unanswered = true;
       const sent = s.ping((err) => {
         unanswered = false;
@@ -257,7 +260,10 @@ async function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRe
   const gate = req.contextValues.get(SEND_GATE);
   if (req.signal.aborted) throw ConnectError.from(req.signal.reason, Code.Canceled);
   const started = performance.now();
-  const connectLimitMs = Math.min(opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, timeoutMs ?? Number.POSITIVE_INFINITY);
+  const connectLimitMs = Math.min(
+    gate ? (opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS) : DEFAULT_CONNECT_TIMEOUT_MS,
+    timeoutMs ?? Number.POSITIVE_INFINITY,
+  );
   let s: http2.ClientHttp2Session;
   try {
     const ready = opts.unguardedSend ? session.get() : session.connected(connectLimitMs);

@@ -6,13 +6,16 @@ handshake can take seconds. Node cannot listen without accepting, hence this hel
   slow-accept-relay.py TARGET_PORT [WATCH_REGEX]
 
 Prints {"port": N} once listening (queue full). Reads lines on stdin: "release" accepts every
-waiting connection and relays each to 127.0.0.1:TARGET_PORT from then on. Prints
+waiting connection and relays each to 127.0.0.1:TARGET_PORT from then on; "freeze" stops relaying
+in both directions (bytes are held, connections stay open: a partition, or a peer whose window
+stays shut), "thaw" resumes. Prints
 {"event": "accepted", "n": K} for each relayed connection, and {"event": "seen", "match": M}
 for each match of WATCH_REGEX in the bytes a client sent (what left the client, whatever the
 server then does with it). Exits when stdin closes.
 """
 import json
 import re
+import select
 import socket
 import sys
 import threading
@@ -20,6 +23,8 @@ import threading
 target = int(sys.argv[1])
 watch = re.compile(sys.argv[2].encode()) if len(sys.argv) > 2 else None
 lock = threading.Lock()
+flowing = threading.Event()
+flowing.set()
 
 
 def say(obj):
@@ -42,6 +47,11 @@ def pipe(src, dst, watched=False):
     seen = b""
     try:
         while True:
+            # While frozen nothing is read: what the client sent stays in the kernel's buffers (a
+            # partition), and a client that resets its connection takes it back with the RST.
+            flowing.wait()
+            if not select.select([src], [], [], 0.05)[0] or not flowing.is_set():
+                continue
             data = src.recv(65536)
             if not data:
                 break
@@ -80,7 +90,14 @@ def serve():
 
 say({"port": port})
 for line in sys.stdin:
-    if line.strip() == "release":
+    command = line.strip()
+    if command == "release":
         threading.Thread(target=serve, daemon=True).start()
         say({"event": "released"})
+    elif command == "freeze":
+        flowing.clear()
+        say({"event": "frozen"})
+    elif command == "thaw":
+        flowing.set()
+        say({"event": "thawed"})
 listener.close()

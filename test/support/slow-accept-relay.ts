@@ -15,6 +15,9 @@ export interface SlowAcceptRelay {
   readonly seen: string[];
   /** From now on every waiting and new connection is accepted and relayed. */
   release(): Promise<void>;
+  /** Stop relaying in both directions (bytes held, connections open), and resume. */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -47,6 +50,16 @@ export async function startSlowAcceptRelay(targetPort: number, watch?: string): 
     async release() {
       child.stdin!.write("release\n");
       await eventually(async () => events.some((e) => e.event === "released"), "the relay to release", 10_000);
+    },
+    async freeze() {
+      const seen = events.length;
+      child.stdin!.write("freeze\n");
+      await eventually(async () => events.slice(seen).some((e) => e.event === "frozen"), "the relay to freeze", 10_000);
+    },
+    async thaw() {
+      const seen = events.length;
+      child.stdin!.write("thaw\n");
+      await eventually(async () => events.slice(seen).some((e) => e.event === "thawed"), "the relay to thaw", 10_000);
     },
     async stop() {
       child.stdin!.end();

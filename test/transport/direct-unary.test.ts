@@ -186,7 +186,7 @@ describe("server side: a rail-proxy serving unary gRPC directly", () => {
 });
 
 /** railfence's own client transport, as client-transport.ts builds it (h2c, no interceptors). */
-function railfenceTransport(baseUrl: string, extra: { connectTimeoutMs?: number; unguardedSend?: boolean } = {}) {
+function railfenceTransport(baseUrl: string, extra: { connectTimeoutMs?: number; unguardedSend?: boolean; pingIntervalMs?: number } = {}) {
   const options = { baseUrl, interceptors: [], pingIntervalMs: 30_000, idleConnectionTimeoutMs: 5_000, ...extra };
   return createUnaryGrpcTransport(options, createGrpcTransport(options));
 }
@@ -316,6 +316,56 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
       await relay.release();
       // The deadline closed the stream long ago; the request leaves anyway once the socket connects.
       await eventually(async () => relay.seen.includes("slow-connect-queued"), "the queued request to leave after its deadline", 15_000);
+    } finally {
+      await relay.stop();
+    }
+  }, 30_000);
+
+  it("a connection that stops answering PINGs is reset within two intervals: a call on it ends, and the next call opens a new one", async () => {
+    // (What an RST takes back is only what the sender's kernel still held; on loopback the peer's
+    // kernel acknowledges at once, so what was delivered before the freeze cannot be recalled here.)
+    const relay = await startSlowAcceptRelay(port, "frozen-[a-z]+");
+    await relay.release();
+    try {
+      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { pingIntervalMs: 200 }));
+      behaviours["frozen-warm"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+      await c.check({ service: "frozen-warm" });
+      expect(relay.accepted).toBe(1);
+      // The path freezes (a partition): nothing more is relayed either way, the connection stays open.
+      await relay.freeze();
+      const started = Date.now();
+      const err = await c.check({ service: "frozen-held" }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      // No deadline on the call: only the PING watchdog ends it (the second tick, or the third).
+      expect(err, "the call must end when its connection is reset").toBeDefined();
+      expect(Date.now() - started).toBeLessThan(200 * 4 + 500);
+      await relay.thaw();
+      await c.check({ service: "frozen-warm" });
+      expect(relay.accepted, "the reset connection was replaced").toBe(2);
+    } finally {
+      await relay.stop();
+    }
+  }, 30_000);
+
+  it("negative control: with no PING within the test's time the same frozen call does not end: the watchdog is what ends it", async () => {
+    const relay = await startSlowAcceptRelay(port, "frozen-[a-z]+");
+    await relay.release();
+    try {
+      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { pingIntervalMs: 60_000 }));
+      behaviours["frozen-warm"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+      await c.check({ service: "frozen-warm" });
+      await relay.freeze();
+      const abort = new AbortController();
+      const call = c.check({ service: "frozen-held" }, { signal: abort.signal }).then(
+        () => "answered",
+        () => "ended",
+      );
+      const outcome = await Promise.race([call, new Promise((r) => setTimeout(() => r("still waiting"), 200 * 4 + 500))]);
+      expect(outcome).toBe("still waiting");
+      abort.abort();
+      await call;
     } finally {
       await relay.stop();
     }
