@@ -107,7 +107,8 @@ describe("executors (UC-05)", () => {
     const payoutId = "po-stale-1";
     await insertPayouts(paydb, [{ payoutId, accountId: "acc-stale" }]);
     // A: short lease and claim, and it holds still right before SubmitPayout.
-    const a = await executor("exec-stale-a", { LEASE_TTL_MS: "300", CALL_TIMEOUT_MS: "700", EXECUTOR_PAUSE_AFTER_FENCE_MS: "2000" });
+    // (A call timeout of 3 s: its SubmitPayout must be answered, FENCED_OUT, even on a loaded machine.)
+    const a = await executor("exec-stale-a", { LEASE_TTL_MS: "300", CALL_TIMEOUT_MS: "3000", EXECUTOR_PAUSE_AFTER_FENCE_MS: "2000" });
     const fencedA = await eventually(async () => logEvents(a).find((l) => l.event === "fenced" && l.payout_id === payoutId), "A to fence the payout", 15_000);
     // Freeze A inside its pause: its timer can only fire once we let it run again.
     a.pause();

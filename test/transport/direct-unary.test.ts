@@ -338,9 +338,10 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
         () => undefined,
         (e: unknown) => ConnectError.from(e),
       );
-      // No deadline on the call: only the PING watchdog ends it (the second tick, or the third).
+      // No deadline on the call: only the PING watchdog ends it (the second tick, or the third;
+      // bounded generously here, a loaded machine runs late, and the control below waits as long).
       expect(err, "the call must end when its connection is reset").toBeDefined();
-      expect(Date.now() - started).toBeLessThan(200 * 4 + 500);
+      expect(Date.now() - started).toBeLessThan(3000);
       await relay.thaw();
       await c.check({ service: "frozen-warm" });
       expect(relay.accepted, "the reset connection was replaced").toBe(2);
@@ -362,7 +363,7 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
         () => "answered",
         () => "ended",
       );
-      const outcome = await Promise.race([call, new Promise((r) => setTimeout(() => r("still waiting"), 200 * 4 + 500))]);
+      const outcome = await Promise.race([call, new Promise((r) => setTimeout(() => r("still waiting"), 3000))]);
       expect(outcome).toBe("still waiting");
       abort.abort();
       await call;
