@@ -321,25 +321,33 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
     }
   }, 30_000);
 
+  /** True when the call was answered (a check that a loaded machine may need to repeat). */
+  const answered = (call: Promise<unknown>) =>
+    call.then(
+      () => true,
+      () => false,
+    );
+
+  /**
+   * A client through a relay to the server, one call answered on it, then the path frozen (a
+   * partition: nothing relayed either way, the connection open). PINGs every `pingIntervalMs`.
+   */
+  async function clientOnFrozenPath(pingIntervalMs: number) {
+    const relay = await startSlowAcceptRelay(port, "frozen-[a-z]+");
+    await relay.release();
+    const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { pingIntervalMs }));
+    behaviours["frozen-warm"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
+    // (With a 200 ms PING on a loaded machine a connection may be reset during the call: retried.)
+    await eventually(async () => answered(c.check({ service: "frozen-warm" })), "a first call", 10_000);
+    await relay.freeze();
+    return { relay, c };
+  }
+
   it("a connection that stops answering PINGs is reset within two intervals: a call on it ends, and the next call opens a new one", async () => {
     // (What an RST takes back is only what the sender's kernel still held; on loopback the peer's
     // kernel acknowledges at once, so what was delivered before the freeze cannot be recalled here.)
-    const relay = await startSlowAcceptRelay(port, "frozen-[a-z]+");
-    await relay.release();
+    const { relay, c } = await clientOnFrozenPath(200);
     try {
-      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { pingIntervalMs: 200 }));
-      behaviours["frozen-warm"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
-      await eventually(
-        async () =>
-          c.check({ service: "frozen-warm" }).then(
-            () => true,
-            () => false,
-          ),
-        "a first call",
-        10_000,
-      );
-      // The path freezes (a partition): nothing more is relayed either way, the connection stays open.
-      await relay.freeze();
       const connections = relay.accepted;
       const started = Date.now();
       const err = await c.check({ service: "frozen-held" }).then(
@@ -351,16 +359,7 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
       expect(err, "the call must end when its connection is reset").toBeDefined();
       expect(Date.now() - started).toBeLessThan(3000);
       await relay.thaw();
-      // (With a 200 ms PING on a loaded machine a connection may be reset more than once: retried.)
-      await eventually(
-        async () =>
-          c.check({ service: "frozen-warm" }).then(
-            () => true,
-            () => false,
-          ),
-        "a call on a new connection",
-        10_000,
-      );
+      await eventually(async () => answered(c.check({ service: "frozen-warm" })), "a call on a new connection", 10_000);
       // (The relay reports each connection on its own output: waited for, not read at once.)
       await eventually(async () => relay.accepted > connections, "the reset connection to be replaced by a new one", 10_000);
     } finally {
@@ -369,13 +368,8 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
   }, 30_000);
 
   it("negative control: with no PING within the test's time the same frozen call does not end: the watchdog is what ends it", async () => {
-    const relay = await startSlowAcceptRelay(port, "frozen-[a-z]+");
-    await relay.release();
+    const { relay, c } = await clientOnFrozenPath(60_000);
     try {
-      const c = createClient(Health, railfenceTransport(`http://127.0.0.1:${relay.port}`, { pingIntervalMs: 60_000 }));
-      behaviours["frozen-warm"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
-      await c.check({ service: "frozen-warm" });
-      await relay.freeze();
       const abort = new AbortController();
       const call = c.check({ service: "frozen-held" }, { signal: abort.signal }).then(
         () => "answered",
