@@ -29,7 +29,18 @@ const intent: Intent = {
 };
 const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) =>
   ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
-const ALL: Guards = { mark: true, binding: true, oneLive: true, forwardBudgetMs: 100, connectedSession: true, sendGate: true };
+const ALL: Guards = {
+  mark: true,
+  binding: true,
+  oneLive: true,
+  forwardBudgetMs: 100,
+  connectedSession: true,
+  sendGate: true,
+  wallClock: true,
+  clockSkewAllowanceMs: 10,
+};
+/** The wall clock's epoch at the fake's monotonic zero. */
+const EPOCH = 1_800_000_000_000;
 
 /** A ledger and a rail that record what was asked of them, in order. */
 function world(
@@ -43,16 +54,22 @@ function world(
     beforeGateMs?: number;
     /** Time between the gate and the request reaching the socket (a stall there: the residual window). */
     afterGateMs?: number;
+    /** A pause before the gate that the wall clock sees and the monotonic clock does not (a VM pause). */
+    hiddenBeforeGateMs?: number;
+    /** How far paydb's clock is ahead of this host's. */
+    paydbAheadMs?: number;
   } = {},
 ) {
   const calls: string[] = [];
   let clock = 0;
+  let wallOnly = 0;
   const store = {
     async admit() {
       calls.push("admit");
+      const admittedAtMs = EPOCH + clock + (opts.paydbAheadMs ?? 0);
       clock += opts.admitTakesMs ?? 1;
       if (opts.admit instanceof Error) throw opts.admit;
-      return opts.admit ?? { kind: "ADMITTED" };
+      return opts.admit ?? { kind: "ADMITTED", admittedAtMs };
     },
     async recordOutcome(_ref: string, state: string) {
       calls.push(`record:${state}`);
@@ -77,6 +94,7 @@ function world(
       // As the direct transport does: the gate decides at the last moment, then the write.
       const gate = options?.contextValues?.get(SEND_GATE);
       clock += opts.beforeGateMs ?? 0;
+      wallOnly += opts.hiddenBeforeGateMs ?? 0;
       const refusal = gate?.beforeSend();
       if (refusal !== undefined) {
         calls.push("gate-refused");
@@ -92,7 +110,7 @@ function world(
     },
   } as unknown as RailClient;
   const metrics = createProxyMetrics(new Registry());
-  return { calls, store, rail, metrics, now: () => clock };
+  return { calls, store, rail, metrics, now: () => clock, wallNow: () => EPOCH + clock + wallOnly };
 }
 
 function admission(
@@ -110,6 +128,7 @@ function admission(
     guards,
     railDeadlineMs: 1000,
     now: w.now,
+    wallNow: w.wallNow,
     markPrecheck,
   });
 }
@@ -183,6 +202,39 @@ describe("admission, with a fake ledger and a fake rail", () => {
     expect(await admission(stalled)(intent)).toMatchObject({ kind: "ANSWERED" });
     expect(stalled.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
     expect((await stalled.metrics.sentLate.get()).values[0]?.value).toBe(1);
+  });
+
+  it("a pause the monotonic clock did not see (a VM pause) is seen on paydb's deadline: the gate refuses, NOT_FORWARDED", async () => {
+    const w = world({ admitTakesMs: 5, hiddenBeforeGateMs: 5000 });
+    expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    expect(w.calls).toEqual(["admit", "gate-refused", "not-forwarded"]);
+  });
+
+  it("negative control: with the wall-clock guard removed the same hidden pause is forwarded, and counted as sent late", async () => {
+    const w = world({ admitTakesMs: 5, hiddenBeforeGateMs: 5000 });
+    expect(await admission(w, { ...ALL, wallClock: false })(intent)).toMatchObject({ kind: "ANSWERED" });
+    expect(w.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
+    expect((await w.metrics.sentLate.get()).values[0]?.value).toBe(1);
+  });
+
+  it("paydb's deadline is checked the skew allowance early: a call starting inside it but within the allowance of its end is not forwarded", async () => {
+    // Budget 100, allowance 10: at 95 ms on both clocks the monotonic budget holds, paydb's does not.
+    const w = world({ admitTakesMs: 5, beforeGateMs: 90 });
+    expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    const inside = world({ admitTakesMs: 5, beforeGateMs: 80 });
+    expect(await admission(inside)(intent)).toMatchObject({ kind: "ANSWERED" });
+  });
+
+  it.each([
+    ["ahead", 50],
+    ["behind", -50],
+  ])("paydb's clock %s of this host's by more than the allowance: nothing is forwarded, counted", async (_how, aheadMs) => {
+    const w = world({ paydbAheadMs: aheadMs });
+    expect(await admission(w)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    expect(w.calls).toEqual(["admit", "not-forwarded"]);
+    expect((await w.metrics.clockSkew.get()).values[0]?.value).toBe(1);
+    const within = world({ paydbAheadMs: Math.sign(aheadMs) * 5 });
+    expect(await admission(within)(intent)).toMatchObject({ kind: "ANSWERED" });
   });
 
   it("negative control: with the budget removed the same slow admission is forwarded", async () => {

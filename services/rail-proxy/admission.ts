@@ -5,7 +5,10 @@
  *       committed with the mark before anything is forwarded; a duplicate or a second live
  *       submission of the payout rolls all of it back
  *   the pre-forward budget: no rail call for a row the sweeper could already have declared
- *       ambiguous (more than the budget since the admission statement was sent: NOT_FORWARDED)
+ *       ambiguous (more than the budget since the admission statement was sent: NOT_FORWARDED),
+ *       counted on two clocks: this process's monotonic clock from the statement's send, and
+ *       paydb's forward deadline (the row's created_at + budget) read on the wall clock with
+ *       the skew allowance (a pause the monotonic clock did not see is seen by the wall clock)
  *   4 forward once, with a deadline, never retried; the answer recorded; an answer for a row
  *       resolved meanwhile recorded as a late answer, never dropped and never invented.
  *
@@ -32,6 +35,12 @@ export interface Guards extends StatementGuards {
   connectedSession: boolean;
   /** The budget is checked again by the send gate, right before the write. false: a harness negative control. */
   sendGate: boolean;
+  /** The budget is also counted on the wall clock, from paydb's admission time (the row's
+   * created_at), so a pause hidden from the monotonic clock is seen. false: a harness negative control. */
+  wallClock: boolean;
+  /** How far this host's wall clock may be from paydb's (config.ts). An admission that shows more
+   * is not forwarded; the paydb deadline is checked this much early. */
+  clockSkewAllowanceMs: number;
 }
 
 /** A harness negative control deciding step 1 before the statement (ADR-007's rejected in-memory map). */
@@ -53,6 +62,8 @@ export interface AdmissionDeps {
   holdBeforeSendGate?: () => void;
   /** Monotonic milliseconds (tests may step it). */
   now?: () => number;
+  /** Wall-clock epoch milliseconds (tests may step it). */
+  wallNow?: () => number;
   /** How a rail status is read (shared/rail-status.ts). Tests inject another reading as a negative control. */
   readStatus?: (status: number) => RailStatusReading;
 }
@@ -77,6 +88,7 @@ const RAIL_REFUSALS = new Set([Code.Unauthenticated, Code.PermissionDenied, Code
 export function createAdmission(deps: AdmissionDeps) {
   const { store, rail, metrics, logger, guards } = deps;
   const now = deps.now ?? (() => performance.now());
+  const wallNow = deps.wallNow ?? (() => Date.now());
   const readStatus = deps.readStatus ?? readRailStatus;
 
   /** Writing to the ledger is a paydb write, not a rail call: retrying it is safe. */
@@ -138,6 +150,7 @@ export function createAdmission(deps: AdmissionDeps) {
 
   return async function submit(intent: Intent): Promise<SubmitOutcome> {
     const sent = now();
+    const sentWall = wallNow();
     if (deps.markPrecheck && !deps.markPrecheck(intent.accountId, intent.token)) return refused({ kind: "FENCED_OUT" }, intent);
 
     // Binding + steps 1-3: one statement.
@@ -159,9 +172,19 @@ export function createAdmission(deps: AdmissionDeps) {
     // budget (< margin) has ended, answered or timed out, before that. Checked here, and again
     // by the send gate at the last moment before the request is written (after the client's
     // interceptors and encoding), so the window left is the one between that check and the socket.
+    //
+    // Two clocks: the monotonic one cannot step back, but a paused VM's guest may not see the
+    // pause on it; the sweeper judges by paydb's wall clock, so the budget also ends at paydb's
+    // deadline (created_at + budget), read on this host's wall clock less the skew allowance.
+    const skew = guards.clockSkewAllowanceMs;
+    const paydbDeadline = admitted.admittedAtMs + (guards.forwardBudgetMs ?? 0);
     const overBudget = () => {
+      if (guards.forwardBudgetMs === undefined) return undefined;
       const delayMs = now() - sent;
-      return guards.forwardBudgetMs !== undefined && delayMs > guards.forwardBudgetMs ? delayMs : undefined;
+      if (delayMs > guards.forwardBudgetMs) return delayMs;
+      const wall = wallNow();
+      if (guards.wallClock && wall + skew > paydbDeadline) return Math.max(delayMs, wall - sentWall);
+      return undefined;
     };
     const notForwarded = async (forwardDelayMs: number, where: string): Promise<SubmitOutcome> => {
       metrics.notForwarded.inc();
@@ -179,6 +202,24 @@ export function createAdmission(deps: AdmissionDeps) {
       await write("not_forwarded", intent.reference, () => store.markNotForwarded(intent.reference, forwardDelayMs));
       return { kind: "NOT_FORWARDED", forwardDelayMs };
     };
+    // paydb's clock must agree with ours within the allowance, or its deadline means nothing
+    // here: the statement's start (created_at) lies between our send and our receipt.
+    const receivedWall = wallNow();
+    if (guards.wallClock && (admitted.admittedAtMs < sentWall - skew || admitted.admittedAtMs > receivedWall + skew)) {
+      metrics.clockSkew.inc();
+      logger.error(
+        {
+          event: "clock_skew_exceeded",
+          payout_id: intent.reference,
+          paydb_admitted_at: new Date(admitted.admittedAtMs).toISOString(),
+          sent_at: new Date(sentWall).toISOString(),
+          received_at: new Date(receivedWall).toISOString(),
+          allowance_ms: skew,
+        },
+        "paydb's clock and this host's differ by more than the allowance: nothing is forwarded until they agree",
+      );
+      return notForwarded(now() - sent, "clock skew");
+    }
     const forwardDelayMs = now() - sent;
     const late = overBudget();
     if (late !== undefined) return notForwarded(late, "before the call");
@@ -200,7 +241,7 @@ export function createAdmission(deps: AdmissionDeps) {
         // The residual window was used: the request left after the budget (a stall between the
         // last check and the socket). Not preventable here; seen, so that a NOT_PAID verdict the
         // rail then contradicts is explained (its late answer flags the payout for a human).
-        const sentMs = now() - sent;
+        const sentMs = Math.max(now() - sent, wallNow() - sentWall);
         if (guards.forwardBudgetMs === undefined || sentMs <= guards.forwardBudgetMs) return;
         metrics.sentLate.inc();
         logger.error(

@@ -7,7 +7,7 @@ import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 
 /** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
-export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "send-gate", "connected-session"] as const;
+export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "send-gate", "connected-session", "wall-clock"] as const;
 export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
 
 const schema = z
@@ -32,6 +32,14 @@ const schema = z
      * margin, at most 2 s.
      */
     RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
+    /**
+     * How far this host's wall clock may be from paydb's. The budget also ends at paydb's forward
+     * deadline (the intent's created_at + budget), checked this much early on the wall clock; an
+     * admission whose created_at lies further than this outside the statement's send and receipt
+     * is not forwarded (the clocks disagree). Below half the budget. Default: a quarter of the
+     * budget, at most 100 ms (NTP keeps hosts within a few ms).
+     */
+    CLOCK_SKEW_ALLOWANCE_MS: z.coerce.number().int().min(0).max(60_000).optional(),
     SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
     /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
      * it (shared/harness-only.ts), as it refuses the two below. */
@@ -58,6 +66,10 @@ const schema = z
     /** Harness only: the same stall planted after the first budget check, before the send gate
      * asks again (what the gate alone must catch). The Helm chart cannot set it. */
     RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: z.string().min(1).optional(),
+    /** Harness only: the two holds above are hidden from the budget's monotonic clock, as a VM
+     * pause the guest's monotonic clock did not see (the wall clock must catch it). The Helm
+     * chart cannot set it. */
+    RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: env.bool(false),
     /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
@@ -71,7 +83,19 @@ const schema = z
         message: `must be below AMBIGUITY_MARGIN_MS (${c.AMBIGUITY_MARGIN_MS}): a rail call started later could still be running when the sweeper declares its row ambiguous`,
       });
     }
+    if (c.CLOCK_SKEW_ALLOWANCE_MS !== undefined && 2 * c.CLOCK_SKEW_ALLOWANCE_MS >= budget) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["CLOCK_SKEW_ALLOWANCE_MS"],
+        message: `must be below half the forward budget (${budget}): the paydb deadline is checked this much early, and at least half the budget must remain to start the rail call`,
+      });
+    }
   });
+
+/** A quarter of the budget, at most 100 ms. */
+export function defaultClockSkewAllowance(budgetMs: number): number {
+  return Math.min(100, Math.floor(budgetMs / 4));
+}
 
 /** Half the margin, at most 2 s. */
 export function defaultForwardBudget(marginMs: number): number {
@@ -87,6 +111,7 @@ export interface RailProxyConfig extends ServerConfig {
   ambiguityMarginMs: number;
   admissionTimeoutMs: number;
   forwardBudgetMs: number;
+  clockSkewAllowanceMs: number;
   disabledGuards: readonly RemovableGuard[];
   sweepIntervalMs: number;
   fencingEnabled: boolean;
@@ -95,11 +120,16 @@ export interface RailProxyConfig extends ServerConfig {
   replicaId: string;
   holdAfterBudgetCheckFile: string | undefined;
   holdBeforeSendGateFile: string | undefined;
+  hideHoldsFromMonotonic: boolean;
 }
 
 /** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
 export function harnessSettings(
-  c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & { holdAfterBudgetCheckFile?: string; holdBeforeSendGateFile?: string },
+  c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & {
+    holdAfterBudgetCheckFile?: string;
+    holdBeforeSendGateFile?: string;
+    hideHoldsFromMonotonic?: boolean;
+  },
 ): string[] {
   const on: string[] = [];
   if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
@@ -107,6 +137,7 @@ export function harnessSettings(
   if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
   if (c.holdAfterBudgetCheckFile) on.push(`RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${c.holdAfterBudgetCheckFile}`);
   if (c.holdBeforeSendGateFile) on.push(`RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${c.holdBeforeSendGateFile}`);
+  if (c.hideHoldsFromMonotonic) on.push("RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC=true");
   return on;
 }
 
@@ -120,8 +151,10 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
       disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
       holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
       holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
+      hideHoldsFromMonotonic: c.RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC,
     }),
   );
+  const forwardBudgetMs = c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS);
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
@@ -130,7 +163,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     railDeadlineMs: c.RAIL_DEADLINE_MS,
     ambiguityMarginMs: c.AMBIGUITY_MARGIN_MS,
     admissionTimeoutMs: c.ADMISSION_TIMEOUT_MS,
-    forwardBudgetMs: c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS),
+    forwardBudgetMs,
+    clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS ?? defaultClockSkewAllowance(forwardBudgetMs),
     disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,
     fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
@@ -139,6 +173,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     replicaId: c.REPLICA_ID,
     holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
     holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
+    hideHoldsFromMonotonic: c.RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC,
     ...serverConfig(c),
   };
 }

@@ -33,6 +33,11 @@ export function createProxyMetrics(registry: Registry) {
       help: "Admitted submissions not forwarded: the pre-forward budget had passed",
       registers,
     }),
+    clockSkew: new Counter({
+      name: "rail_proxy_clock_skew_refusals_total",
+      help: "Admitted submissions not forwarded because paydb's clock and this host's differed by more than CLOCK_SKEW_ALLOWANCE_MS",
+      registers,
+    }),
     sentLate: new Counter({
       name: "rail_proxy_request_sent_late_total",
       help: "Rail requests written to the socket after the pre-forward budget: a stall after the last check (the residual window)",

@@ -16,7 +16,7 @@ import { startServiceServer } from "../shared/server.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
 import { harnessSettings, type RailProxyConfig } from "./config.js";
-import { announceGuards, guardsFrom, holdUntilFileExists, inMemoryMark } from "./negative-controls.js";
+import { announceGuards, guardsFrom, hideFromMonotonic, holdUntilFileExists, inMemoryMark } from "./negative-controls.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
 import { createRailClient, railConnectionTiming, type RailClient } from "./rail-client.js";
@@ -58,6 +58,12 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         config.transport.tls,
         guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true },
       );
+    const planted = [
+      config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
+      config.holdBeforeSendGateFile ? holdUntilFileExists(config.holdBeforeSendGateFile) : undefined,
+    ];
+    const hidden = config.hideHoldsFromMonotonic ? hideFromMonotonic(planted) : undefined;
+    const [holdAfterBudgetCheck, holdBeforeSendGate] = hidden?.holds ?? planted;
     const submit = createAdmission({
       store,
       rail,
@@ -66,8 +72,9 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       guards,
       markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
       railDeadlineMs: config.railDeadlineMs,
-      holdAfterBudgetCheck: config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
-      holdBeforeSendGate: config.holdBeforeSendGateFile ? holdUntilFileExists(config.holdBeforeSendGateFile) : undefined,
+      holdAfterBudgetCheck,
+      holdBeforeSendGate,
+      now: hidden?.now,
     });
     const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
 

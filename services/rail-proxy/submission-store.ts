@@ -72,7 +72,9 @@ export interface StatementGuards {
 }
 
 export type AdmitResult =
-  | { kind: "ADMITTED" }
+  /** admittedAtMs: paydb's clock when the intent was committed (its created_at, epoch ms): the
+   * sweeper measures from it, so the forward deadline is counted from it too (admission.ts). */
+  | { kind: "ADMITTED"; admittedAtMs: number }
   | { kind: "FENCED_OUT" }
   | { kind: "DUPLICATE" }
   | { kind: "PAYOUT_ALREADY_SUBMITTED"; live: string | undefined }
@@ -81,7 +83,10 @@ export type AdmitResult =
   | { kind: "PAYOUT_NOT_PAYABLE"; state: string }
   | { kind: "PAYOUT_FENCE_MISMATCH"; holder: "NEWER" | "OLDER" };
 
-const ADMIT = "SELECT outcome, detail FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+// now() is the transaction's start: the same instant the intent row's created_at takes, read on
+// paydb's clock, which is the clock the sweeper and the reconciler judge the row by.
+const ADMIT =
+  "SELECT outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 /** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */
 const RECORD_OUTCOME = `
@@ -120,7 +125,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
     async admit(i: Intent, guards: StatementGuards): Promise<AdmitResult> {
       try {
         // Named: prepared once per connection, so each admission skips parse and plan.
-        const { rows } = await pool.query<{ outcome: string; detail: string | null }>({
+        const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>({
           name: "rf_admit",
           text: ADMIT,
           values: [
@@ -137,9 +142,10 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
             guards.oneLive,
           ],
         });
-        const { outcome, detail } = rows[0]!;
+        const { outcome, detail, admitted_at_ms } = rows[0]!;
         switch (outcome) {
           case "ADMITTED":
+            return { kind: outcome, admittedAtMs: Number(admitted_at_ms) };
           case "FENCED_OUT":
           case "PAYOUT_NOT_FOUND":
             return { kind: outcome };

@@ -11,6 +11,9 @@ const schema = z
     RAIL_PROXY_URLS: env.urlList("rail-proxy"),
     /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
     SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
+    /** Added to the window: paydb's clock (created_at), this process's and the rail statement's
+     * may disagree by this much (NTP keeps hosts within milliseconds; the rail is a third party). */
+    CLOCK_SKEW_ALLOWANCE_MS: env.ms(1000, 0, 600_000),
     /** The proxies' settings (same names and defaults as rail-proxy's): the window must outlast them. */
     RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
     AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
@@ -53,6 +56,7 @@ export interface ReconcilerConfig extends ProcessConfig {
   paydbUrl: string;
   railProxyUrls: string[];
   settlementWindowMs: number;
+  clockSkewAllowanceMs: number;
   contradictionWatchMs: number;
   intervalMs: number;
   dryRun: boolean;
@@ -66,6 +70,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     railProxyUrls: c.RAIL_PROXY_URLS,
     settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
+    clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS,
     contradictionWatchMs: c.CONTRADICTION_WATCH_MS,
     intervalMs: c.RECONCILE_INTERVAL_MS,
     dryRun: c.RECONCILER_DRY_RUN,

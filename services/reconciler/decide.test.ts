@@ -16,8 +16,9 @@ const entry = (over: Partial<StatementEntry> = {}): StatementEntry => ({
 });
 const at = (ms: number) => new Date(created.getTime() + ms);
 const WINDOW = 60_000;
-const settled = { now: at(WINDOW + 1), coveredUntil: at(WINDOW + 1), settlementWindowMs: WINDOW };
-const early = { now: at(1000), coveredUntil: at(1000), settlementWindowMs: WINDOW };
+const SKEW = 1000;
+const settled = { now: at(WINDOW + SKEW + 1), coveredUntil: at(WINDOW + SKEW + 1), settlementWindowMs: WINDOW, clockSkewAllowanceMs: SKEW };
+const early = { now: at(1000), coveredUntil: at(1000), settlementWindowMs: WINDOW, clockSkewAllowanceMs: SKEW };
 
 describe("reconciler decision table", () => {
   it("one matching accepted payment means PAID with the rail's reference, even inside the window", () => {
@@ -73,10 +74,22 @@ describe("reconciler decision table", () => {
   });
 
   it("absent, window passed by our clock but the statement does not cover it yet: WAIT", () => {
-    expect(decide(sub, [], { now: at(WINDOW * 2), coveredUntil: at(WINDOW - 1), settlementWindowMs: WINDOW })).toMatchObject({ decision: "WAIT" });
+    expect(decide(sub, [], { now: at(WINDOW * 2), coveredUntil: at(WINDOW - 1), settlementWindowMs: WINDOW, clockSkewAllowanceMs: SKEW })).toMatchObject({
+      decision: "WAIT",
+    });
+  });
+
+  it("absent, the window passed on every clock but not by the skew allowance: WAIT (a statement clock behind paydb's may not show it yet)", () => {
+    const justPast = { now: at(WINDOW + SKEW - 1), coveredUntil: at(WINDOW + SKEW - 1), settlementWindowMs: WINDOW, clockSkewAllowanceMs: SKEW };
+    expect(decide(sub, [], justPast)).toMatchObject({ decision: "WAIT" });
+    expect(decide(sub, [], { ...justPast, clockSkewAllowanceMs: 0 }), "without the allowance the same moment is NOT_PAID").toMatchObject({
+      decision: "NOT_PAID",
+    });
   });
 
   it("absent, statement covers the window but our clock says it has not passed: WAIT", () => {
-    expect(decide(sub, [], { now: at(WINDOW - 1), coveredUntil: at(WINDOW * 2), settlementWindowMs: WINDOW })).toMatchObject({ decision: "WAIT" });
+    expect(decide(sub, [], { now: at(WINDOW - 1), coveredUntil: at(WINDOW * 2), settlementWindowMs: WINDOW, clockSkewAllowanceMs: SKEW })).toMatchObject({
+      decision: "WAIT",
+    });
   });
 });

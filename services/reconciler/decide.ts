@@ -56,6 +56,8 @@ export interface DecideContext {
   /** The rail statement is complete up to this instant. */
   coveredUntil: Date;
   settlementWindowMs: number;
+  /** How far the rail's statement clock and this process's may be from paydb's (created_at). */
+  clockSkewAllowanceMs: number;
 }
 
 export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: DecideContext, others: StatementEntry[] = []): Decision {
@@ -96,12 +98,14 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
       note: `the rail booked it as REJECTED (${r.railReference}: ${r.reason || "no reason"})`,
     };
   }
-  const windowEnd = s.createdAt.getTime() + ctx.settlementWindowMs;
+  // Three clocks meet here: paydb's (created_at), ours (now) and the rail's (coveredUntil). The
+  // window ends only once it has passed on the slowest of them the allowance permits.
+  const windowEnd = s.createdAt.getTime() + ctx.settlementWindowMs + ctx.clockSkewAllowanceMs;
   if (ctx.now.getTime() >= windowEnd && ctx.coveredUntil.getTime() >= windowEnd) {
     return {
       decision: "NOT_PAID",
       failureReason: "NOT_ON_RAIL_STATEMENT",
-      note: `absent from the rail statement ${ctx.settlementWindowMs} ms after submission (statement covers ${ctx.coveredUntil.toISOString()})`,
+      note: `absent from the rail statement ${ctx.settlementWindowMs} ms (+${ctx.clockSkewAllowanceMs} ms clock skew allowance) after submission (statement covers ${ctx.coveredUntil.toISOString()})`,
     };
   }
   return { decision: "WAIT", note: "not on the statement yet, and the settlement window is still open or not yet covered" };

@@ -35,6 +35,8 @@ export interface ReconcileDeps {
   metrics: ReconcilerMetrics;
   logger: Logger;
   settlementWindowMs: number;
+  /** Added to the settlement window: the clocks it compares may disagree by this much. */
+  clockSkewAllowanceMs: number;
   /** How long NOT_PAID verdicts keep being checked against the statement (0: not at all). */
   contradictionWatchMs: number;
   dryRun: boolean;
@@ -211,7 +213,12 @@ export function createReconciler(deps: ReconcileDeps) {
 
     // First pass: close what the statement makes clear.
     if (statement) {
-      const ctx = { now: now(), coveredUntil: statement.coveredUntil, settlementWindowMs: deps.settlementWindowMs };
+      const ctx = {
+        now: now(),
+        coveredUntil: statement.coveredUntil,
+        settlementWindowMs: deps.settlementWindowMs,
+        clockSkewAllowanceMs: deps.clockSkewAllowanceMs,
+      };
       for (const raw of unresolved) {
         const sub = toAmbiguous(raw);
         const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));

@@ -41,6 +41,7 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
     metrics,
     logger,
     settlementWindowMs: config.settlementWindowMs,
+    clockSkewAllowanceMs: config.clockSkewAllowanceMs,
     contradictionWatchMs: config.contradictionWatchMs,
     dryRun: config.dryRun,
     actor: config.actor,

@@ -90,7 +90,12 @@ export function harnessSwitchViolations(objects: K8sObject[]): string[] {
   const out: string[] = [];
   const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
   // Switches with no safe value: never named by any pod.
-  const never = ["RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE", "RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE", "EXECUTOR_PAUSE_AFTER_FENCE_MS"];
+  const never = [
+    "RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE",
+    "RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE",
+    "RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC",
+    "EXECUTOR_PAUSE_AFTER_FENCE_MS",
+  ];
   for (const p of podSpecs(objects)) {
     for (const c of containers(p.spec)) {
       if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);

@@ -54,11 +54,22 @@ describe("chart: rail-proxy and reconciler timing", () => {
     const r = readReconcilerConfig(reconciler);
     expect([p.railDeadlineMs, p.ambiguityMarginMs, p.admissionTimeoutMs, p.forwardBudgetMs]).toEqual([4000, 3000, 2500, 1000]);
     expect([r.settlementWindowMs, r.contradictionWatchMs]).toEqual([3600000, 1209600000]);
+    // The clocks' allowances: the proxy's against paydb, the reconciler's added to the window.
+    expect([readProxyConfig(defaults.proxy).clockSkewAllowanceMs, readReconcilerConfig(defaults.reconciler).clockSkewAllowanceMs]).toEqual([100, 1000]);
   });
 
   it("the defaults start both services with every guard on (the proxy's own reading of its env)", () => {
     const config = readProxyConfig(defaults.proxy);
-    expect(guardsFrom(config)).toEqual({ mark: true, binding: true, oneLive: true, forwardBudgetMs: 2000, connectedSession: true, sendGate: true });
+    expect(guardsFrom(config)).toEqual({
+      mark: true,
+      binding: true,
+      oneLive: true,
+      forwardBudgetMs: 2000,
+      connectedSession: true,
+      sendGate: true,
+      wallClock: true,
+      clockSkewAllowanceMs: 100,
+    });
     expect(config.disabledGuards).toEqual([]);
     expect(config.markStore).toBe("paydb");
     expect(readReconcilerConfig(defaults.reconciler).contradictionWatchMs).toBe(7 * 86_400_000);
@@ -85,6 +96,9 @@ describe("chart: rail-proxy and reconciler timing", () => {
       { ADMISSION_TIMEOUT_MS: "600000", SETTLEMENT_WINDOW_MS: "300000" },
     ],
     ["window 0", ["reconciler.settlementWindowMs=0"], {}, { SETTLEMENT_WINDOW_MS: "0" }],
+    ["skew allowance = half the budget", ["railProxy.clockSkewAllowanceMs=1000"], { CLOCK_SKEW_ALLOWANCE_MS: "1000" }, {}],
+    ["skew allowance just below half the budget", ["railProxy.clockSkewAllowanceMs=999"], { CLOCK_SKEW_ALLOWANCE_MS: "999" }, {}],
+    ["skew allowance 0", ["railProxy.clockSkewAllowanceMs=0"], { CLOCK_SKEW_ALLOWANCE_MS: "0" }, {}],
   ];
 
   it.each(cases)("%s: the chart renders it if and only if both services accept it", (_, set, proxyEnv, reconcilerEnv) => {
@@ -98,7 +112,7 @@ describe("chart: rail-proxy and reconciler timing", () => {
       services = false;
     }
     expect(chart.status === 0, chart.stderr).toBe(services);
-    if (!services) expect(chart.stderr).toMatch(/forwardBudgetMs|ambiguityMarginMs|settlementWindowMs/);
+    if (!services) expect(chart.stderr).toMatch(/forwardBudgetMs|ambiguityMarginMs|settlementWindowMs|clockSkewAllowanceMs/);
   });
 
   it("says why: the budget against the margin, the window against the sum", () => {

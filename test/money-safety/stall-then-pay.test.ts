@@ -15,6 +15,11 @@
  * - The send gate alone (RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE): a stall after the first budget
  *   check, before the gate asks again; the gate refuses (NOT_FORWARDED). Its negative control
  *   (RAIL_PROXY_DISABLED_GUARDS=send-gate): the same stall is paid after NOT_PAID.
+ * - A pause the monotonic clock did not see (the send-gate hold with
+ *   RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC, as a VM pause hidden from the guest): the budget's
+ *   monotonic count says no time passed; paydb's forward deadline, read on the wall clock, refuses
+ *   it (NOT_FORWARDED). Its negative control (RAIL_PROXY_DISABLED_GUARDS=wall-clock): paid after
+ *   NOT_PAID, and seen (sent late by the wall clock, late answer, flagged).
  * - The residual window (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): a stall after the last budget
  *   check, before the request is written, is not prevented, and this test shows it: the rail books
  *   the payment after the NOT_PAID verdict. What it must be is seen: the proxy logs the request
@@ -46,6 +51,9 @@ const releaseFile = join(tmpdir(), `railfence-release-${process.pid}-${Date.now(
 /** Replicas 5 and 6 stall after the first budget check, before the send gate, until these exist. */
 const gateReleaseFile = join(tmpdir(), `railfence-release-gate-${process.pid}-${Date.now()}`);
 const noGateReleaseFile = join(tmpdir(), `railfence-release-nogate-${process.pid}-${Date.now()}`);
+/** Replicas 7 and 8 stall before the send gate, hidden from their monotonic clocks, until these exist. */
+const hiddenReleaseFile = join(tmpdir(), `railfence-release-hidden-${process.pid}-${Date.now()}`);
+const hiddenNoWallReleaseFile = join(tmpdir(), `railfence-release-hidden-nowall-${process.pid}-${Date.now()}`);
 let paydb: pg.Pool;
 let raildb: pg.Pool;
 
@@ -69,6 +77,14 @@ beforeAll(async () => {
   await mesh.addProxy({ RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: gateReleaseFile });
   // Replica 6: the same stall with the send gate removed (its negative control).
   await mesh.addProxy({ RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: noGateReleaseFile, RAIL_PROXY_DISABLED_GUARDS: "send-gate" });
+  // Replica 7: every guard on, the stall before the send gate hidden from the monotonic clock.
+  await mesh.addProxy({ RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: hiddenReleaseFile, RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: "true" });
+  // Replica 8: the same with the wall-clock guard removed (its negative control).
+  await mesh.addProxy({
+    RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: hiddenNoWallReleaseFile,
+    RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: "true",
+    RAIL_PROXY_DISABLED_GUARDS: "wall-clock",
+  });
   paydb = poolFor(mesh.dbUrl("paydb"));
   raildb = poolFor(mesh.dbUrl("raildb"));
 });
@@ -77,6 +93,8 @@ afterAll(async () => {
   writeFileSync(releaseFile, "");
   writeFileSync(gateReleaseFile, "");
   writeFileSync(noGateReleaseFile, "");
+  writeFileSync(hiddenReleaseFile, "");
+  writeFileSync(hiddenNoWallReleaseFile, "");
   for (const p of mesh?.proxies ?? []) p.resume();
   await paydb?.end();
   await raildb?.end();
@@ -84,6 +102,8 @@ afterAll(async () => {
   rmSync(releaseFile, { force: true });
   rmSync(gateReleaseFile, { force: true });
   rmSync(noGateReleaseFile, { force: true });
+  rmSync(hiddenReleaseFile, { force: true });
+  rmSync(hiddenNoWallReleaseFile, { force: true });
 });
 
 /** A payout fenced by an executor holding `token` (what an honest executor does before submitting). */
@@ -247,6 +267,28 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(result.ok, result.err?.message).toBeDefined();
     expect(await railPayments(payoutId)).toBe(1);
     expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+  }, 90_000);
+
+  it("a pause hidden from the monotonic clock (a VM pause): paydb's deadline on the wall clock refuses it, nothing is paid after NOT_PAID", async () => {
+    const payoutId = "po-stall-hidden";
+    const held = mesh.proxies[6]!;
+    const result = await heldThroughNotPaid(held, hiddenReleaseFile, payoutId, "acc-stall-hidden");
+    expect(errorReason(result.err), result.err?.message).toBe("NOT_FORWARDED");
+    expect(await railPayments(payoutId)).toBe(0);
+    expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
+    expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(0);
+  }, 90_000);
+
+  it("negative control: the same hidden pause with the wall-clock guard removed is paid after NOT_PAID, and seen (sent late, flagged)", async () => {
+    const payoutId = "po-stall-hidden-nowall";
+    const held = mesh.proxies[7]!;
+    const result = await heldThroughNotPaid(held, hiddenNoWallReleaseFile, payoutId, "acc-stall-hidden-nowall");
+    expect(result.ok, result.err?.message).toBeDefined();
+    expect(await railPayments(payoutId)).toBe(1);
+    expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
+    // The monotonic clock saw nothing; the wall clock did, so the write is seen as late.
+    const sentLate = await waitForLog(held, (l) => l.event === "rail_request_sent_late", "the request sent late");
+    expect(sentLate.sent_delay_ms).toBeGreaterThan(SETTLEMENT_WINDOW_MS);
   }, 90_000);
 
   it("a stall after the last budget check (the residual window) is not prevented, and is seen: sent late, late answer, flagged", async () => {

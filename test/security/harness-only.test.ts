@@ -108,6 +108,7 @@ const PROXY_SWITCHES: Array<[string, string]> = [
   ["RAIL_PROXY_DISABLED_GUARDS", "payout-binding,forward-budget"],
   ["RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE", "/tmp/railfence-release"],
   ["RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE", "/tmp/railfence-release-gate"],
+  ["RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC", "true"],
 ];
 const EXECUTOR_SWITCHES: Array<[string, string]> = [
   ["EXECUTOR_PAUSE_AFTER_FENCE_MS", "5000"],
