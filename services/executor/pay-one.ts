@@ -66,7 +66,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       // 2. C1 §1.6: fence the payout row. 0 rows = someone newer owns it (or it is finished).
       let fenced;
       try {
-        fenced = await store.fence(p.payoutId, token, executorId, fencedClaimMs);
+        fenced = await store.fence(p.payoutId, token, lease.tokenSignature, executorId, fencedClaimMs);
       } catch (err) {
         return await a.defer(p.fence, jitter(1000), `paydb: ${(err as Error).message}`);
       }

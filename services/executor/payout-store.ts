@@ -94,17 +94,18 @@ export function createPayoutStore(pool: Pool) {
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.
      */
-    async fence(payoutId: string, token: bigint, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
+    async fence(payoutId: string, token: bigint, signature: Uint8Array, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
       const { rows } = await pool.query<{ previous_fence: string }>({
         name: "executor_fence",
+        // With signed tokens paydb checks the signature against the fence itself (migration 014).
         text: `UPDATE payouts p
-            SET fence = $2, state = 'PROCESSING', claimed_by = $3,
+            SET fence = $2, fence_signature = $5, state = 'PROCESSING', claimed_by = $3,
                 claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
            FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
           WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
             AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
           RETURNING prev.previous_fence`,
-        values: [payoutId, token.toString(), executorId, secs(claimMs)],
+        values: [payoutId, token.toString(), executorId, secs(claimMs), signature.length ? Buffer.from(signature) : null],
       });
       return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
     },

@@ -2,14 +2,17 @@
  * One-shot migration job: `node dist/services/migrate/main.js paydb|lockdb|raildb ...`.
  * Used by the Helm pre-install/pre-upgrade hook and by operators. Safe to run concurrently
  * (the runner holds an advisory lock). Env: DATABASE_URL (logged in as the owner),
- * DATABASE_PASSWORD_FILE (optional), and LOGIN_<COMPONENT>_USER / _PASSWORD_FILE for the login
- * roles to create or update after migrating (login-config.ts, login-roles.ts).
+ * DATABASE_PASSWORD_FILE (optional), LOGIN_<COMPONENT>_USER / _PASSWORD_FILE for the login
+ * roles to create or update after migrating (login-config.ts, login-roles.ts), and
+ * TOKEN_SIGNING_KEY_FILE (optional, paydb only): the lock service's token-signing key, which
+ * paydb then verifies every new payout fence with (migration 014).
  */
 import { z } from "zod";
 import { databaseUrl, loadConfig } from "../shared/config.js";
 import { createLogger } from "../shared/logger.js";
 import { runMain } from "../shared/lifecycle.js";
-import { migrate, type DatabaseKind } from "../shared/migrate.js";
+import { installFenceSigningKey, migrate, type DatabaseKind } from "../shared/migrate.js";
+import { signingKeyFromFile } from "../shared/token-signature.js";
 import { readLogins } from "./login-config.js";
 import { provisionLogins } from "./login-roles.js";
 
@@ -22,6 +25,7 @@ runMain(logger, async () => {
     z.object({
       DATABASE_URL: z.string().min(1),
       DATABASE_PASSWORD_FILE: z.string().min(1).optional(),
+      TOKEN_SIGNING_KEY_FILE: z.string().min(1).optional(),
       KINDS: z.array(z.enum(valid)).min(1, "name at least one database: paydb, lockdb or raildb"),
     }),
     { ...process.env, KINDS: kinds } as unknown as NodeJS.ProcessEnv,
@@ -30,9 +34,14 @@ runMain(logger, async () => {
   // Read and checked before anything changes: a bad login setting migrates nothing.
   const logins = readLogins(process.env, c.KINDS, owner);
   const url = databaseUrl(c.DATABASE_URL, c.DATABASE_PASSWORD_FILE, "DATABASE_PASSWORD_FILE");
+  const fenceKey = signingKeyFromFile(c.TOKEN_SIGNING_KEY_FILE, "TOKEN_SIGNING_KEY_FILE");
   for (const kind of c.KINDS) {
     const applied = await migrate(url, kind);
     logger.info({ event: "migrated", database: kind, applied }, applied.length ? `applied ${applied.join(", ")}` : "up to date");
+    if (kind === "paydb" && fenceKey) {
+      const action = await installFenceSigningKey(url, fenceKey);
+      logger.info({ event: "fence_signing_key", database: kind, action }, `paydb verifies payout fences with the token-signing key (${action})`);
+    }
     for (const r of await provisionLogins(url, kind, logins.get(kind) ?? [])) {
       logger.info(
         {

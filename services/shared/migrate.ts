@@ -96,3 +96,26 @@ export async function requireMigrated(db: { query: pg.Pool["query"] }, kind: Dat
     );
   }
 }
+
+/**
+ * Installs (or replaces) the token-signing key paydb verifies every new payout fence with
+ * (migration 014). Run as the owner, after migrating paydb, with the key the lock service signs
+ * with. Replacing it is a key rotation: roll the lock service and rail-proxy to the new key at
+ * the same time (fences signed with the old key are refused from then on).
+ */
+export async function installFenceSigningKey(url: string, key: Buffer): Promise<"installed" | "unchanged" | "replaced"> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ key: Buffer }>("SELECT key FROM fence_signing_key");
+    if (rows[0]?.key.equals(key)) return "unchanged";
+    await client.query(
+      `INSERT INTO fence_signing_key (only_one, key) VALUES (true, $1)
+       ON CONFLICT (only_one) DO UPDATE SET key = EXCLUDED.key, installed_at = now()`,
+      [key],
+    );
+    return rows.length ? "replaced" : "installed";
+  } finally {
+    await client.end();
+  }
+}

@@ -19,6 +19,8 @@ let executorPool: pg.Pool;
 let store: PayoutStore;
 const admin = inject("pgUrl");
 const dbName = `paydb_store${uniqueSuffix()}`;
+/** This paydb has no signing key installed (token signing off): fences carry no signature. */
+const UNSIGNED = new Uint8Array();
 
 beforeAll(async () => {
   const c = new pg.Client({ connectionString: admin });
@@ -63,7 +65,7 @@ describe("executor payout store", () => {
     await insertPayouts(pool, [{ payoutId: "po-lapse-1", accountId: "acc-lapse" }]);
     const first = (await store.claim("exec-a", 100, 1)).find((p) => p.payoutId === "po-lapse-1");
     expect(first).toBeDefined();
-    expect(await store.fence("po-lapse-1", 3n, "exec-a", 1)).toEqual({ previousFence: 0n });
+    expect(await store.fence("po-lapse-1", 3n, UNSIGNED, "exec-a", 1)).toEqual({ previousFence: 0n });
     await new Promise((r) => setTimeout(r, 20));
     const again = (await store.claim("exec-b", 100, 10_000)).find((p) => p.payoutId === "po-lapse-1");
     expect(again).toMatchObject({ state: "PROCESSING", fence: 3n });
@@ -71,25 +73,25 @@ describe("executor payout store", () => {
 
   it("the fence admits only strictly newer tokens and refuses stale outcome writes", async () => {
     await insertPayouts(pool, [{ payoutId: "po-fence-1", accountId: "acc-fence" }]);
-    expect(await store.fence("po-fence-1", 5n, "exec-a", 10_000)).toEqual({ previousFence: 0n });
-    expect(await store.fence("po-fence-1", 5n, "exec-b", 10_000)).toBeUndefined();
-    expect(await store.fence("po-fence-1", 4n, "exec-b", 10_000)).toBeUndefined();
-    expect(await store.fence("po-fence-1", 7n, "exec-b", 10_000)).toEqual({ previousFence: 5n });
+    expect(await store.fence("po-fence-1", 5n, UNSIGNED, "exec-a", 10_000)).toEqual({ previousFence: 0n });
+    expect(await store.fence("po-fence-1", 5n, UNSIGNED, "exec-b", 10_000)).toBeUndefined();
+    expect(await store.fence("po-fence-1", 4n, UNSIGNED, "exec-b", 10_000)).toBeUndefined();
+    expect(await store.fence("po-fence-1", 7n, UNSIGNED, "exec-b", 10_000)).toEqual({ previousFence: 5n });
     // The holder of token 5 is stale now: its outcome touches nothing.
     expect(await store.recordOutcome("po-fence-1", 5n, { state: "PAID", railReference: "rr_stale" })).toBeUndefined();
     expect((await payoutStates(pool, ["po-fence-1"])).get("po-fence-1")).toMatchObject({ state: "PROCESSING", fence: "7", rail_reference: null });
     const written = await store.recordOutcome("po-fence-1", 7n, { state: "PAID", railReference: "rr_1" });
     expect(written?.ageSeconds).toBeGreaterThanOrEqual(0);
     // A finished payout can no longer be fenced, and UNKNOWN never overwrites PAID.
-    expect(await store.fence("po-fence-1", 9n, "exec-c", 10_000)).toBeUndefined();
+    expect(await store.fence("po-fence-1", 9n, UNSIGNED, "exec-c", 10_000)).toBeUndefined();
     expect(await store.recordOutcome("po-fence-1", 9n, { state: "UNKNOWN" })).toBeUndefined();
     expect((await payoutStates(pool, ["po-fence-1"])).get("po-fence-1")).toMatchObject({ state: "PAID", rail_reference: "rr_1" });
   });
 
   it("deferring gives back only the executor's own claim, never a newer holder's", async () => {
     await insertPayouts(pool, [{ payoutId: "po-defer-1", accountId: "acc-defer" }]);
-    await store.fence("po-defer-1", 2n, "exec-a", 10_000);
-    await store.fence("po-defer-1", 3n, "exec-b", 10_000);
+    await store.fence("po-defer-1", 2n, UNSIGNED, "exec-a", 10_000);
+    await store.fence("po-defer-1", 3n, UNSIGNED, "exec-b", 10_000);
     await store.deferClaim("po-defer-1", "exec-a", 2n, 0);
     const { rows } = await pool.query<{ claimed_by: string | null }>("SELECT claimed_by FROM payouts WHERE payout_id = 'po-defer-1'");
     expect(rows[0]?.claimed_by).toBe("exec-b");

@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrate, type DatabaseKind } from "../../services/shared/migrate.js";
+import { installFenceSigningKey, migrate, type DatabaseKind } from "../../services/shared/migrate.js";
+import { signingKeyFromFile } from "../../services/shared/token-signature.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { connectClient, type ClientOptions, type ClientTls } from "./clients.js";
@@ -152,6 +153,8 @@ export class Mesh {
     for (const kind of ["paydb", "raildb", "lockdb"] as const) await create(own[kind]?.url("postgres") ?? adminUrl, kind);
     await migrate(migrateUrls.paydb!, "paydb");
     await migrate(migrateUrls.lockdb!, "lockdb");
+    // Signed tokens: paydb verifies every payout fence with the lock's key (migration 014).
+    if (this.tokenKeyFile) await installFenceSigningKey(migrateUrls.paydb!, signingKeyFromFile(this.tokenKeyFile, "token-signing key")!);
     for (const server of new Set([adminUrl, ...Object.values(own).map((s) => s!.url("postgres"))])) await allowServiceLogins(server);
   }
 
@@ -327,8 +330,8 @@ export class Mesh {
   /** PKI (tls meshes), PostgreSQL, credential, rail-stub and the proxies. */
   async start(): Promise<this> {
     await this.startPki();
-    await this.startDatabases();
     this.writeCredential();
+    await this.startDatabases();
     await this.startRailStub();
     for (let i = 0; i < (this.opts.proxies ?? 2); i++) await this.addProxy();
     return this;

@@ -463,12 +463,22 @@ only pod that does.
     {{- end }}
     {{- end }}
     {{- end }}
+    {{- /* Signed tokens: paydb verifies every payout fence with the lock's key (migration 014). */}}
+    {{- if and (eq $db "paydb") $root.Values.tokenSigning.existingSecret }}
+    - name: TOKEN_SIGNING_KEY_FILE
+      value: /var/run/secrets/railfence/token-signing/{{ $root.Values.tokenSigning.key }}
+    {{- end }}
   resources:
     {{- toYaml .resources | nindent 4 }}
   securityContext:
     {{- include "railfence.containerSecurityContext" $root | nindent 4 }}
   volumeMounts:
     {{- include "railfence.tmpVolumeMount" $root | nindent 4 }}
+    {{- if and (eq $db "paydb") $root.Values.tokenSigning.existingSecret }}
+    - name: token-signing
+      mountPath: /var/run/secrets/railfence/token-signing
+      readOnly: true
+    {{- end }}
     {{- range $k := include "railfence.migrateCreds" . | fromJsonArray }}
     {{- $ref := dict "root" $root "db" $db "cred" $k }}
     {{- if include "railfence.dbHasPassword" $ref }}
