@@ -28,6 +28,15 @@ const schema = z.object({
   /** "payout" (honest default) or "attempt" (harness only, refused in the image: the untrusted worst
    * case; see shared/submission-ref.ts). */
   EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
+  /** How long the rail may take to show a payment on its statement (the reconciler's setting of
+   * the same name): a lost submission paydb forgot is paid again only once the statement covers
+   * this long after it and shows nothing (decision 023). */
+  SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
+  /** Added to that window: paydb's clock and the rail statement's may disagree by this much. */
+  CLOCK_SKEW_ALLOWANCE_MS: env.ms(1000, 0, 600_000),
+  /** Harness only (refused in the image), a negative control: NOT_FOUND after a lost answer is
+   * read as "never sent" and the payout is submitted again (the reading before decision 023). */
+  EXECUTOR_TRUST_NOT_FOUND: env.bool(false),
 });
 
 export interface ExecutorConfig extends ProcessConfig {
@@ -42,19 +51,29 @@ export interface ExecutorConfig extends ProcessConfig {
   callTimeoutMs: number;
   pauseAfterFenceMs: number;
   submissionReference: SubmissionReferenceMode;
+  settlementWindowMs: number;
+  clockSkewAllowanceMs: number;
+  trustNotFound: boolean;
 }
 
 /** The harness-only settings this configuration turns on, as "NAME=value". */
-export function harnessSettings(c: Pick<ExecutorConfig, "pauseAfterFenceMs" | "submissionReference">): string[] {
+export function harnessSettings(c: Pick<ExecutorConfig, "pauseAfterFenceMs" | "submissionReference"> & { trustNotFound?: boolean }): string[] {
   const on: string[] = [];
   if (c.pauseAfterFenceMs > 0) on.push(`EXECUTOR_PAUSE_AFTER_FENCE_MS=${c.pauseAfterFenceMs}`);
   if (c.submissionReference === "attempt") on.push("EXECUTOR_SUBMISSION_REFERENCE=attempt");
+  if (c.trustNotFound) on.push("EXECUTOR_TRUST_NOT_FOUND=true");
   return on;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
   const c = loadConfig(schema, e);
-  refuseHarnessOnly(harnessSettings({ pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS, submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE }));
+  refuseHarnessOnly(
+    harnessSettings({
+      pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
+      submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
+      trustNotFound: c.EXECUTOR_TRUST_NOT_FOUND,
+    }),
+  );
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     lockUrl: c.LOCK_URL,
@@ -67,6 +86,9 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     callTimeoutMs: c.CALL_TIMEOUT_MS,
     pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
     submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
+    settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
+    clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS,
+    trustNotFound: c.EXECUTOR_TRUST_NOT_FOUND,
     ...processConfig(c),
   };
 }

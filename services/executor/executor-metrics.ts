@@ -31,6 +31,12 @@ export function createExecutorMetrics(registry: Registry) {
       registers,
     }),
     inFlight: new Gauge({ name: "executor_in_flight", help: "Payouts being worked on now", registers }),
+    forgottenIntent: new Counter({
+      name: "executor_forgotten_submissions_total",
+      help: "Lost submissions paydb did not know afterwards, by what the rail's statement decided (paid, not-paid, wait, human)",
+      labelNames: ["verdict"] as const,
+      registers,
+    }),
     needsAttention: new Counter({
       name: "executor_needs_attention_total",
       help: "Payouts put in NEEDS_ATTENTION (a refusal no retry can cure, or a contradicted outcome), by reason",

@@ -43,6 +43,9 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       pauseAfterFenceMs: config.pauseAfterFenceMs,
       submissionReference: config.submissionReference,
       pollIntervalMs: config.pollIntervalMs,
+      settlementWindowMs: config.settlementWindowMs,
+      clockSkewAllowanceMs: config.clockSkewAllowanceMs,
+      trustNotFound: config.trustNotFound,
     });
     // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
     // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.

@@ -12,6 +12,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
+import { provedNotSent } from "../shared/grpc-unary-client.js";
 import type { Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { annotate } from "../shared/tracing.js";
@@ -24,6 +25,7 @@ import type { ClaimedPayout, PayoutStore } from "./payout-store.js";
 import { createProxyReads } from "./proxy-reads.js";
 import { refusalAction } from "./submit-refusal.js";
 import { priorFor, verdictFor } from "./submission-outcome.js";
+import { bookedAt, forgottenIntentVerdict } from "./forgotten-intent.js";
 import { jitter, renewDue, sleep } from "./timing.js";
 
 export type { PayOutcome };
@@ -42,6 +44,11 @@ export interface PayOneDeps {
   pauseAfterFenceMs: number;
   pollIntervalMs: number;
   submissionReference: SubmissionReferenceMode;
+  /** How long "absent from the statement" takes to mean "not paid" (forgotten-intent.ts). */
+  settlementWindowMs: number;
+  clockSkewAllowanceMs: number;
+  /** Harness only, a negative control: NOT_FOUND after a lost answer means "never sent". */
+  trustNotFound?: boolean;
 }
 
 export function createPayOne(deps: PayOneDeps): PayOne {
@@ -112,6 +119,13 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         const prior = priorFor(p.payoutId, found.value);
         if (prior.kind === "settle") return await settle(a, prior.submission, token);
         plainIdTaken = prior.plainIdTaken;
+        // A submission paydb forgot (its answer was lost, then NOT_FOUND): the rail decides.
+        const lost = p.lostSubmission;
+        if (lost && found.value.some((s) => s.payoutId === lost.ref)) await store.clearLostSubmission(p.payoutId, token, lost.ref);
+        else if (lost) {
+          const decided = await afterForgottenIntent(a, p, lost, token);
+          if (decided) return decided;
+        }
       }
 
       // 5. Submit once. Not tied to the drain signal: once sent, we want the answer.
@@ -208,7 +222,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       case "invalid":
         return a.record(token, { state: "FAILED", failureReason: action.failureReason });
       case "lost":
-        return afterLostAnswer(a, ref, token, action.what);
+        return afterLostAnswer(a, ref, token, action.what, provedNotSent(err));
     }
   }
 
@@ -226,7 +240,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
   }
 
   /** C3 §3.8: after a lost answer, ask about that very submission; never resubmit. */
-  async function afterLostAnswer(a: Attempt, ref: string, token: bigint, what: string): Promise<PayOutcome> {
+  async function afterLostAnswer(a: Attempt, ref: string, token: bigint, what: string, neverSent = false): Promise<PayOutcome> {
     logger.warn(
       { event: "submit_answer_lost", payout_id: a.payoutId, reference: ref, fencing_token: token.toString(), error: what },
       "answer lost; asking GetSubmission",
@@ -234,7 +248,22 @@ export function createPayOne(deps: PayOneDeps): PayOne {
     const deadline = performance.now() + deps.callTimeoutMs;
     for (;;) {
       const found = await reads.submission(ref, a.headers);
-      if (found.kind === "not_found") return a.defer(token, jitter(deps.pollIntervalMs), "intent never committed; rail not called");
+      if (found.kind === "not_found") {
+        // A call that never opened a stream wrote no byte of its request: nobody admitted it.
+        if (deps.trustNotFound || neverSent) return a.defer(token, jitter(deps.pollIntervalMs), "intent never committed; rail not called");
+        // Not "never sent": paydb may have forgotten a committed intent (decision 023). Recorded,
+        // and the next attempt pays again only if the rail's statement shows nothing for it.
+        try {
+          await store.recordLostSubmission(a.payoutId, token, ref);
+        } catch (err) {
+          return a.defer(token, jitter(1000), `paydb: ${(err as Error).message}`);
+        }
+        logger.warn(
+          { event: "submission_not_found_after_lost_answer", payout_id: a.payoutId, reference: ref, fencing_token: token.toString() },
+          "paydb does not know a submission whose answer was lost: the rail's statement decides before any new submission",
+        );
+        return a.defer(token, jitter(deps.pollIntervalMs), "lost submission not found; the rail's statement decides");
+      }
       if (found.kind === "error") return a.defer(token, jitter(1000), "GetSubmission failed after a lost answer");
       const v = verdictFor(found.value);
       if (v.kind === "record") return a.record(token, { ...v.write, submissionRef: ref });
@@ -242,6 +271,43 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       // (which starts from the payout's submissions, never with a submit).
       if (performance.now() > deadline) return a.defer(token, jitter(deps.callTimeoutMs), "proxy still forwarding");
       await sleep(jitter(deps.pollIntervalMs));
+    }
+  }
+
+  /**
+   * A lost submission paydb does not know: the rail's statement from shortly before it was lost
+   * decides (forgotten-intent.ts). Returns the outcome, or undefined when the payout may be
+   * submitted again (the statement, complete long enough after the loss, shows no payment).
+   */
+  async function afterForgottenIntent(a: Attempt, p: ClaimedPayout, lost: { ref: string; at: Date }, token: bigint): Promise<PayOutcome | undefined> {
+    // From a little before the payout existed: every payment of it is at or after that.
+    const since = new Date(Math.min(p.createdAt.getTime(), lost.at.getTime()) - 60_000 - deps.clockSkewAllowanceMs);
+    const statement = await reads.railPaymentsOf(p.payoutId, since, a.headers);
+    if (statement.kind !== "found") return a.defer(token, jitter(1000), "GetRailStatement failed for a forgotten submission");
+    a.step("statement");
+    const v = forgottenIntentVerdict(statement.value.payments, statement.value.coveredUntil, lost.at, deps);
+    metrics.forgottenIntent.inc({ verdict: v.kind });
+    const line = { event: "forgotten_submission", payout_id: p.payoutId, reference: lost.ref, lost_at: lost.at.toISOString(), verdict: v.kind };
+    switch (v.kind) {
+      case "paid":
+        logger.error(
+          { ...line, rail_reference: v.payment.railReference, client_reference: v.payment.clientReference, booked_at: bookedAt(v.payment) },
+          "the rail paid a submission paydb no longer knows (a lost intent): the payout is PAID from the rail's statement, never paid again",
+        );
+        return a.record(token, { state: "PAID", railReference: v.payment.railReference, submissionRef: v.payment.clientReference });
+      case "human":
+        return a.needsHuman(token, lost.ref, "FORGOTTEN_SUBMISSION", v.detail);
+      case "wait":
+        logger.info({ ...line, until: v.until.toISOString() }, "waiting for the rail's statement to cover a forgotten submission");
+        return a.defer(
+          token,
+          jitter(Math.max(deps.pollIntervalMs, Math.min(10_000, v.until.getTime() - Date.now()))),
+          "forgotten submission: statement not complete yet",
+        );
+      case "not-paid":
+        logger.warn(line, "the rail's statement shows no payment for a forgotten submission: the payout may be submitted again");
+        await store.clearLostSubmission(p.payoutId, token, lost.ref);
+        return undefined;
     }
   }
 

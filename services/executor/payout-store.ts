@@ -22,6 +22,8 @@ export interface ClaimedPayout {
   fence: bigint;
   traceparent: string | null;
   createdAt: Date;
+  /** A submission whose answer was lost and which paydb did not know afterwards (migration 017). */
+  lostSubmission: { ref: string; at: Date } | undefined;
 }
 
 interface ClaimRow {
@@ -34,6 +36,8 @@ interface ClaimRow {
   fence: string;
   traceparent: string | null;
   created_at: Date;
+  lost_submission_ref: string | null;
+  lost_submission_at: Date | null;
 }
 
 export type TerminalState = "PAID" | "FAILED" | "UNKNOWN" | "NEEDS_ATTENTION";
@@ -71,7 +75,8 @@ export function createPayoutStore(pool: Pool) {
          UPDATE payouts p
             SET claimed_by = $2, claimed_until = now() + make_interval(secs => $3::float8), updated_at = now()
            FROM picked WHERE p.payout_id = picked.payout_id
-         RETURNING p.payout_id, p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence, p.traceparent, p.created_at`,
+         RETURNING p.payout_id, p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence, p.traceparent, p.created_at,
+                   p.lost_submission_ref, p.lost_submission_at`,
         values: [limit, executorId, secs(claimMs)],
       });
       return rows
@@ -85,6 +90,7 @@ export function createPayoutStore(pool: Pool) {
           fence: BigInt(r.fence),
           traceparent: r.traceparent,
           createdAt: r.created_at,
+          lostSubmission: r.lost_submission_ref && r.lost_submission_at ? { ref: r.lost_submission_ref, at: r.lost_submission_at } : undefined,
         }))
         .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
     },
@@ -183,6 +189,30 @@ export function createPayoutStore(pool: Pool) {
         text: `UPDATE payouts SET claimed_by = NULL, claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
           WHERE payout_id = $1 AND claimed_by = $2 AND fence <= $3 AND state IN ('PENDING', 'PROCESSING')`,
         values: [payoutId, executorId, fenceAtMost.toString(), secs(retryAfterMs)],
+      });
+    },
+
+    /**
+     * Records a submission whose answer was lost and which paydb then did not know: from now on
+     * the payout is paid again only once the rail's statement shows nothing for it (decision 023).
+     * The first such record stays (its time is the earliest the request can have left).
+     */
+    async recordLostSubmission(payoutId: string, fenceAtMost: bigint, reference: string): Promise<void> {
+      await pool.query({
+        name: "executor_lost_submission",
+        text: `UPDATE payouts SET lost_submission_ref = $3, lost_submission_at = now(), updated_at = now()
+          WHERE payout_id = $1 AND fence <= $2 AND state IN ('PENDING', 'PROCESSING') AND lost_submission_ref IS NULL`,
+        values: [payoutId, fenceAtMost.toString(), reference],
+      });
+    },
+
+    /** The rail's statement showed nothing for the lost submission long enough after it: cleared. */
+    async clearLostSubmission(payoutId: string, fenceAtMost: bigint, reference: string): Promise<void> {
+      await pool.query({
+        name: "executor_lost_submission_clear",
+        text: `UPDATE payouts SET lost_submission_ref = NULL, lost_submission_at = NULL, updated_at = now()
+          WHERE payout_id = $1 AND fence <= $2 AND lost_submission_ref = $3`,
+        values: [payoutId, fenceAtMost.toString(), reference],
       });
     },
   };

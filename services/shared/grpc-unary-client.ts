@@ -272,16 +272,20 @@ async function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRe
     // No stream was opened: not a byte of the request was written, and the attempt is reset.
     const ce = nodeError(err);
     gate?.unsent?.(ce.rawMessage);
-    throw timeoutMs !== undefined && performance.now() - started >= timeoutMs
-      ? new ConnectError(`the operation timed out before the connection was established; nothing was sent`, Code.DeadlineExceeded, undefined, undefined, err)
-      : ce;
+    throw notSent(
+      timeoutMs !== undefined && performance.now() - started >= timeoutMs
+        ? new ConnectError(`the operation timed out before the connection was established; nothing was sent`, Code.DeadlineExceeded, undefined, undefined, err)
+        : ce,
+    );
   }
   const remainingMs = timeoutMs === undefined ? undefined : timeoutMs - (performance.now() - started);
   if (req.signal.aborted || (remainingMs !== undefined && remainingMs <= 0)) {
     gate?.unsent?.("the call ended while the connection was being established");
-    throw req.signal.aborted
-      ? ConnectError.from(req.signal.reason, Code.Canceled)
-      : new ConnectError("the operation timed out before the connection was established; nothing was sent", Code.DeadlineExceeded);
+    throw notSent(
+      req.signal.aborted
+        ? ConnectError.from(req.signal.reason, Code.Canceled)
+        : new ConnectError("the operation timed out before the connection was established; nothing was sent", Code.DeadlineExceeded),
+    );
   }
   return send(session, s, opts, req, remainingMs);
 }
@@ -465,4 +469,20 @@ export function createUnaryGrpcTransport(opts: UnaryClientOptions, streams: Tran
     },
     stream: streams.stream.bind(streams),
   };
+}
+
+const NOT_SENT = new WeakSet<object>();
+
+function notSent<E extends object>(e: E): E {
+  NOT_SENT.add(e);
+  return e;
+}
+
+/**
+ * True when the call failed before any byte of its request was written: no stream was ever
+ * opened (the connection was refused, closed or not made in time). A caller may read "not found"
+ * after such a failure as "never received" (executor/pay-one.ts, decision 023).
+ */
+export function provedNotSent(err: unknown): boolean {
+  return typeof err === "object" && err !== null && NOT_SENT.has(err);
 }

@@ -95,6 +95,7 @@ export function harnessSwitchViolations(objects: K8sObject[]): string[] {
     "RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE",
     "RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC",
     "EXECUTOR_PAUSE_AFTER_FENCE_MS",
+    "EXECUTOR_TRUST_NOT_FOUND",
   ];
   for (const p of podSpecs(objects)) {
     for (const c of containers(p.spec)) {

@@ -113,6 +113,7 @@ const PROXY_SWITCHES: Array<[string, string]> = [
 const EXECUTOR_SWITCHES: Array<[string, string]> = [
   ["EXECUTOR_PAUSE_AFTER_FENCE_MS", "5000"],
   ["EXECUTOR_SUBMISSION_REFERENCE", "attempt"],
+  ["EXECUTOR_TRUST_NOT_FOUND", "true"],
 ];
 
 describe("in the image, harness-only settings are refused", () => {
