@@ -5,6 +5,7 @@ import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.j
 import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
+import { DURABILITY_DECLARATIONS, type Durability } from "./paydb-durability.js";
 
 /** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
 export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "send-gate", "connected-session", "wall-clock"] as const;
@@ -16,6 +17,13 @@ const schema = z
     PAYDB_URL: env.url(),
     PAYDB_PASSWORD_FILE: env.optionalFile(),
     PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    /** What a paydb failover can lose, declared (paydb-durability.ts; no default: the fence's
+     * every guard lives in paydb, so nobody gets a durability they did not choose). */
+    PAYDB_DURABILITY: z.enum(DURABILITY_DECLARATIONS, {
+      error: () => `declare paydb's durability: one of ${DURABILITY_DECLARATIONS.join(", ")} (docs/deploy.md)`,
+    }),
+    /** synchronous-standby: how often the attached synchronous standby is checked. */
+    PAYDB_DURABILITY_CHECK_MS: env.ms(5000, 100, 600_000),
     RAIL_URL: z.url(),
     /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
     RAIL_CREDENTIALS_FILE: z.string().min(1),
@@ -105,6 +113,8 @@ export function defaultForwardBudget(marginMs: number): number {
 export interface RailProxyConfig extends ServerConfig {
   paydbUrl: string;
   paydbPoolMax: number;
+  paydbDurability: Durability;
+  paydbDurabilityCheckMs: number;
   railUrl: string;
   railCredential: string;
   railDeadlineMs: number;
@@ -158,6 +168,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
+    paydbDurability: c.PAYDB_DURABILITY,
+    paydbDurabilityCheckMs: c.PAYDB_DURABILITY_CHECK_MS,
     railUrl: c.RAIL_URL,
     railCredential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
     railDeadlineMs: c.RAIL_DEADLINE_MS,

@@ -33,6 +33,22 @@ export function createProxyMetrics(registry: Registry) {
       help: "Admitted submissions not forwarded: the pre-forward budget had passed",
       registers,
     }),
+    paydbDurability: new Gauge({
+      name: "rail_proxy_paydb_durability_declared",
+      help: "1 for the paydb durability this proxy was told (PAYDB_DURABILITY: single-node, managed-ha, synchronous-standby)",
+      labelNames: ["declared"] as const,
+      registers,
+    }),
+    paydbDurable: new Gauge({
+      name: "rail_proxy_paydb_durable",
+      help: "1 when paydb is as durable as declared (synchronous-standby: a synchronous standby is attached); 0 refuses every admission",
+      registers,
+    }),
+    notDurableRefusals: new Counter({
+      name: "rail_proxy_not_durable_refusals_total",
+      help: "Admissions refused because paydb was not as durable as declared (PAYDB_NOT_DURABLE)",
+      registers,
+    }),
     clockSkew: new Counter({
       name: "rail_proxy_clock_skew_refusals_total",
       help: "Admitted submissions not forwarded because paydb's clock and this host's differed by more than CLOCK_SKEW_ALLOWANCE_MS",

@@ -20,6 +20,7 @@ import { announceGuards, guardsFrom, hideFromMonotonic, holdUntilFileExists, inM
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
 import { createRailClient, railConnectionTiming, type RailClient } from "./rail-client.js";
+import { watchDurability } from "./paydb-durability.js";
 import { createSubmissionStore } from "./submission-store.js";
 import { startSweeper } from "./sweeper.js";
 
@@ -77,6 +78,13 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       now: hidden?.now,
     });
     const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
+    // Nothing is admitted that a failover could forget (decision 024).
+    const durability = await watchDurability(pool, config.paydbDurability, metrics, logger, config.paydbDurabilityCheckMs);
+    const durableSubmit: typeof submit = (intent) => {
+      const refusal = durability.refusal();
+      if (refusal) throw refusal;
+      return submit(intent);
+    };
 
     const server = await startServiceServer({
       name: "rail-proxy",
@@ -90,7 +98,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         railDeadlineMs: config.railDeadlineMs,
         notPaidMinAgeMs: 2 * config.railDeadlineMs + config.ambiguityMarginMs + config.admissionTimeoutMs,
         store,
-        submit,
+        submit: durableSubmit,
         metrics,
         replicaId: config.replicaId,
         logger,
@@ -114,6 +122,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       async close() {
         stopSweeper();
         stopWarning();
+        durability.stop();
         // In-flight submissions finish (rail answer recorded) before the pool closes.
         await server.close(config.drainMs + config.railDeadlineMs);
         await pool.end();

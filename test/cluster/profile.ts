@@ -171,7 +171,8 @@ export interface ProfileOptions {
  */
 export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
   const database: Record<string, Record<string, unknown>> = {
-    paydb: { url: o.dbs.podUrl("paydb"), credentials: {} },
+    // One PostgreSQL process for the test: no failover.
+    paydb: { durability: "single-node", url: o.dbs.podUrl("paydb"), credentials: {} },
     lockdb: { url: o.dbs.podUrl("lockdb"), credentials: {} },
   };
   for (const l of LOGINS) {

@@ -67,7 +67,16 @@ function proxyProcess(name: string, env: Record<string, string>): ServiceProcess
   const p = new ServiceProcess({
     service: "rail-proxy",
     name,
-    env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", RAIL_DEADLINE_MS: "400", AMBIGUITY_MARGIN_MS, DRAIN_MS: "1000", ...env },
+    env: {
+      PORT: "0",
+      METRICS_PORT: "0",
+      LOG_LEVEL: "debug",
+      RAIL_DEADLINE_MS: "400",
+      AMBIGUITY_MARGIN_MS,
+      DRAIN_MS: "1000",
+      PAYDB_DURABILITY: "single-node",
+      ...env,
+    },
   });
   extra.push(p);
   return p;
@@ -210,7 +219,7 @@ beforeAll(async () => {
     const p = new ServiceProcess({
       service: "rail-proxy",
       name: `rail-proxy-${name.replace(/ /g, "-")}`,
-      env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", ...env },
+      env: { PORT: "0", METRICS_PORT: "0", LOG_LEVEL: "debug", PAYDB_DURABILITY: "single-node", ...env },
       waitReady: false,
     });
     extra.push(p);

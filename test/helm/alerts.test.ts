@@ -86,6 +86,7 @@ describe("alert rules", () => {
   it.each([
     ["RailDuplicateSubmissionAttempted", /increase\(rail_duplicate_attempted_total\[5m\]\)\) > 0/, "page"],
     ["RailProxyFencingDisabled", /min\(rail_proxy_fencing_enabled\) < 1/, "page"],
+    ["RailProxyPaydbNotDurable", /min\(rail_proxy_paydb_durable\) < 1/, "page"],
     ["RailAmbiguousSubmissionUnresolved", /max\(rail_ambiguous_oldest_age_seconds\) > \d+/, undefined],
     ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\[5m\]\)/, undefined],
     ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
@@ -108,12 +109,12 @@ describe("alert rules", () => {
     ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
     [
       "ExecutorPayoutNeedsAttentionMoneyAtRisk",
-      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "page",
     ],
     [
       "ExecutorPayoutNeedsAttention",
-      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "ticket",
     ],
     ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],

@@ -459,6 +459,8 @@ describe("docs/deploy.md", () => {
     for (const c of commands) {
       const words = c.split(/\s+/);
       const args = ["template", "railfence", join(root, "deploy/helm/railfence")];
+      // `--reuse-values` upgrades an install made by one of the commands above: its values.
+      if (words.includes("--reuse-values")) args.push("-f", join(root, "deploy/helm/railfence/values-gke.yaml"));
       for (let i = 0; i < words.length; i++) {
         if (words[i] === "-f" || words[i] === "--values") args.push("-f", join(root, words[++i]!));
         if (words[i] === "--set" || words[i] === "--set-string") args.push(words[i]!, words[++i]!.replace(/^'|'$/g, ""));

@@ -19,8 +19,15 @@ export interface RenderOptions {
   namespace?: string;
 }
 
+/**
+ * Every install must declare paydb's durability (the chart refuses to render without it); the
+ * tests render as a single-node install unless they set another value (a later --set wins), or
+ * set it empty to see the refusal (test/helm/durability.test.ts).
+ */
+export const DECLARED_DURABILITY = "database.paydb.durability=single-node";
+
 export function templateArgs(opts: RenderOptions = {}): string[] {
-  const args = ["template", opts.release ?? "rf", chartDir, "--namespace", opts.namespace ?? "payments"];
+  const args = ["template", opts.release ?? "rf", chartDir, "--namespace", opts.namespace ?? "payments", "--set", DECLARED_DURABILITY];
   for (const f of opts.valuesFiles ?? []) args.push("-f", join(chartDir, f));
   for (const s of opts.set ?? []) args.push("--set", s);
   return args;

@@ -107,6 +107,8 @@ export function chartValues(i: ChartInputs): string[] {
     `image.tag=${i.image.tag}`,
     "image.pullPolicy=Never",
     "railStub.enabled=true",
+    // One PostgreSQL process on the host: no failover.
+    "database.paydb.durability=single-node",
     `rail.existingSecret=${RAIL_SECRET}`,
     `rail.credentialKey=${CREDENTIAL_KEY}`,
     // The chart's default protocol (http/protobuf) is kept: the receiver decodes it.

@@ -198,6 +198,8 @@ export class Mesh {
       PORT: "0",
       METRICS_PORT: "0",
       PAYDB_URL: this.roleUrl("paydb", "rail-proxy"),
+      // One PostgreSQL with its own storage: what the harness runs (paydb-durability.ts).
+      PAYDB_DURABILITY: "single-node",
       RAIL_URL: this.railStub.url,
       RAIL_CREDENTIALS_FILE: this.credentialFile,
       REPLICA_ID: `rail-proxy-${replica}`,

@@ -162,6 +162,13 @@ const DEFINITIONS = {
     area: "paydb",
     meaning: "paydb cannot be reached; nothing was changed (SubmitPayout: nothing was forwarded).",
   },
+  PAYDB_NOT_DURABLE: {
+    code: Code.Unavailable,
+    retry: "transient",
+    area: "paydb",
+    meaning:
+      "paydb is declared synchronous-standby (PAYDB_DURABILITY) but no synchronous standby is attached: a failover could forget the admission, so nothing was admitted or forwarded.",
+  },
   PAYDB_NOT_PRIMARY: {
     code: Code.Unavailable,
     retry: "transient",
