@@ -43,7 +43,7 @@ export interface CreatePayoutDeps {
 
 /** A validated CreatePayout call: the payout to create (its id is assigned here), plus the key
  * and the request its fingerprint is taken from. */
-export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId"> {
+export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId" | "idempotencyKey"> {
   key: string;
   request: CreatePayoutRequest;
 }
@@ -51,6 +51,19 @@ export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId"> {
 export interface CreatePayoutResult {
   response: CreatePayoutResponse;
   replayed: boolean;
+  /** When the server forgets the key (the header idempotency-key-expires-at). */
+  keyExpiresAt: Date;
+}
+
+/** IDEMPOTENCY_KEY_REUSED, with the instant the key is free again (the handler puts it in a header). */
+export class KeyReusedError extends DomainError {
+  constructor(readonly keyExpiresAt: Date) {
+    // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
+    super(REASONS.IDEMPOTENCY_KEY_REUSED, "this idempotency-key was already used with a different request body; use a new key for a new payout", {
+      field: "idempotency-key",
+      http_status_in_ietf_draft: "422",
+    });
+  }
 }
 
 const storeUnavailable = (err: unknown) =>
@@ -143,7 +156,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       case "replay":
         metrics.replays.inc();
         done("replayed");
-        return { response: fromBinary(CreatePayoutResponseSchema, claim.response), replayed: true };
+        return { response: fromBinary(CreatePayoutResponseSchema, claim.response), replayed: true, keyExpiresAt: claim.expiresAt };
       case "conflict":
         metrics.conflicts.inc();
         done("conflict");
@@ -151,12 +164,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       case "reused":
         metrics.keyReused.inc();
         done("key_reused");
-        // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
-        throw new DomainError(
-          REASONS.IDEMPOTENCY_KEY_REUSED,
-          "this idempotency-key was already used with a different request body; use a new key for a new payout",
-          { field: "idempotency-key", http_status_in_ietf_draft: "422" },
-        );
+        throw new KeyReusedError(claim.expiresAt);
       case "claimed":
         break;
     }
@@ -179,10 +187,11 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
           beneficiary: cmd.beneficiary,
           clientReference: cmd.clientReference,
           traceparent: cmd.traceparent,
+          idempotencyKey: cmd.key,
         });
         const response = create(CreatePayoutResponseSchema, { payout: toPayout(row) });
         const bytes = toBinary(CreatePayoutResponseSchema, response);
-        const pinned = await keys.markDone(tx, {
+        const expiresAt = await keys.markDone(tx, {
           clientId: cmd.clientId,
           key: cmd.key,
           claimId,
@@ -190,7 +199,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
           payoutId: row.payout_id,
           retentionMs: deps.retentionMs,
         });
-        return pinned ? bytes : ROLLBACK;
+        return expiresAt ? { bytes, expiresAt } : ROLLBACK;
       });
     } catch (err) {
       // Not pinned: free the key so a retry runs again. If paydb is gone this fails too and
@@ -217,7 +226,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     metrics.created.inc();
     done("created");
     // Answer with the very bytes we stored, so the first answer and every replay are identical.
-    return { response: fromBinary(CreatePayoutResponseSchema, outcome), replayed: false };
+    return { response: fromBinary(CreatePayoutResponseSchema, outcome.bytes), replayed: false, keyExpiresAt: outcome.expiresAt };
   };
 }
 

@@ -262,7 +262,14 @@ const DEFINITIONS = {
     code: Code.NotFound,
     retry: "final",
     area: "payouts",
-    meaning: "GetPayout: no payout with this id (another client's payout is indistinguishable from a missing one).",
+    meaning:
+      "GetPayout, LookupPayout: no payout with this id, idempotency key or client reference (another client's payout is indistinguishable from a missing one).",
+  },
+  CLIENT_REFERENCE_AMBIGUOUS: {
+    code: Code.FailedPrecondition,
+    retry: "final",
+    area: "payouts",
+    meaning: "LookupPayout: several of the caller's payouts carry this client reference (metadata count); look up by idempotency key or list them.",
   },
   IDEMPOTENCY_KEY_MISSING: { code: Code.InvalidArgument, retry: "final", area: "payouts", meaning: "CreatePayout carried no idempotency-key header." },
   IDEMPOTENCY_KEY_INVALID: {

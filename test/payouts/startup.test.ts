@@ -35,6 +35,21 @@ describe("payouts start-up and shutdown", () => {
     for (const v of ["PAYDB_URL", "IDEMPOTENCY_LOCK_MS", "PAYOUTS_DEFAULT_CLIENT_ID"]) expect(output).toContain(v);
   });
 
+  it("refuses an idempotency retention below 24 h without the test override, and below the lease even with it", async () => {
+    const short = await runToExit({ PAYDB_URL: "postgres://127.0.0.1:1/none", IDEMPOTENCY_RETENTION_MS: "30000" });
+    expect(short.code).toBe(78);
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MS");
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MIN_OVERRIDE");
+    const belowLease = await runToExit({
+      PAYDB_URL: "postgres://127.0.0.1:1/none",
+      IDEMPOTENCY_RETENTION_MS: "20000",
+      IDEMPOTENCY_LOCK_MS: "30000",
+      IDEMPOTENCY_RETENTION_MIN_OVERRIDE: "true",
+    });
+    expect(belowLease.code).toBe(78);
+    expect(belowLease.output).toContain("IDEMPOTENCY_LOCK_MS");
+  });
+
   it("exits 70 against a paydb that was never migrated", async () => {
     const base = inject("pgUrl").replace(/\/[^/]*$/, "");
     const name = `paydb_unmigrated${uniqueSuffix()}`;
