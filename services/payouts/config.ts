@@ -46,6 +46,11 @@ const schema = z
     LIMITS_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
     /** A limit store slower than this counts as unavailable: money movement refuses, fast. */
     LIMITS_TIMEOUT_MS: env.ms(1000, 50, 30_000),
+    /**
+     * How long a request waits for a counter row another request holds (a hot client and account).
+     * Past it: ABORTED LIMITS_CONTENDED, retryable; contention is load, not an outage.
+     */
+    LIMITS_LOCK_WAIT_MS: env.ms(2000, 50, 30_000),
     /** CreatePayout executions per client per LIMIT_CLIENT_WINDOW_MS (0 = off). */
     LIMIT_CLIENT_REQUESTS: z.coerce.number().int().min(0).max(1_000_000_000).default(6000),
     LIMIT_CLIENT_WINDOW_MS: env.ms(60_000, 1000, 86_400_000),
@@ -91,6 +96,7 @@ export interface PayoutsConfig extends ServerConfig {
   limitsDbUrl: string;
   limitsPoolMax: number;
   limitsTimeoutMs: number;
+  limitsLockWaitMs: number;
   limits: LimitsConfig;
 }
 
@@ -109,6 +115,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
       : databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     limitsPoolMax: c.LIMITS_POOL_MAX,
     limitsTimeoutMs: c.LIMITS_TIMEOUT_MS,
+    limitsLockWaitMs: c.LIMITS_LOCK_WAIT_MS,
     limits: { clientRequests: c.LIMIT_CLIENT_REQUESTS, clientWindowMs: c.LIMIT_CLIENT_WINDOW_MS, accountDailyAmount: c.LIMIT_ACCOUNT_DAILY_AMOUNT },
     ...serverConfig(c),
   };

@@ -18,14 +18,14 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { isUnavailableError } from "../shared/pg.js";
+import { isLockTimeout, isUnavailableError } from "../shared/pg.js";
 import { CreatePayoutResponseSchema, type CreatePayoutRequest, type CreatePayoutResponse } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import { newPayoutId, toPayout } from "./payout-message.js";
 import { ROLLBACK, type NewPayout, type PayoutStore } from "./payout-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";
-import { dailyAmountLimit, limitExceeded, limitsUnavailable, type Consumption, type LimitsConfig } from "./limits.js";
+import { dailyAmountLimit, limitExceeded, limitsContended, limitsUnavailable, type Consumption, type LimitsConfig } from "./limits.js";
 import type { LimitStore } from "./limit-store.js";
 
 export interface CreatePayoutDeps {
@@ -33,7 +33,7 @@ export interface CreatePayoutDeps {
   keys: IdempotencyStore;
   limitStore: LimitStore;
   limits: LimitsConfig;
-  /** A limit store slower than this is treated as unavailable. */
+  /** A limit store slower than this is treated as unavailable (the pool's bound already includes the lock waits). */
   limitsTimeoutMs: number;
   metrics: PayoutsMetrics;
   logger: Logger;
@@ -105,6 +105,13 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       );
     } catch (err) {
       await keys.release(cmd.clientId, cmd.key, claimId).catch(() => false);
+      // A counter another request held past the wait: load on one client and account, not an
+      // outage. Nothing was consumed (the statement rolled back); nobody is paged for it.
+      if (isLockTimeout(err)) {
+        metrics.limitContention.inc();
+        done("limits_contended");
+        throw limitsContended(err);
+      }
       // A bug (bad SQL, a missing migration) is an internal error, not an outage to wait out.
       if (!(err instanceof LimitTimeout) && !isUnavailableError(err)) {
         done("error");

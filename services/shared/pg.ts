@@ -13,6 +13,8 @@ export interface PoolOptions {
   /** Refuse connections to a server in recovery (a standby). */
   primaryOnly?: boolean;
   statementTimeoutMs?: number;
+  /** Bound on waiting for one row lock (PostgreSQL lock_timeout; SQLSTATE 55P03 past it). Unset: none. */
+  lockTimeoutMs?: number;
   connectTimeoutMs?: number;
   applicationName?: string;
 }
@@ -41,7 +43,7 @@ export function createPool(opts: PoolOptions): pg.Pool {
     // Durable commits whatever the server's default: an intent row acknowledged to the proxy must
     // survive a paydb crash, or a payment it then forwarded would have no intent and could be
     // made again. (Drill paydb-outage found exactly this against synchronous_commit=off.)
-    options: "-c synchronous_commit=on",
+    options: `-c synchronous_commit=on${opts.lockTimeoutMs ? ` -c lock_timeout=${Math.floor(opts.lockTimeoutMs)}` : ""}`,
   });
   // An idle client losing its connection must not crash the process; the next query fails.
   pool.on("error", () => {});
@@ -76,6 +78,11 @@ export function createPool(opts: PoolOptions): pg.Pool {
     };
   }
   return pool;
+}
+
+/** SQLSTATE 55P03: a row lock was not granted within lock_timeout (another transaction holds it). */
+export function isLockTimeout(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === "55P03";
 }
 
 /** SQLSTATE classes and codes that mean "the database is not reachable or not usable now". */

@@ -306,7 +306,15 @@ const DEFINITIONS = {
     code: Code.ResourceExhausted,
     retry: "later",
     area: "payouts",
-    meaning: "The account's daily amount in this currency would be exceeded; retry after the hint (none: this payout alone exceeds the limit).",
+    meaning:
+      "This client's daily amount on the account in this currency would be exceeded (metadata used: this client's own spending only); retry after the hint (none: this payout alone exceeds the limit).",
+  },
+  LIMITS_CONTENDED: {
+    code: Code.Aborted,
+    retry: "transient",
+    area: "payouts",
+    meaning:
+      "A money-limit counter of this client and account stayed locked by concurrent payouts past the server's wait; nothing was executed. Retry with the same key after the hint.",
   },
   LIMITS_UNAVAILABLE: {
     code: Code.Unavailable,
