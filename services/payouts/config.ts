@@ -15,6 +15,8 @@ const schema = z
     PAYDB_URL: env.url(),
     PAYDB_PASSWORD_FILE: env.optionalFile(),
     PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    /** A paydb statement running (or waiting for a lock) longer than this is cancelled: PAYDB_BUSY, retryable. */
+    PAYDB_STATEMENT_TIMEOUT_MS: env.ms(5000, 100, 60_000),
     /**
      * How long a successful answer stays pinned to its key (RESILIENCE.md: 24 h). At least 24 h
      * (clients keep keys for a day) unless IDEMPOTENCY_RETENTION_MIN_OVERRIDE, and never shorter
@@ -48,7 +50,7 @@ const schema = z
     LIMITS_TIMEOUT_MS: env.ms(1000, 50, 30_000),
     /**
      * How long a request waits for a counter row another request holds (a hot client and account).
-     * Past it: ABORTED LIMITS_CONTENDED, retryable; contention is load, not an outage.
+     * Past it: UNAVAILABLE LIMITS_CONTENDED, retryable; contention is load, not an outage.
      */
     LIMITS_LOCK_WAIT_MS: env.ms(2000, 50, 30_000),
     /** CreatePayout executions per client per LIMIT_CLIENT_WINDOW_MS (0 = off). */
@@ -88,6 +90,7 @@ const schema = z
 export interface PayoutsConfig extends ServerConfig {
   paydbUrl: string;
   paydbPoolMax: number;
+  paydbStatementTimeoutMs: number;
   retentionMs: number;
   purgeIntervalMs: number;
   lockMs: number;
@@ -105,6 +108,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     paydbPoolMax: c.PAYDB_POOL_MAX,
+    paydbStatementTimeoutMs: c.PAYDB_STATEMENT_TIMEOUT_MS,
     retentionMs: c.IDEMPOTENCY_RETENTION_MS,
     purgeIntervalMs: c.IDEMPOTENCY_PURGE_INTERVAL_MS,
     lockMs: c.IDEMPOTENCY_LOCK_MS,

@@ -18,7 +18,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { isLockTimeout, isUnavailableError } from "../shared/pg.js";
+import { dbUnavailable, isBusyError, isLockTimeout, isUnavailableError } from "../shared/pg.js";
 import { CreatePayoutResponseSchema, type CreatePayoutRequest, type CreatePayoutResponse } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
@@ -68,6 +68,9 @@ export class KeyReusedError extends DomainError {
 
 const storeUnavailable = (err: unknown) =>
   unavailable(REASONS.IDEMPOTENCY_UNAVAILABLE, "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
+
+/** paydb up but too slow (statement timeout, lock wait): the statement rolled back, nothing was executed. */
+const paydbBusy = (err: unknown): never => dbUnavailable("PAYDB", err, "nothing was executed. Retry with the same key");
 
 const conflict = (retryAfterMs: number) =>
   new DomainError(
@@ -153,6 +156,10 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     try {
       claim = await claimKey(keys, { clientId: cmd.clientId, key: cmd.key, fingerprint, lockMs: deps.lockMs, retentionMs: deps.retentionMs });
     } catch (err) {
+      if (isBusyError(err)) {
+        done("busy");
+        paydbBusy(err);
+      }
       if (!isUnavailableError(err)) throw err;
       metrics.unavailable.inc();
       done("unavailable");
@@ -218,6 +225,10 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         metrics.unavailable.inc();
         done("unavailable");
         throw storeUnavailable(err);
+      }
+      if (isBusyError(err)) {
+        done("busy");
+        paydbBusy(err);
       }
       done("error");
       throw err;

@@ -16,7 +16,7 @@
  *   `unavailable` LIMITS_UNAVAILABLE and a retry hint; nothing was executed and the key is free
  *   again. Counted and paged on.
  * - A counter held by other requests (one client hammering one account) is waited for up to
- *   LIMITS_LOCK_WAIT_MS, then refused `aborted` LIMITS_CONTENDED with a short retry hint: that is
+ *   LIMITS_LOCK_WAIT_MS, then refused `unavailable` LIMITS_CONTENDED with a short retry hint: that is
  *   load, not an outage, and pages nobody.
  * - The daily amount is per client and account (migration 016): a client spends, and a refusal
  *   reports, only its own budget.

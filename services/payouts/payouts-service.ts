@@ -27,7 +27,13 @@ function limitsCallBoundMs(config: PayoutsConfig): number {
 
 export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger }): Promise<RunningService> {
   const { logger } = deps;
-  const pool = createPool({ url: config.paydbUrl, max: config.paydbPoolMax, primaryOnly: true, applicationName: "payouts" });
+  const pool = createPool({
+    url: config.paydbUrl,
+    max: config.paydbPoolMax,
+    primaryOnly: true,
+    applicationName: "payouts",
+    statementTimeoutMs: config.paydbStatementTimeoutMs,
+  });
   const payouts = createPayoutStore(pool);
   const keys = createIdempotencyStore(pool);
   await payouts.checkReady();
@@ -45,6 +51,12 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     lockTimeoutMs: config.limitsLockWaitMs,
   });
   const limitStore = createLimitStore(limitsPool);
+  // Fail at start, not on every create: an unmigrated (or unreachable) limit store would refuse
+  // all money movement while reads and health looked fine.
+  await limitStore.checkReady().catch(async (err: unknown) => {
+    await Promise.all([pool.end(), limitsPool.end()]).catch(() => {});
+    throw err;
+  });
 
   const registry = createRegistry("payouts");
   const metrics = createPayoutsMetrics(registry);

@@ -161,6 +161,12 @@ const DEFINITIONS = {
     area: "paydb",
     meaning: "paydb cannot be reached; nothing was changed (SubmitPayout: nothing was forwarded).",
   },
+  PAYDB_BUSY: {
+    code: Code.Unavailable,
+    retry: "transient",
+    area: "paydb",
+    meaning: "paydb did not answer in time (statement timeout or lock wait: load, a long transaction); nothing was changed. Retry after the hint.",
+  },
   PAYDB_NOT_PRIMARY: {
     code: Code.Unavailable,
     retry: "transient",
@@ -310,11 +316,10 @@ const DEFINITIONS = {
       "This client's daily amount on the account in this currency would be exceeded (metadata used: this client's own spending only); retry after the hint (none: this payout alone exceeds the limit).",
   },
   LIMITS_CONTENDED: {
-    code: Code.Aborted,
+    code: Code.Unavailable,
     retry: "transient",
     area: "payouts",
-    meaning:
-      "A money-limit counter of this client and account stayed locked by concurrent payouts past the server's wait; nothing was executed. Retry with the same key after the hint.",
+    meaning: "This client and account's limit counter stayed locked by concurrent payouts past the server's wait (load, not an outage); nothing was executed.",
   },
   LIMITS_UNAVAILABLE: {
     code: Code.Unavailable,

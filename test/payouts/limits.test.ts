@@ -257,7 +257,7 @@ describe("a hot counter is contention, not an outage", () => {
     const started = Date.now();
     const refused = await create(c.grpc, body, key);
     expect(refused.reason).toBe("LIMITS_CONTENDED");
-    expect(refused.error?.code).toBe(Code.Aborted);
+    expect(refused.error?.code).toBe(Code.Unavailable);
     expect(retryMs(refused.error)).toBeGreaterThan(0);
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await metric(svc.ready!.metricsPort, "payout_limit_store_unavailable_total")).toBe(0);

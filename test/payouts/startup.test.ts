@@ -60,6 +60,19 @@ describe("payouts start-up and shutdown", () => {
     expect(output).toContain("not migrated");
   });
 
+  it("exits 70 when the money-limit store was never migrated (it would refuse every create)", async () => {
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const base = inject("pgUrl").replace(/\/[^/]*$/, "");
+    const name = `limits_unmigrated${uniqueSuffix()}`;
+    await sql(`${base}/postgres`, `CREATE DATABASE ${name}`);
+    dbs.push(`${base}/${name}`);
+    const { code, output } = await runToExit({ PAYDB_URL: paydb, LIMITS_DB_URL: `${base}/${name}` });
+    expect(code).toBe(70);
+    expect(output).toContain("limit store");
+    expect(output).toContain("not migrated");
+  });
+
   it("reports SERVING on grpc.health.v1, then drains on SIGTERM and exits 0", async () => {
     const paydb = await createPaydb();
     dbs.push(paydb);
