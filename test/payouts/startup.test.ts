@@ -2,8 +2,12 @@
  * Start-up and shutdown contract: bad config exits 78 listing every problem, an unmigrated
  * paydb exits 70 before serving, health reports SERVING, SIGTERM drains and exits 0.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { inject } from "vitest";
 import { afterAll, describe, expect, it } from "vitest";
+import { Pki } from "../../tools/harness/pki.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -12,8 +16,10 @@ import { uniqueSuffix } from "../support/test-mesh.js";
 import { ClientPool } from "../support/clients.js";
 
 const dbs: string[] = [];
+const dirs: string[] = [];
 afterAll(async () => {
   for (const db of dbs) await dropPaydb(db);
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 async function runToExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
@@ -48,6 +54,30 @@ describe("payouts start-up and shutdown", () => {
     });
     expect(belowLease.code).toBe(78);
     expect(belowLease.output).toContain("IDEMPOTENCY_LOCK_MS");
+  });
+
+  it("refuses TLS without a client CA on a non-loopback HOST (every caller would be one client), as it refuses cleartext", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "railfence-payouts-tls-"));
+    dirs.push(dir);
+    const pki = await Pki.create(join(dir, "pki"));
+    const files = await pki.issue("payouts");
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const serverOnly = { TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key };
+
+    const refused = await runToExit({ PAYDB_URL: paydb, HOST: "0.0.0.0", ...serverOnly });
+    expect(refused.code).toBe(78);
+    expect(refused.output).toContain("TLS_CA_FILE");
+
+    // Negative controls: with the CA (mutual TLS), or deliberately allowed, it starts.
+    for (const env of [
+      { ...serverOnly, TLS_CA_FILE: files.ca },
+      { ...serverOnly, ALLOW_INSECURE: "true" },
+    ]) {
+      const svc = new ServiceProcess({ service: "payouts", env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: paydb, HOST: "0.0.0.0", ...env }, tls: true });
+      await svc.start();
+      expect(await svc.stop(10_000)).toBe(0);
+    }
   });
 
   it("exits 70 against a paydb that was never migrated", async () => {
