@@ -2,11 +2,12 @@
  * A slow paydb is unavailable, not internal: a CreatePayout whose statement waits past paydb's
  * statement_timeout (here: on a key row another session is inserting and has not committed)
  * answers UNAVAILABLE PAYDB_BUSY with a retry hint, creates nothing, and the same key runs once
- * the other session is gone.
+ * the other session is gone. Reads held up the same way answer the same.
  */
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { errorReason } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, keyRow, newKey, startPayouts, validRequest } from "./support.js";
@@ -60,5 +61,28 @@ describe("paydb slower than its statement timeout", () => {
     expect(after.replayed).toBe(false);
     expect(await countPayouts(paydb, "account_id = 'acct-slow'")).toBe(1);
     expect(await keyRow(paydb, key)).toMatchObject({ state: "DONE" });
+  });
+
+  it("a read held past the statement timeout (a table lock) is UNAVAILABLE PAYDB_BUSY, and answers once the lock is gone", async () => {
+    const made = await create(c.grpc, validRequest({ accountId: "acct-slow-read" }), newKey());
+    const payoutId = made.response!.payout!.payoutId;
+    const reader = new pg.Client({ connectionString: paydb });
+    await reader.connect();
+    try {
+      await reader.query("BEGIN");
+      await reader.query("LOCK TABLE payouts IN ACCESS EXCLUSIVE MODE");
+      for (const read of [() => c.grpc.getPayout({ payoutId }), () => c.json.listPayouts({ accountId: "acct-slow-read" })]) {
+        const err = await read().then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+        expect(err?.code, err?.rawMessage).toBe(Code.Unavailable);
+        expect(errorReason(err)).toBe("PAYDB_BUSY");
+      }
+      await reader.query("COMMIT");
+    } finally {
+      await reader.end();
+    }
+    expect((await c.grpc.getPayout({ payoutId })).payout!.payoutId).toBe(payoutId);
   });
 });
