@@ -178,4 +178,15 @@ describe("LookupPayout", () => {
     expect((await a.grpc.lookupPayout({ by: { case: "idempotencyKey", value: key } })).payout!.payoutId).toBe(made.response!.payout!.payoutId);
     expect((await refusal(b.grpc.lookupPayout({ by: { case: "idempotencyKey", value: key } }))).code).toBe(Code.NotFound);
   });
+
+  it("a key used again after its retention names the newest payout it made", async () => {
+    const key = newKey();
+    const first = await create(s.grpc, validRequest({ accountId: "acct-reused-later" }), key);
+    expect(first.error).toBeUndefined();
+    await eventually(async () => (await keyRow(paydb, key)) === undefined, "the purge of the expired key");
+    const second = await create(s.grpc, validRequest({ accountId: "acct-reused-later" }), key);
+    expect(second.error).toBeUndefined();
+    expect(second.response!.payout!.payoutId).not.toBe(first.response!.payout!.payoutId);
+    expect((await s.grpc.lookupPayout({ by: { case: "idempotencyKey", value: key } })).payout!.payoutId).toBe(second.response!.payout!.payoutId);
+  });
 });
