@@ -116,7 +116,8 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         throw limitsContended(err);
       }
       // A bug (bad SQL, a missing migration) is an internal error, not an outage to wait out.
-      if (!(err instanceof LimitTimeout) && !isUnavailableError(err)) {
+      // A store too slow to answer within its statement timeout (57014) is unavailable, as its silence is.
+      if (!(err instanceof LimitTimeout) && !isUnavailableError(err) && !isBusyError(err)) {
         done("error");
         throw err;
       }
