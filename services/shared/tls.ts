@@ -41,7 +41,7 @@ export const tlsEnvShape = {
   TLS_CA_FILE: env.optionalFile(),
   TLS_CLIENT_AUTH: z.enum(["require", "request"]).default("require"),
   TLS_RELOAD_INTERVAL_MS: env.ms(5000, 50, 3_600_000),
-  /** Plain h2c on a non-loopback HOST is refused unless this is set explicitly. */
+  /** Unidentified callers (plain h2c, or TLS without TLS_CA_FILE) on a non-loopback HOST are refused unless this is set explicitly. */
   ALLOW_INSECURE: env.bool(false),
 };
 
@@ -150,15 +150,24 @@ export function isLoopbackHost(host: string): boolean {
 }
 
 /**
- * Refuses cleartext on an address other machines can reach, unless explicitly allowed
- * (ALLOW_INSECURE=true, e.g. behind a mesh sidecar that terminates mTLS). Throws ConfigError
- * (exit 78) so a forgotten Secret never silently exposes an unauthenticated payment API.
+ * Refuses unidentified callers on an address other machines can reach, unless explicitly allowed
+ * (ALLOW_INSECURE=true, e.g. behind a mesh sidecar that terminates mTLS): cleartext, and TLS
+ * without TLS_CA_FILE, which encrypts but identifies no caller, so authorization is off and the
+ * payouts API sees every caller as one client (its keys and payouts shared by all). Throws
+ * ConfigError (exit 78) so a forgotten Secret never silently exposes an unauthenticated payment API.
  */
 export function assertTransportAllowed(host: string, c: TlsConfig): void {
-  if (c.tls || c.allowInsecure || isLoopbackHost(host)) return;
-  throw new ConfigError([
-    `HOST=${host} is not a loopback address and no TLS is configured: set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to serve cleartext h2c deliberately`,
-  ]);
+  if (c.allowInsecure || isLoopbackHost(host)) return;
+  if (!c.tls) {
+    throw new ConfigError([
+      `HOST=${host} is not a loopback address and no TLS is configured: set TLS_CERT_FILE, TLS_KEY_FILE and TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to serve cleartext h2c deliberately`,
+    ]);
+  }
+  if (!c.tls.caFile) {
+    throw new ConfigError([
+      `HOST=${host} is not a loopback address and TLS has no TLS_CA_FILE: callers would not be identified (no authorization; every payouts caller one client). Set TLS_CA_FILE (mutual TLS), or ALLOW_INSECURE=true to accept unidentified callers deliberately`,
+    ]);
+  }
 }
 
 /**

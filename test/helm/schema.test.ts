@@ -28,6 +28,8 @@ describe("values.schema.json", () => {
     ["rail.egress.cidrs=null", "cidrs"],
     ["payouts.limits.accountDailyAmount=EUR=10.5", "accountDailyAmount"],
     ["payouts.limits.timeoutMs=0", "timeoutMs"],
+    // Below the 24 h floor the payouts service refuses to start; the chart says so first.
+    ["payouts.idempotencyRetentionMs=3600000", "idempotencyRetentionMs"],
     // Harness-only switches (negative controls): no value can reach RAIL_PROXY_DISABLED_GUARDS,
     // RAIL_PROXY_MARK_STORE or RAIL_PROXY_FENCING_ENABLED.
     ["railProxy.disabledGuards=payout-binding", "disabledGuards"],
@@ -69,6 +71,7 @@ describe("values.schema.json", () => {
       "lock.backend=pg",
       "railProxy.resources.requests.cpu=500m",
       "payouts.limits.accountDailyAmount=EUR=500\\,*=off",
+      "payouts.idempotencyRetentionMs=86400000",
     );
     expect(r.stderr).toBe("");
     expect(r.status).toBe(0);

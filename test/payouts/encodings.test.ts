@@ -4,10 +4,31 @@
  * way `curl` users write it) is one request under one key.
  */
 import { Code } from "@connectrpc/connect";
-import { describe, expect, it } from "vitest";
-import { usePayoutsService, countPayouts, create, newKey, postJson } from "./support.js";
+import pg from "pg";
+import { afterEach, describe, expect, it } from "vitest";
+import { usePayoutsService, countPayouts, create, eventually, keyRow, newKey, postJson } from "./support.js";
 
 const t = usePayoutsService();
+
+/** Holds every payout insert (inside its transaction) until released: a first request stays IN_PROGRESS. */
+let blocker: pg.Client | undefined;
+async function holdInserts(): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: t.paydb });
+  blocker = client;
+  await client.connect();
+  await client.query("BEGIN");
+  await client.query("LOCK TABLE payouts IN EXCLUSIVE MODE");
+  return async () => {
+    await client.query("COMMIT");
+    await client.end();
+    blocker = undefined;
+  };
+}
+afterEach(async () => {
+  await blocker?.query("ROLLBACK").catch(() => {});
+  await blocker?.end().catch(() => {});
+  blocker = undefined;
+});
 
 describe("request fingerprint across encodings", () => {
   it("a Connect JSON request is replayed to the same request over gRPC binary and to raw JSON", async () => {
@@ -49,7 +70,7 @@ describe("request fingerprint across encodings", () => {
     expect(await countPayouts(t.paydb, "account_id = 'acct-enc2'")).toBe(1);
   });
 
-  it("over plain Connect JSON the HTTP statuses are the contract's: 400 missing key, 400 reused key, 409 conflict", async () => {
+  it("over plain Connect JSON the HTTP statuses are the contract's: 400 missing key, 400 reused key", async () => {
     const missing = await postJson(t.svc.url, "CreatePayout", `{"accountId":"acct-enc3","amount":{"amountMinor":"5","currency":"EUR"},"beneficiary":"b"}`);
     expect(missing.status).toBe(400);
     const err = JSON.parse(missing.body);
@@ -67,5 +88,43 @@ describe("request fingerprint across encodings", () => {
     expect(reused.status).toBe(400);
     expect(JSON.parse(reused.body).code).toBe("invalid_argument");
     expect(await countPayouts(t.paydb, "account_id = 'acct-enc3'")).toBe(1);
+  });
+
+  it("409: a JSON request while the same key's gRPC binary request is in progress (and the reverse) is IDEMPOTENCY_CONFLICT; one payout", async () => {
+    const body = `{"accountId":"acct-enc4","amount":{"amountMinor":"7","currency":"EUR"},"beneficiary":"b"}`;
+    const req = { accountId: "acct-enc4", amount: { amountMinor: 7n, currency: "EUR" }, beneficiary: "b", clientReference: "" };
+
+    // gRPC binary first; the same request as raw Connect JSON while it runs.
+    const key = newKey();
+    const release = await holdInserts();
+    const binary = create(t.c.grpc, req, key);
+    await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the binary request's claim");
+    const json = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
+    expect(json.status).toBe(409);
+    const err = JSON.parse(json.body);
+    expect(err.code).toBe("aborted");
+    expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
+    expect(Number(json.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    expect((await keyRow(t.paydb, key))?.state).toBe("IN_PROGRESS"); // still the binary request's
+    await release();
+    const first = await binary;
+    expect(first.error).toBeUndefined();
+    // The JSON client's retry is answered with the binary request's payout.
+    const retry = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
+    expect(retry.status).toBe(200);
+    expect(retry.headers["idempotency-replayed"]).toBe("true");
+    expect(JSON.parse(retry.body).payout.payoutId).toBe(first.response!.payout!.payoutId);
+
+    // JSON first; the same request over gRPC binary while it runs.
+    const key2 = newKey();
+    const release2 = await holdInserts();
+    const jsonFirst = postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key2 });
+    await eventually(async () => (await keyRow(t.paydb, key2))?.state === "IN_PROGRESS", "the JSON request's claim");
+    const second = await create(t.c.grpc, req, key2);
+    expect(second.error?.code).toBe(Code.Aborted);
+    expect(second.reason).toBe("IDEMPOTENCY_CONFLICT");
+    await release2();
+    expect((await jsonFirst).status).toBe(200);
+    expect(await countPayouts(t.paydb, "account_id = 'acct-enc4'")).toBe(2); // one per key
   });
 });

@@ -2,8 +2,12 @@
  * Start-up and shutdown contract: bad config exits 78 listing every problem, an unmigrated
  * paydb exits 70 before serving, health reports SERVING, SIGTERM drains and exits 0.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { inject } from "vitest";
 import { afterAll, describe, expect, it } from "vitest";
+import { Pki } from "../../tools/harness/pki.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -12,8 +16,10 @@ import { uniqueSuffix } from "../support/test-mesh.js";
 import { ClientPool } from "../support/clients.js";
 
 const dbs: string[] = [];
+const dirs: string[] = [];
 afterAll(async () => {
   for (const db of dbs) await dropPaydb(db);
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
 async function runToExit(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
@@ -35,6 +41,45 @@ describe("payouts start-up and shutdown", () => {
     for (const v of ["PAYDB_URL", "IDEMPOTENCY_LOCK_MS", "PAYOUTS_DEFAULT_CLIENT_ID"]) expect(output).toContain(v);
   });
 
+  it("refuses an idempotency retention below 24 h without the test override, and below the lease even with it", async () => {
+    const short = await runToExit({ PAYDB_URL: "postgres://127.0.0.1:1/none", IDEMPOTENCY_RETENTION_MS: "30000" });
+    expect(short.code).toBe(78);
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MS");
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MIN_OVERRIDE");
+    const belowLease = await runToExit({
+      PAYDB_URL: "postgres://127.0.0.1:1/none",
+      IDEMPOTENCY_RETENTION_MS: "20000",
+      IDEMPOTENCY_LOCK_MS: "30000",
+      IDEMPOTENCY_RETENTION_MIN_OVERRIDE: "true",
+    });
+    expect(belowLease.code).toBe(78);
+    expect(belowLease.output).toContain("IDEMPOTENCY_LOCK_MS");
+  });
+
+  it("refuses TLS without a client CA on a non-loopback HOST (every caller would be one client), as it refuses cleartext", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "railfence-payouts-tls-"));
+    dirs.push(dir);
+    const pki = await Pki.create(join(dir, "pki"));
+    const files = await pki.issue("payouts");
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const serverOnly = { TLS_CERT_FILE: files.cert, TLS_KEY_FILE: files.key };
+
+    const refused = await runToExit({ PAYDB_URL: paydb, HOST: "0.0.0.0", ...serverOnly });
+    expect(refused.code).toBe(78);
+    expect(refused.output).toContain("TLS_CA_FILE");
+
+    // Negative controls: with the CA (mutual TLS), or deliberately allowed, it starts.
+    for (const env of [
+      { ...serverOnly, TLS_CA_FILE: files.ca },
+      { ...serverOnly, ALLOW_INSECURE: "true" },
+    ]) {
+      const svc = new ServiceProcess({ service: "payouts", env: { PORT: "0", METRICS_PORT: "0", PAYDB_URL: paydb, HOST: "0.0.0.0", ...env }, tls: true });
+      await svc.start();
+      expect(await svc.stop(10_000)).toBe(0);
+    }
+  });
+
   it("exits 70 against a paydb that was never migrated", async () => {
     const base = inject("pgUrl").replace(/\/[^/]*$/, "");
     const name = `paydb_unmigrated${uniqueSuffix()}`;
@@ -42,6 +87,19 @@ describe("payouts start-up and shutdown", () => {
     dbs.push(`${base}/${name}`);
     const { code, output } = await runToExit({ PAYDB_URL: `${base}/${name}` });
     expect(code).toBe(70);
+    expect(output).toContain("not migrated");
+  });
+
+  it("exits 70 when the money-limit store was never migrated (it would refuse every create)", async () => {
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const base = inject("pgUrl").replace(/\/[^/]*$/, "");
+    const name = `limits_unmigrated${uniqueSuffix()}`;
+    await sql(`${base}/postgres`, `CREATE DATABASE ${name}`);
+    dbs.push(`${base}/${name}`);
+    const { code, output } = await runToExit({ PAYDB_URL: paydb, LIMITS_DB_URL: `${base}/${name}` });
+    expect(code).toBe(70);
+    expect(output).toContain("limit store");
     expect(output).toContain("not migrated");
   });
 

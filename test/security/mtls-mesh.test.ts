@@ -28,7 +28,8 @@ beforeAll(async () => {
   mesh = testMesh({ tls: true, proxies: 1 });
   await mesh.start();
   await mesh.startLock();
-  await mesh.startPayouts();
+  // CHF has a small daily limit for the per-identity budget test; every other currency the default.
+  await mesh.startPayouts({ LIMIT_ACCOUNT_DAILY_AMOUNT: "CHF=1000,*=1000000000" });
   await mesh.addExecutor({ POLL_INTERVAL_MS: "50" });
   // A certificate for a legitimate-looking identity, from a CA the mesh does not trust.
   otherCaDir = mkdtempSync(join(tmpdir(), "railfence-other-ca-"));
@@ -215,6 +216,48 @@ describe("mutual TLS mesh", () => {
         (e: unknown) => ConnectError.from(e),
       );
     expect(conflict?.code).toBeDefined();
+  });
+
+  it("scopes LookupPayout per certificate identity: by key and by reference, each identity finds only its own", async () => {
+    const key = "lookup-key-1";
+    const byClient = await payAndWait(key, "acc-lookup-a", "client");
+    const client = clientAs(PayoutService, mesh.payouts!.url, as("client"));
+    const operator = clientAs(PayoutService, mesh.payouts!.url, as("operator"));
+    expect((await client.lookupPayout({ by: { case: "idempotencyKey", value: key } })).payout!.payoutId).toBe(byClient.payoutId);
+    expect((await client.lookupPayout({ by: { case: "clientReference", value: key } })).payout!.payoutId).toBe(byClient.payoutId);
+    for (const by of [
+      { case: "idempotencyKey" as const, value: key },
+      { case: "clientReference" as const, value: key },
+    ]) {
+      const err = await operator.lookupPayout({ by }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code).toBe(Code.NotFound);
+      expect(errorInfo(err!)?.reason).toBe("PAYOUT_NOT_FOUND");
+    }
+  });
+
+  it("keeps a daily budget per certificate identity on one account: one identity's spending neither uses up nor shows in the other's", async () => {
+    const pay = async (identity: "client" | "operator", amountMinor: bigint) => {
+      const payouts = clientAs(PayoutService, mesh.payouts!.url, as(identity));
+      return payouts
+        .createPayout(
+          { accountId: "acc-limit-shared", amount: { amountMinor, currency: "CHF" }, beneficiary: "ben-1" },
+          { headers: { "idempotency-key": `limit-${identity}-${amountMinor}-${Math.random()}` } },
+        )
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+    };
+    expect(await pay("client", 900n)).toBeUndefined();
+    expect(await pay("operator", 1000n)).toBeUndefined(); // the client's 900 is not the operator's
+    const operatorRefused = await pay("operator", 1n);
+    expect(errorInfo(operatorRefused!)?.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
+    expect(errorInfo(operatorRefused!)?.metadata.used).toBe("1000");
+    const clientRefused = await pay("client", 200n);
+    expect(errorInfo(clientRefused!)?.metadata.used).toBe("900");
   });
 
   it("lets the CLI call as the operator with the certificate named in endpoints.json, and fails without it", async () => {
