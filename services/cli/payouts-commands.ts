@@ -64,8 +64,11 @@ const create: CommandSpec = {
     const given = ctx.opts.string("idempotency-key");
     if (given !== undefined && given.trim() === "") throw new UsageError("--idempotency-key must not be empty");
     const key = given ?? randomUUID();
-    // Printed first, on stderr: if the call hangs or the answer is lost, the key is on screen.
-    if (!given && !ctx.json) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
+    // Printed first, on stderr, in every output mode: if the call hangs, the answer is lost or
+    // the CLI is killed, the key is already on screen (under --json as one JSON line, so stdout
+    // keeps exactly one object: the result).
+    if (ctx.json) ctx.output.err(JSON.stringify({ idempotencyKey: key }));
+    else if (!given) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
     try {
       const { payout, replayed } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) => (await rf.payouts.intent(request, { key })).submit());
       if (ctx.json) {
@@ -80,6 +83,7 @@ const create: CommandSpec = {
       return EXIT_OK;
     } catch (err) {
       if (err instanceof CallFailed) {
+        err.hasEffect = true;
         // The key is what makes a retry safe: under --json it goes into the one error object.
         if (ctx.json) err.context.idempotencyKey = key;
         else ctx.output.err(`idempotency-key: ${key} (to retry safely, repeat the command with --idempotency-key ${key})`);

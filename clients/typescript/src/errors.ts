@@ -6,6 +6,7 @@
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { classifyOutcome, type Outcome } from "./outcome.js";
 
 /** Why the library stopped retrying, when it did. */
 export type GaveUp = "deadline" | "budget" | "attempts";
@@ -21,6 +22,13 @@ export class RailfenceError extends Error {
   readonly retryAfterMs: number | undefined;
   /** The library's verdict: the failure was transient for this call (it retried, or would have). */
   readonly transient: boolean;
+  /**
+   * What the failure means (outcome.ts): `refused` (a final answer: nothing was done),
+   * `retry-later` (the server did nothing now), `unreachable` (nothing was sent), `unknown` (the
+   * request may have run: NEVER treat it as failed; submit the same intent again, or look it up),
+   * `configuration` (this client's TLS setup: fix it, nothing was sent).
+   */
+  readonly outcome: Outcome;
   /** Attempts made (1 = no retry). */
   attempts = 1;
   /** Set when the library stopped retrying a transient failure. */
@@ -43,6 +51,10 @@ export class RailfenceError extends Error {
     this.metadata = { ...(info?.metadata ?? {}) };
     this.retryAfterMs = retryHintMs(connectError);
     this.transient = transient;
+    this.outcome = classifyOutcome(connectError);
+    if (this.outcome === "configuration") {
+      this.message = `client configuration: ${connectError.rawMessage.trim()} (the TLS connection was refused before any request was sent; check the client certificate, key and CA — not retried)`;
+    }
   }
 
   /** "unavailable", "resource_exhausted": the code as Connect and gRPC documentation spell it. */
