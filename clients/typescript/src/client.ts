@@ -3,7 +3,7 @@
  * retry budget per client), the intent key store and the two API surfaces.
  */
 import type { Transport } from "@connectrpc/connect";
-import type { IntentKeyStore } from "./key-store.js";
+import { MemoryKeyStore, type IntentKeyStore } from "./key-store.js";
 import { PayoutsClient } from "./payouts.js";
 import { RailProxyClient } from "./rail-proxy.js";
 import { retryPolicy, type RetryOptions } from "./retry.js";
@@ -19,7 +19,10 @@ export interface RailfenceClientOptions extends TransportOptions {
   /** Deadline of one attempt (default 10 s). */
   timeoutMs?: number;
   retry?: RetryOptions;
-  /** Where intent keys survive a restart of this process (default: memory only). */
+  /**
+   * Where intent keys live, by intent id (default: a MemoryKeyStore of this client: keys survive
+   * retries and repeated calls, not a restart; a service passes a durable store, README).
+   */
   keyStore?: IntentKeyStore;
   /** Persisted intents older than this are refused (default 23 h: the server keeps answers 24 h). */
   keyRetentionMs?: number;
@@ -53,7 +56,8 @@ export function createRailfenceClient(o: RailfenceClientOptions): RailfenceClien
     },
     transports,
     policy,
-    keyStore: o.keyStore,
+    // One default store per client: an intent id keeps its key (and its body) across calls.
+    keyStore: o.keyStore ?? new MemoryKeyStore(),
     deadlineMs,
     timeoutMs,
     keyRetentionMs: o.keyRetentionMs ?? 23 * 3_600_000,

@@ -4,8 +4,9 @@
  * `intent(request)` mints ONE Idempotency-Key for one payment intent; `submit()` sends it with
  * that key on every attempt and every later call, so a lost answer, a restart of the payouts
  * service or an outage of its store can never create the payout twice. The request is frozen
- * into the intent: a changed request is a new intent with a new key. With a key store and an
- * intent id the key also survives a restart of the calling process.
+ * into the intent: a changed request is a new intent with a new key. With an intent id the key
+ * is kept in the client's key store (memory by default; a durable one survives a restart of
+ * the calling process).
  */
 import { createHash, randomUUID } from "node:crypto";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -38,8 +39,9 @@ export interface CreatePayoutResult {
 
 export interface IntentOptions {
   /**
-   * A stable id of this intent (an order or invoice id): with a key store, the key is saved
-   * under it before the first attempt, and a restarted process gets the same key back.
+   * A stable id of this intent (an order or invoice id): the key is saved under it in the key
+   * store before the first attempt (by default this client's memory; with a durable store a
+   * restarted process gets the same key back), bound to this request's body.
    */
   id?: string;
   /** Use this key instead of minting one (e.g. a key an operator wrote down). */
@@ -50,7 +52,7 @@ export interface PayoutsSettings {
   url: string;
   transports: Transports;
   policy: RetryPolicy;
-  keyStore: IntentKeyStore | undefined;
+  keyStore: IntentKeyStore;
   deadlineMs: number;
   timeoutMs: number;
   /** The server keeps answers this long; an older persisted intent is refused (default 24 h less a margin). */
@@ -128,7 +130,7 @@ export class PayoutIntent {
 
   /** Forgets a persisted key (after the caller has recorded the outcome). */
   async forget(): Promise<void> {
-    if (this.id !== undefined) await this.s.keyStore?.delete(this.id);
+    if (this.id !== undefined) await this.s.keyStore.delete(this.id);
   }
 }
 
@@ -136,14 +138,14 @@ export class PayoutsClient {
   constructor(private readonly s: PayoutsSettings) {}
 
   /**
-   * A new intent for request. With `id` and a key store, an intent saved earlier under that id
+   * A new intent for request. With `id`, an intent saved earlier under that id in the key store
    * is resumed with its key; a different request under the same id is refused
    * (IntentMismatchError), and one older than the server's retention too (IntentExpiredError).
    */
   async intent(request: PayoutRequest, opts: IntentOptions = {}): Promise<PayoutIntent> {
     const fingerprint = requestFingerprint(request);
     const store = this.s.keyStore;
-    if (opts.id === undefined || !store) return new PayoutIntent(this.s, request, opts.key ?? randomUUID(), opts.id);
+    if (opts.id === undefined) return new PayoutIntent(this.s, request, opts.key ?? randomUUID(), opts.id);
     const minted = { key: opts.key ?? randomUUID(), fingerprint, createdAt: Date.now() };
     const stored = await store.putIfAbsent(opts.id, minted);
     if (stored.fingerprint !== fingerprint) throw new IntentMismatchError(opts.id);
