@@ -18,14 +18,14 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { DomainError, REASONS, unavailable } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { isUnavailableError } from "../shared/pg.js";
+import { dbUnavailable, isBusyError, isLockTimeout, isUnavailableError } from "../shared/pg.js";
 import { CreatePayoutResponseSchema, type CreatePayoutRequest, type CreatePayoutResponse } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import { newPayoutId, toPayout } from "./payout-message.js";
 import { ROLLBACK, type NewPayout, type PayoutStore } from "./payout-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";
-import { dailyAmountLimit, limitExceeded, limitsUnavailable, type Consumption, type LimitsConfig } from "./limits.js";
+import { dailyAmountLimit, limitExceeded, limitsContended, limitsUnavailable, type Consumption, type LimitsConfig } from "./limits.js";
 import type { LimitStore } from "./limit-store.js";
 
 export interface CreatePayoutDeps {
@@ -33,7 +33,7 @@ export interface CreatePayoutDeps {
   keys: IdempotencyStore;
   limitStore: LimitStore;
   limits: LimitsConfig;
-  /** A limit store slower than this is treated as unavailable. */
+  /** A limit store slower than this is treated as unavailable (the pool's bound already includes the lock waits). */
   limitsTimeoutMs: number;
   metrics: PayoutsMetrics;
   logger: Logger;
@@ -43,7 +43,7 @@ export interface CreatePayoutDeps {
 
 /** A validated CreatePayout call: the payout to create (its id is assigned here), plus the key
  * and the request its fingerprint is taken from. */
-export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId"> {
+export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId" | "idempotencyKey"> {
   key: string;
   request: CreatePayoutRequest;
 }
@@ -51,10 +51,26 @@ export interface CreatePayoutCommand extends Omit<NewPayout, "payoutId"> {
 export interface CreatePayoutResult {
   response: CreatePayoutResponse;
   replayed: boolean;
+  /** When the server forgets the key (the header idempotency-key-expires-at). */
+  keyExpiresAt: Date;
+}
+
+/** IDEMPOTENCY_KEY_REUSED, with the instant the key is free again (the handler puts it in a header). */
+export class KeyReusedError extends DomainError {
+  constructor(readonly keyExpiresAt: Date) {
+    // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
+    super(REASONS.IDEMPOTENCY_KEY_REUSED, "this idempotency-key was already used with a different request body; use a new key for a new payout", {
+      field: "idempotency-key",
+      http_status_in_ietf_draft: "422",
+    });
+  }
 }
 
 const storeUnavailable = (err: unknown) =>
   unavailable(REASONS.IDEMPOTENCY_UNAVAILABLE, "the idempotency store is unavailable; nothing was executed. Retry with the same key", 1000, err);
+
+/** paydb up but too slow (statement timeout, lock wait): the statement rolled back, nothing was executed. */
+const paydbBusy = (err: unknown): never => dbUnavailable("PAYDB", err, "nothing was executed. Retry with the same key");
 
 const conflict = (retryAfterMs: number) =>
   new DomainError(
@@ -92,6 +108,13 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       );
     } catch (err) {
       await keys.release(cmd.clientId, cmd.key, claimId).catch(() => false);
+      // A counter another request held past the wait: load on one client and account, not an
+      // outage. Nothing was consumed (the statement rolled back); nobody is paged for it.
+      if (isLockTimeout(err)) {
+        metrics.limitContention.inc();
+        done("limits_contended");
+        throw limitsContended(err);
+      }
       // A bug (bad SQL, a missing migration) is an internal error, not an outage to wait out.
       if (!(err instanceof LimitTimeout) && !isUnavailableError(err)) {
         done("error");
@@ -133,6 +156,10 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     try {
       claim = await claimKey(keys, { clientId: cmd.clientId, key: cmd.key, fingerprint, lockMs: deps.lockMs, retentionMs: deps.retentionMs });
     } catch (err) {
+      if (isBusyError(err)) {
+        done("busy");
+        paydbBusy(err);
+      }
       if (!isUnavailableError(err)) throw err;
       metrics.unavailable.inc();
       done("unavailable");
@@ -143,7 +170,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       case "replay":
         metrics.replays.inc();
         done("replayed");
-        return { response: fromBinary(CreatePayoutResponseSchema, claim.response), replayed: true };
+        return { response: fromBinary(CreatePayoutResponseSchema, claim.response), replayed: true, keyExpiresAt: claim.expiresAt };
       case "conflict":
         metrics.conflicts.inc();
         done("conflict");
@@ -151,12 +178,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
       case "reused":
         metrics.keyReused.inc();
         done("key_reused");
-        // The IETF draft says 422; Connect has no 422, so: invalid_argument (400) + reason.
-        throw new DomainError(
-          REASONS.IDEMPOTENCY_KEY_REUSED,
-          "this idempotency-key was already used with a different request body; use a new key for a new payout",
-          { field: "idempotency-key", http_status_in_ietf_draft: "422" },
-        );
+        throw new KeyReusedError(claim.expiresAt);
       case "claimed":
         break;
     }
@@ -179,10 +201,11 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
           beneficiary: cmd.beneficiary,
           clientReference: cmd.clientReference,
           traceparent: cmd.traceparent,
+          idempotencyKey: cmd.key,
         });
         const response = create(CreatePayoutResponseSchema, { payout: toPayout(row) });
         const bytes = toBinary(CreatePayoutResponseSchema, response);
-        const pinned = await keys.markDone(tx, {
+        const expiresAt = await keys.markDone(tx, {
           clientId: cmd.clientId,
           key: cmd.key,
           claimId,
@@ -190,7 +213,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
           payoutId: row.payout_id,
           retentionMs: deps.retentionMs,
         });
-        return pinned ? bytes : ROLLBACK;
+        return expiresAt ? { bytes, expiresAt } : ROLLBACK;
       });
     } catch (err) {
       // Not pinned: free the key so a retry runs again. If paydb is gone this fails too and
@@ -202,6 +225,10 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
         metrics.unavailable.inc();
         done("unavailable");
         throw storeUnavailable(err);
+      }
+      if (isBusyError(err)) {
+        done("busy");
+        paydbBusy(err);
       }
       done("error");
       throw err;
@@ -217,7 +244,7 @@ export function createPayoutCreator(deps: CreatePayoutDeps) {
     metrics.created.inc();
     done("created");
     // Answer with the very bytes we stored, so the first answer and every replay are identical.
-    return { response: fromBinary(CreatePayoutResponseSchema, outcome), replayed: false };
+    return { response: fromBinary(CreatePayoutResponseSchema, outcome.bytes), replayed: false, keyExpiresAt: outcome.expiresAt };
   };
 }
 

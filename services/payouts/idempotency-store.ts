@@ -23,6 +23,8 @@ export interface KeyRow {
   lock_remaining_ms: number;
   /** Within retention: the key is still bound to its first body and answer (DONE rows). */
   live: boolean;
+  /** When the server forgets the key (what purge and `live` go by). */
+  expires_at: Date;
 }
 
 export interface ClaimParams {
@@ -56,7 +58,7 @@ export function createIdempotencyStore(pool: Pool) {
         `SELECT state, fingerprint, response,
                 coalesce(locked_until > now(), false) AS locked,
                 greatest(0, coalesce(extract(epoch FROM locked_until - now()) * 1000, 0))::float8 AS lock_remaining_ms,
-                expires_at > now() AS live
+                expires_at > now() AS live, expires_at
            FROM idempotency_keys WHERE client_id = $1 AND idempotency_key = $2`,
         [clientId, key],
       );
@@ -87,21 +89,22 @@ export function createIdempotencyStore(pool: Pool) {
 
     /**
      * Pins the answer to the key, inside the transaction that inserted the payout. Only the
-     * holder of the current claim can do it: false means our lease was taken over and the
-     * caller must roll back (someone else is creating this payout).
+     * holder of the current claim can do it: null means our lease was taken over and the
+     * caller must roll back (someone else is creating this payout). Else: when the key expires.
      */
     async markDone(
       q: Queryable,
       p: { clientId: string; key: string; claimId: string; response: Uint8Array; payoutId: string; retentionMs: number },
-    ): Promise<boolean> {
-      const res = await q.query({
+    ): Promise<Date | null> {
+      const res = await q.query<{ expires_at: Date }>({
         name: "payouts_key_done",
         text: `UPDATE idempotency_keys
             SET state = 'DONE', response = $4, payout_id = $5, locked_until = NULL, expires_at = now() + ${ms("$6")}
-          WHERE client_id = $1 AND idempotency_key = $2 AND claim_id = $3 AND state = 'IN_PROGRESS'`,
+          WHERE client_id = $1 AND idempotency_key = $2 AND claim_id = $3 AND state = 'IN_PROGRESS'
+          RETURNING expires_at`,
         values: [p.clientId, p.key, p.claimId, Buffer.from(p.response), p.payoutId, p.retentionMs],
       });
-      return res.rowCount === 1;
+      return res.rows[0]?.expires_at ?? null;
     },
 
     /**

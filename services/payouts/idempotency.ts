@@ -17,6 +17,12 @@ import type { ClaimParams, IdempotencyStore } from "./idempotency-store.js";
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 /** Response header on an answer served from the store. */
 export const REPLAYED_HEADER = "idempotency-replayed";
+/**
+ * Response header on every answer tied to a stored key (created, replayed, key reused): the
+ * RFC 3339 UTC instant the server forgets the key. A client must not send the key after it.
+ * Millisecond precision, rounded down from paydb's microseconds: never later than the truth.
+ */
+export const EXPIRES_AT_HEADER = "idempotency-key-expires-at";
 export const MAX_KEY_LENGTH = 255;
 /** Visible ASCII only (0x21-0x7E): no spaces, no control characters, no look-alikes. */
 const KEY_PATTERN = /^[\x21-\x7e]+$/;
@@ -32,10 +38,14 @@ export function readIdempotencyKey(headers: Headers): string {
       field: IDEMPOTENCY_KEY_HEADER,
     });
   }
+  return checkIdempotencyKey(key, IDEMPOTENCY_KEY_HEADER);
+}
+
+/** A non-empty key's form, checked where it arrives (`field`: the header, or LookupPayout's field). */
+export function checkIdempotencyKey(key: string, field: string): string {
   if (key.length > MAX_KEY_LENGTH || !KEY_PATTERN.test(key)) {
-    throw new DomainError(REASONS.IDEMPOTENCY_KEY_INVALID, `header idempotency-key must be 1-${MAX_KEY_LENGTH} visible ASCII characters`, {
-      field: IDEMPOTENCY_KEY_HEADER,
-    });
+    const where = field === IDEMPOTENCY_KEY_HEADER ? "header idempotency-key" : field;
+    throw new DomainError(REASONS.IDEMPOTENCY_KEY_INVALID, `${where} must be 1-${MAX_KEY_LENGTH} visible ASCII characters`, { field });
   }
   return key;
 }
@@ -62,11 +72,11 @@ export type ClaimOutcome =
   /** We own the key: run, then pin the answer with this claim id. */
   | { kind: "claimed"; claimId: string; takeover: boolean }
   /** The key already holds a success for this body: answer with it. */
-  | { kind: "replay"; response: Buffer }
+  | { kind: "replay"; response: Buffer; expiresAt: Date }
   /** Another request with this key is running. */
   | { kind: "conflict"; retryAfterMs: number }
   /** The key is bound to a different body. */
-  | { kind: "reused" };
+  | { kind: "reused"; expiresAt: Date };
 
 /** A marker can change under us (released, purged, taken over): re-read a few times at most. */
 const MAX_ROUNDS = 4;
@@ -85,8 +95,8 @@ export async function claimKey(store: IdempotencyStore, p: Omit<ClaimParams, "cl
       if (await store.takeOver(params)) return { kind: "claimed", claimId: params.claimId, takeover: true };
       continue; // someone else took it, or it changed: look again
     }
-    if (!row.fingerprint.equals(p.fingerprint)) return { kind: "reused" };
-    if (row.state === "DONE" && row.response) return { kind: "replay", response: row.response };
+    if (!row.fingerprint.equals(p.fingerprint)) return { kind: "reused", expiresAt: row.expires_at };
+    if (row.state === "DONE" && row.response) return { kind: "replay", response: row.response, expiresAt: row.expires_at };
     return { kind: "conflict", retryAfterMs: retryHint(row.lock_remaining_ms) };
   }
   return { kind: "conflict", retryAfterMs: 1000 };

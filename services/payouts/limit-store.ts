@@ -61,6 +61,25 @@ export function createLimitStore(pool: Pool) {
       ]);
     },
 
+    /**
+     * Start-up check: a primary with the limit migrations (table and both functions, as this
+     * service calls them). paydb's own check covers the default store; LIMITS_DB_URL may name another.
+     */
+    async checkReady(): Promise<void> {
+      let ok: boolean;
+      try {
+        const { rows } = await pool.query<{ ok: boolean }>(
+          `SELECT to_regclass('payout_limit_usage') IS NOT NULL
+              AND to_regprocedure('consume_payout_limits(text, bigint, bigint, text, text, bigint, numeric)') IS NOT NULL
+              AND to_regprocedure('refund_payout_limits(text, timestamptz, text, text, bigint, timestamptz)') IS NOT NULL AS ok`,
+        );
+        ok = rows[0]?.ok === true;
+      } catch (err) {
+        throw new Error(`the money-limit store cannot be used: ${(err as Error).message}`);
+      }
+      if (!ok) throw new Error("the money-limit store (LIMITS_DB_URL) is not migrated (run: node dist/services/migrate/main.js paydb against it)");
+    },
+
     /** Deletes usage of windows that ended more than two days ago (in batches). */
     async purgeExpired(batch: number): Promise<number> {
       const res = await pool.query(

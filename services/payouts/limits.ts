@@ -1,7 +1,7 @@
 /**
  * Fail-closed money limits on CreatePayout (RESILIENCE.md principle 3 and its "fail-closed
- * money limits" row): a per-client request rate and a per-account amount per currency per UTC
- * day, both kept in a shared store (paydb by default) so every replica enforces one budget.
+ * money limits" row): a per-client request rate and a per-client-and-account amount per
+ * currency per UTC day, both kept in a shared store (paydb by default) so every replica enforces one budget.
  *
  * The rules, and why:
  * - Limits are consumed only by a request that claimed its Idempotency-Key (it is about to
@@ -12,8 +12,14 @@
  *   the payout provably was not created (the transaction rolled back, or our IN_PROGRESS
  *   marker could still be deleted); when that is unknown it stays counted: a failure can cost
  *   budget, never add money movement.
- * - Store unreachable (or slower than LIMITS_TIMEOUT_MS): refuse with `unavailable`
- *   LIMITS_UNAVAILABLE and a retry hint; nothing was executed and the key is free again.
+ * - Store unreachable (or slower than LIMITS_TIMEOUT_MS plus the lock waits): refuse with
+ *   `unavailable` LIMITS_UNAVAILABLE and a retry hint; nothing was executed and the key is free
+ *   again. Counted and paged on.
+ * - A counter held by other requests (one client hammering one account) is waited for up to
+ *   LIMITS_LOCK_WAIT_MS, then refused `unavailable` LIMITS_CONTENDED with a short retry hint: that is
+ *   load, not an outage, and pages nobody.
+ * - The daily amount is per client and account (migration 016): a client spends, and a refusal
+ *   reports, only its own budget.
  *   Reads never touch the limit store.
  * - Over a limit: `resource_exhausted` with the limit's reason, usage metadata and RetryInfo
  *   until its window ends; a single payout larger than the whole daily limit gets no retry hint
@@ -88,8 +94,8 @@ export function limitExceeded(
   return new DomainError(
     REASONS.ACCOUNT_DAILY_LIMIT_EXCEEDED,
     never
-      ? `this payout alone exceeds the account's daily limit for ${req.currency} (${d.limitValue} minor units)`
-      : `the account's daily limit for ${req.currency} (${d.limitValue} minor units) would be exceeded; it resets at ${resets}`,
+      ? `this payout alone exceeds this client's daily limit on the account for ${req.currency} (${d.limitValue} minor units)`
+      : `this client's daily limit on the account for ${req.currency} (${d.limitValue} minor units) would be exceeded; it resets at ${resets}`,
     {
       limit: "account_daily_amount",
       account_id: req.accountId,
@@ -100,6 +106,17 @@ export function limitExceeded(
       resets_at: resets,
     },
     never ? undefined : Math.max(1, d.resetsAt.getTime() - now),
+  );
+}
+
+/** A counter stayed locked by other requests past LIMITS_LOCK_WAIT_MS: retry shortly, same key. */
+export function limitsContended(cause: unknown): DomainError {
+  return new DomainError(
+    REASONS.LIMITS_CONTENDED,
+    "too many concurrent payouts for this client and account; nothing was executed. Retry shortly with the same idempotency-key",
+    {},
+    500,
+    { cause },
   );
 }
 

@@ -4,13 +4,13 @@
  * is written, and every failure names its field.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
-import { DomainError, invalidArgument, REASONS } from "../shared/errors.js";
+import { DomainError, invalidArgument, REASONS, toConnectError } from "../shared/errors.js";
 import { dbCall } from "../shared/pg.js";
 import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
 import type { CallerIdentity } from "./caller-identity.js";
-import type { CreatePayout } from "./create-payout.js";
-import { readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
+import { KeyReusedError, type CreatePayout } from "./create-payout.js";
+import { checkIdempotencyKey, EXPIRES_AT_HEADER, readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
 import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
 import { stateName, toPayout } from "./payout-message.js";
 import type { PayoutStore } from "./payout-store.js";
@@ -43,7 +43,7 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
         const amount = checkMoney("amount", req.amount);
         const beneficiary = checkBeneficiary("beneficiary", req.beneficiary);
         const clientReference = checkText("client_reference", req.clientReference, 0, 128);
-        const result = await createPayout({
+        const run = createPayout({
           clientId: callerIdentity(ctx),
           key,
           request: req,
@@ -54,8 +54,53 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
           clientReference,
           traceparent: readTraceparent(ctx.requestHeader),
         });
+        let result;
+        try {
+          result = await run;
+        } catch (err) {
+          // The key stays bound to its first body until then: the client learns when it is free.
+          // (On the refusal's own metadata: a handler's response headers are not sent with an error.)
+          if (err instanceof KeyReusedError) {
+            const refusal = toConnectError(err);
+            refusal.metadata.set(EXPIRES_AT_HEADER, err.keyExpiresAt.toISOString());
+            throw refusal;
+          }
+          throw err;
+        }
+        ctx.responseHeader.set(EXPIRES_AT_HEADER, result.keyExpiresAt.toISOString());
         if (result.replayed) ctx.responseHeader.set(REPLAYED_HEADER, "true");
         return result.response;
+      },
+
+      async lookupPayout(req, ctx) {
+        const clientId = callerIdentity(ctx);
+        switch (req.by.case) {
+          case "idempotencyKey": {
+            if (req.by.value === "") throw invalidArgument("idempotency_key", REASONS.FIELD_REQUIRED, "idempotency_key is empty");
+            const key = checkIdempotencyKey(req.by.value, "idempotency_key");
+            const row = await readPaydb(() => payouts.getByKey(clientId, key));
+            // Another client's payout is indistinguishable from a missing one; the key is not echoed.
+            if (!row) throw new DomainError(REASONS.PAYOUT_NOT_FOUND, "no payout was created with this idempotency key", { field: "idempotency_key" });
+            return { payout: toPayout(row) };
+          }
+          case "clientReference": {
+            if (req.by.value === "") throw invalidArgument("client_reference", REASONS.FIELD_REQUIRED, "client_reference is empty");
+            const reference = checkText("client_reference", req.by.value, 1, 128);
+            const rows = await readPaydb(() => payouts.getByClientReference(clientId, reference));
+            if (rows.length === 0) throw new DomainError(REASONS.PAYOUT_NOT_FOUND, "no payout has this client reference", { field: "client_reference" });
+            // Never pick one: the caller would take another payout's state for its own.
+            if (rows.length > 1) {
+              throw new DomainError(
+                REASONS.CLIENT_REFERENCE_AMBIGUOUS,
+                "more than one of your payouts has this client reference; look it up by idempotency key, or list them",
+                { field: "client_reference" },
+              );
+            }
+            return { payout: toPayout(rows[0]!) };
+          }
+          default:
+            throw invalidArgument("by", REASONS.FIELD_REQUIRED, "name the payout by idempotency_key or client_reference");
+        }
       },
 
       async getPayout(req, ctx) {

@@ -40,6 +40,8 @@ export interface NewPayout {
   beneficiary: string;
   clientReference: string;
   traceparent: string | null;
+  /** The key of the CreatePayout that creates it: kept on the payout after the key row is purged. */
+  idempotencyKey: string;
 }
 
 /** Keyset position: the last row of the previous page. */
@@ -78,9 +80,9 @@ export function createPayoutStore(pool: Pool) {
       // Named: prepared once per connection (every CreatePayout runs it).
       const { rows } = await q.query<PayoutRow>({
         name: "payouts_insert",
-        text: `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, client_reference, traceparent)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${COLUMNS}`,
-        values: [p.payoutId, p.clientId, p.accountId, p.amountMinor.toString(), p.currency, p.beneficiary, p.clientReference, p.traceparent],
+        text: `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, client_reference, traceparent, idempotency_key)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING ${COLUMNS}`,
+        values: [p.payoutId, p.clientId, p.accountId, p.amountMinor.toString(), p.currency, p.beneficiary, p.clientReference, p.traceparent, p.idempotencyKey],
       });
       return rows[0]!;
     },
@@ -88,6 +90,27 @@ export function createPayoutStore(pool: Pool) {
     async get(clientId: string, payoutId: string): Promise<PayoutRow | undefined> {
       const { rows } = await pool.query<PayoutRow>(`SELECT ${COLUMNS} FROM payouts WHERE client_id = $1 AND payout_id = $2`, [clientId, payoutId]);
       return rows[0];
+    },
+
+    /**
+     * The caller's payout created with this idempotency key. A key is free again after its
+     * retention, so it may name several payouts over time: the newest is the one the key last made.
+     */
+    async getByKey(clientId: string, key: string): Promise<PayoutRow | undefined> {
+      const { rows } = await pool.query<PayoutRow>(
+        `SELECT ${COLUMNS} FROM payouts WHERE client_id = $1 AND idempotency_key = $2 ORDER BY created_at DESC, payout_id DESC LIMIT 1`,
+        [clientId, key],
+      );
+      return rows[0];
+    },
+
+    /** Up to two of the caller's payouts with this client reference (two: the reference is ambiguous). */
+    async getByClientReference(clientId: string, reference: string): Promise<PayoutRow[]> {
+      const { rows } = await pool.query<PayoutRow>(
+        `SELECT ${COLUMNS} FROM payouts WHERE client_id = $1 AND client_reference = $2 ORDER BY created_at DESC, payout_id DESC LIMIT 2`,
+        [clientId, reference],
+      );
+      return rows;
     },
 
     /** Newest first, keyset-paged on (created_at, payout_id) so pages never skip or repeat rows. */
@@ -115,6 +138,7 @@ export function createPayoutStore(pool: Pool) {
       try {
         await pool.query("SELECT claim_id FROM idempotency_keys LIMIT 0");
         await pool.query("SELECT used FROM payout_limit_usage LIMIT 0");
+        await pool.query("SELECT idempotency_key FROM payouts LIMIT 0");
       } catch (err) {
         throw new Error(`paydb schema is not migrated (run: node dist/services/migrate/main.js paydb): ${(err as Error).message}`);
       }

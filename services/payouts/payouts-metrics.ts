@@ -26,6 +26,11 @@ export function createPayoutsMetrics(registry: Registry) {
       help: "CreatePayout refused because the money-limit store was unreachable or too slow (fail closed)",
       registers,
     }),
+    limitContention: new Counter({
+      name: "payout_limit_contention_total",
+      help: "CreatePayout refused because a limit counter stayed locked by other requests past LIMITS_LOCK_WAIT_MS (load, not an outage)",
+      registers,
+    }),
     limitCheckSeconds: new Histogram({
       name: "payout_limit_check_seconds",
       help: "Time to consume the money limits of one CreatePayout in the shared store",

@@ -20,23 +20,43 @@ import { createPayoutStore } from "./payout-store.js";
 import { createPayoutsMetrics } from "./payouts-metrics.js";
 import { startPurgeJob } from "./purge-job.js";
 
+/** The longest a consumption may take: its own work, plus a bounded wait for each counter row. */
+function limitsCallBoundMs(config: PayoutsConfig): number {
+  return config.limitsTimeoutMs + 2 * config.limitsLockWaitMs;
+}
+
 export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger }): Promise<RunningService> {
   const { logger } = deps;
-  const pool = createPool({ url: config.paydbUrl, max: config.paydbPoolMax, primaryOnly: true, applicationName: "payouts" });
+  const pool = createPool({
+    url: config.paydbUrl,
+    max: config.paydbPoolMax,
+    primaryOnly: true,
+    applicationName: "payouts",
+    statementTimeoutMs: config.paydbStatementTimeoutMs,
+  });
   const payouts = createPayoutStore(pool);
   const keys = createIdempotencyStore(pool);
   await payouts.checkReady();
   // The money-limit store has its own pool with short timeouts: a slow store refuses money
-  // movement quickly (fail closed) and never starves the reads of connections.
+  // movement quickly (fail closed) and never starves the reads of connections. A consumption
+  // may wait for each of its two counter rows (lock_timeout each) on top of its own work.
+  const limitsBoundMs = limitsCallBoundMs(config);
   const limitsPool = createPool({
     url: config.limitsDbUrl,
     max: config.limitsPoolMax,
     primaryOnly: true,
     applicationName: "payouts-limits",
     connectTimeoutMs: config.limitsTimeoutMs,
-    statementTimeoutMs: config.limitsTimeoutMs,
+    statementTimeoutMs: limitsBoundMs,
+    lockTimeoutMs: config.limitsLockWaitMs,
   });
   const limitStore = createLimitStore(limitsPool);
+  // Fail at start, not on every create: an unmigrated (or unreachable) limit store would refuse
+  // all money movement while reads and health looked fine.
+  await limitStore.checkReady().catch(async (err: unknown) => {
+    await Promise.all([pool.end(), limitsPool.end()]).catch(() => {});
+    throw err;
+  });
 
   const registry = createRegistry("payouts");
   const metrics = createPayoutsMetrics(registry);
@@ -45,7 +65,8 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     keys,
     limitStore,
     limits: config.limits,
-    limitsTimeoutMs: config.limitsTimeoutMs,
+    // A little past the statement timeout, so paydb's own (more precise) error arrives first.
+    limitsTimeoutMs: limitsBoundMs + 250,
     metrics,
     logger,
     lockMs: config.lockMs,

@@ -13,6 +13,8 @@ export interface PoolOptions {
   /** Refuse connections to a server in recovery (a standby). */
   primaryOnly?: boolean;
   statementTimeoutMs?: number;
+  /** Bound on waiting for one row lock (PostgreSQL lock_timeout; SQLSTATE 55P03 past it). Unset: none. */
+  lockTimeoutMs?: number;
   connectTimeoutMs?: number;
   applicationName?: string;
 }
@@ -41,7 +43,7 @@ export function createPool(opts: PoolOptions): pg.Pool {
     // Durable commits whatever the server's default: an intent row acknowledged to the proxy must
     // survive a paydb crash, or a payment it then forwarded would have no intent and could be
     // made again. (Drill paydb-outage found exactly this against synchronous_commit=off.)
-    options: "-c synchronous_commit=on",
+    options: `-c synchronous_commit=on${opts.lockTimeoutMs ? ` -c lock_timeout=${Math.floor(opts.lockTimeoutMs)}` : ""}`,
   });
   // An idle client losing its connection must not crash the process; the next query fails.
   pool.on("error", () => {});
@@ -78,6 +80,23 @@ export function createPool(opts: PoolOptions): pg.Pool {
   return pool;
 }
 
+/**
+ * SQLSTATE 57014 (statement_timeout, or a cancel) and 55P03 (lock_timeout): the database is up
+ * but did not answer in time (load, a long transaction holding a row). The statement was
+ * rolled back, so the same request may succeed later: retryable, never `internal`. Kept apart
+ * from isUnavailableError, whose callers (the proxy's admission, the executor's outcome write)
+ * decide by "unreachable" on the money path.
+ */
+export function isBusyError(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return code === "57014" || code === "55P03";
+}
+
+/** SQLSTATE 55P03: a row lock was not granted within lock_timeout (another transaction holds it). */
+export function isLockTimeout(err: unknown): boolean {
+  return (err as { code?: unknown })?.code === "55P03";
+}
+
 /** SQLSTATE classes and codes that mean "the database is not reachable or not usable now". */
 export function isUnavailableError(err: unknown): boolean {
   if (err instanceof StandbyRefusedError) return true;
@@ -104,20 +123,22 @@ export function isUnavailableError(err: unknown): boolean {
  * from its name.
  */
 const DB_REASONS = {
-  PAYDB: { notPrimary: REASONS.PAYDB_NOT_PRIMARY, unavailable: REASONS.PAYDB_UNAVAILABLE },
+  PAYDB: { notPrimary: REASONS.PAYDB_NOT_PRIMARY, unavailable: REASONS.PAYDB_UNAVAILABLE, busy: REASONS.PAYDB_BUSY },
 } as const;
 export type HandlerDatabase = keyof typeof DB_REASONS;
 
 /**
  * Turns "this database cannot be used now" into the retryable answer clients see:
  * `<DB>_NOT_PRIMARY` for a standby, `<DB>_UNAVAILABLE` when unreachable (UNAVAILABLE with a
- * retry hint). Anything else is rethrown unchanged. `consequence` tells the caller what did
+ * retry hint), `<DB>_BUSY` when it did not answer in time (isBusyError). Anything else is
+ * rethrown unchanged. `consequence` tells the caller what did
  * not happen ("nothing was forwarded").
  */
 export function dbUnavailable(db: HandlerDatabase, err: unknown, consequence = "retry later"): never {
   const name = db.toLowerCase();
   if (err instanceof StandbyRefusedError) throw unavailable(DB_REASONS[db].notPrimary, `${name} is a standby; only a primary is used`, 1000, err);
   if (isUnavailableError(err)) throw unavailable(DB_REASONS[db].unavailable, `${name} is unavailable; ${consequence}`, 1000, err);
+  if (isBusyError(err)) throw unavailable(DB_REASONS[db].busy, `${name} did not answer in time; ${consequence}`, 1000, err);
   throw err;
 }
 

@@ -161,6 +161,12 @@ const DEFINITIONS = {
     area: "paydb",
     meaning: "paydb cannot be reached; nothing was changed (SubmitPayout: nothing was forwarded).",
   },
+  PAYDB_BUSY: {
+    code: Code.Unavailable,
+    retry: "transient",
+    area: "paydb",
+    meaning: "paydb did not answer in time (statement timeout or lock wait: load, a long transaction); nothing was changed. Retry after the hint.",
+  },
   PAYDB_NOT_PRIMARY: {
     code: Code.Unavailable,
     retry: "transient",
@@ -262,7 +268,14 @@ const DEFINITIONS = {
     code: Code.NotFound,
     retry: "final",
     area: "payouts",
-    meaning: "GetPayout: no payout with this id (another client's payout is indistinguishable from a missing one).",
+    meaning:
+      "GetPayout, LookupPayout: no payout with this id, idempotency key or client reference (another client's payout is indistinguishable from a missing one).",
+  },
+  CLIENT_REFERENCE_AMBIGUOUS: {
+    code: Code.FailedPrecondition,
+    retry: "final",
+    area: "payouts",
+    meaning: "LookupPayout: several of the caller's payouts carry this client reference (metadata count); look up by idempotency key or list them.",
   },
   IDEMPOTENCY_KEY_MISSING: { code: Code.InvalidArgument, retry: "final", area: "payouts", meaning: "CreatePayout carried no idempotency-key header." },
   IDEMPOTENCY_KEY_INVALID: {
@@ -299,7 +312,14 @@ const DEFINITIONS = {
     code: Code.ResourceExhausted,
     retry: "later",
     area: "payouts",
-    meaning: "The account's daily amount in this currency would be exceeded; retry after the hint (none: this payout alone exceeds the limit).",
+    meaning:
+      "This client's daily amount on the account in this currency would be exceeded (metadata used: this client's own spending only); retry after the hint (none: this payout alone exceeds the limit).",
+  },
+  LIMITS_CONTENDED: {
+    code: Code.Unavailable,
+    retry: "transient",
+    area: "payouts",
+    meaning: "This client and account's limit counter stayed locked by concurrent payouts past the server's wait (load, not an outage); nothing was executed.",
   },
   LIMITS_UNAVAILABLE: {
     code: Code.Unavailable,

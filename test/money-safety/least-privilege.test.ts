@@ -118,7 +118,10 @@ describe("each service's database role", () => {
     ["rail-proxy", "UPDATE rail_high_water SET mark = mark + 1 WHERE account_id = 'acc-priv'"],
     ["rail-proxy", "UPDATE rail_submissions SET state = 'ACCEPTED', rail_reference = 'rr_x' WHERE payout_id = 'po-priv-1'"],
     ["rail-proxy", "SELECT amount_minor, beneficiary, fence FROM payouts"],
-    ["payouts", "INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary) VALUES ('po-new', 'c', 'a', 1, 'EUR', 'b')"],
+    [
+      "payouts",
+      "INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, idempotency_key) VALUES ('po-new', 'c', 'a', 1, 'EUR', 'b', 'k-1')",
+    ],
     ["reconciler", "UPDATE payouts SET state = 'FAILED', failure_reason = 'x' WHERE payout_id = 'po-priv-1'"],
     ["lock", "SELECT token FROM locks"],
   ] as Array<[ServiceRole, string]>)("%s can still run what it uses: %s", async (role, sql) => {

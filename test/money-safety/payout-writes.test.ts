@@ -124,8 +124,13 @@ describe("the payouts role inserts only what a client asked for", () => {
     expect(await sqlstate(insert(", created_at", "'po-ins-old', 'c', 'acc-ins', 100, 'EUR', 'b', now() - interval '3 days'"))).toBe("42501");
     const { rows } = await paydb.query("SELECT count(*)::int AS n FROM payouts WHERE payout_id LIKE 'po-ins-%'");
     expect(rows[0].n).toBe(0);
-    // What a client asks for is accepted: PENDING, fence 0, the server's time.
-    await insert("", "'po-ins-ok', 'c', 'acc-ins', 100, 'EUR', 'b'");
+    // A payout without the key that created it could not be looked up once the key is purged.
+    expect(await sqlstate(insert("", "'po-ins-nokey', 'c', 'acc-ins', 100, 'EUR', 'b'"))).toBe("23502");
+    expect((await paydb.query("SELECT count(*)::int AS n FROM payouts WHERE payout_id LIKE 'po-ins-%'")).rows[0].n).toBe(0);
+    // What a client asks for is accepted: PENDING, fence 0, the server's time, its key.
+    await insert(", idempotency_key", "'po-ins-ok', 'c', 'acc-ins', 100, 'EUR', 'b', 'key-1'");
+    // ...and the key a payout was created with never changes (no service role may write it).
+    expect(await sqlstate(payoutsDb.query("UPDATE payouts SET idempotency_key = 'key-2' WHERE payout_id = 'po-ins-ok'"))).toBe("42501");
     const { rows: ok } = await paydb.query(
       "SELECT state, fence::text, created_at > now() - interval '1 minute' AS fresh FROM payouts WHERE payout_id = 'po-ins-ok'",
     );

@@ -4,9 +4,12 @@
  * the shared store, a refusal is RESOURCE_EXHAUSTED with a reason and RetryInfo and consumes
  * nothing, a replay of a stored success is never refused nor counted, and with the store
  * unreachable (a TCP proxy in front of it refuses or black-holes) money movement refuses with
- * UNAVAILABLE LIMITS_UNAVAILABLE while reads keep working.
+ * UNAVAILABLE LIMITS_UNAVAILABLE while reads keep working. The daily amount is a budget per
+ * client and account: one client neither spends nor sees another's. A counter locked by another
+ * request is waited for (bounded), then refused as contention, never as an outage.
  */
 import { Code } from "@connectrpc/connect";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { errorInfo } from "../../services/shared/errors.js";
@@ -140,7 +143,7 @@ describe("per-account daily amount limit", () => {
     expect(await countPayouts(paydb, "account_id = 'acct-amount'")).toBe(6);
     const [sum] = await sql<{ total: string }>(paydb, "SELECT sum(amount_minor) AS total FROM payouts WHERE account_id = 'acct-amount'");
     expect(Number(sum!.total)).toBe(900);
-    expect(await usage("account_daily_amount", "acct-amount/EUR")).toBe(900);
+    expect(await usage("account_daily_amount", "client-amount/acct-amount/EUR")).toBe(900);
 
     // The remaining 100 still fits; other accounts and currencies have their own budgets.
     expect(
@@ -159,7 +162,7 @@ describe("per-account daily amount limit", () => {
     const r = await create(c.grpc, validRequest({ accountId: "acct-huge", amount: { amountMinor: 501n, currency: "GBP" } }), newKey());
     expect(r.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
     expect(retryMs(r.error)).toBeUndefined();
-    expect(await usage("account_daily_amount", "acct-huge/GBP")).toBe(0);
+    expect(await usage("account_daily_amount", "client-huge/acct-huge/GBP")).toBe(0);
   });
 
   it("gives the limits back when the payout was not created (the transaction failed after the consumption)", async () => {
@@ -181,12 +184,93 @@ describe("per-account daily amount limit", () => {
     } finally {
       await sql(paydb, "DROP TRIGGER test_refuse_refund ON payouts");
     }
-    expect(await usage("account_daily_amount", "acct-refund/EUR")).toBe(0);
+    expect(await usage("account_daily_amount", "client-refund/acct-refund/EUR")).toBe(0);
     expect(await usage("client_rate", "client-refund")).toBe(0);
     // The whole budget is still there, and a payout that is created consumes it.
     expect((await create(c.grpc, validRequest({ accountId: "acct-refund", amount: { amountMinor: 1000n, currency: "EUR" } }), newKey())).error).toBeUndefined();
-    expect(await usage("account_daily_amount", "acct-refund/EUR")).toBe(1000);
+    expect(await usage("account_daily_amount", "client-refund/acct-refund/EUR")).toBe(1000);
     expect(await usage("client_rate", "client-refund")).toBe(1);
+  });
+});
+
+describe("the daily amount is per client and account", () => {
+  it("one client's spending neither uses up nor shows in another client's budget on the same account", async () => {
+    const limits = { LIMIT_ACCOUNT_DAILY_AMOUNT: "EUR=1000,*=off" };
+    const a = await payouts({ ...limits, PAYOUTS_DEFAULT_CLIENT_ID: "client-spender" }, "payouts-spender");
+    const b = await payouts({ ...limits, PAYOUTS_DEFAULT_CLIENT_ID: "client-other" }, "payouts-other");
+    const pay = (c: ReturnType<typeof clients>, amountMinor: bigint) =>
+      create(c.grpc, validRequest({ accountId: "acct-two-clients", amount: { amountMinor, currency: "EUR" } }), newKey());
+
+    // A spends 900 of the account's EUR day, then is refused for 200 more with its own usage.
+    expect((await pay(a.c, 900n)).error).toBeUndefined();
+    const aRefused = await pay(a.c, 200n);
+    expect(aRefused.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
+    expect(errorInfo(aRefused.error)?.metadata).toMatchObject({ used: "900", limit_value: "1000" });
+
+    // B's budget on the same account is whole: its 1000 passes...
+    expect((await pay(b.c, 1000n)).error).toBeUndefined();
+    // ...and its refusal speaks of B's spending only, never of A's 900.
+    const bRefused = await pay(b.c, 1n);
+    expect(bRefused.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
+    const meta = errorInfo(bRefused.error)?.metadata ?? {};
+    expect(meta.used).toBe("1000");
+    expect(Object.values(meta).join(" ")).not.toMatch(/1900|900|client-spender/);
+    expect(bRefused.error!.rawMessage).not.toMatch(/1900|900|client-spender/);
+    expect(await countPayouts(paydb, "account_id = 'acct-two-clients'")).toBe(2);
+  });
+});
+
+describe("a hot counter is contention, not an outage", () => {
+  let holder: pg.Client | undefined;
+  afterAll(async () => {
+    await holder?.end().catch(() => {});
+  });
+
+  it("a request waits (bounded) for a counter another transaction holds, then refuses LIMITS_CONTENDED, retryable, without paging", async () => {
+    const { svc, c } = await payouts(
+      { PAYOUTS_DEFAULT_CLIENT_ID: "client-hot", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=1000000", LIMITS_TIMEOUT_MS: "500", LIMITS_LOCK_WAIT_MS: "1500" },
+      "payouts-hot",
+    );
+    const req = () => validRequest({ accountId: "acct-hot", amount: { amountMinor: 10n, currency: "EUR" } });
+    expect((await create(c.grpc, req(), newKey())).error).toBeUndefined(); // the counter row exists now
+
+    // Another transaction holds the account's counter (as a long burst of creates would).
+    holder = new pg.Client({ connectionString: paydb });
+    await holder.connect();
+    const lockCounter = async () => {
+      await holder!.query("BEGIN");
+      await holder!.query("SELECT used FROM payout_limit_usage WHERE scope = 'account_daily_amount' AND subject LIKE '%acct-hot/EUR' FOR UPDATE");
+    };
+    await lockCounter();
+
+    // Held briefly (shorter than the wait): the request waits and succeeds.
+    const release = setTimeout(() => void holder!.query("COMMIT"), 400);
+    const waited = await create(c.grpc, req(), newKey());
+    clearTimeout(release);
+    expect(waited.error).toBeUndefined();
+
+    // Held past the wait: a distinct, retryable refusal; nothing created, nothing consumed.
+    await lockCounter();
+    const key = newKey();
+    const body = req();
+    const before = await countPayouts(paydb, "account_id = 'acct-hot'");
+    const started = Date.now();
+    const refused = await create(c.grpc, body, key);
+    expect(refused.reason).toBe("LIMITS_CONTENDED");
+    expect(refused.error?.code).toBe(Code.Unavailable);
+    expect(retryMs(refused.error)).toBeGreaterThan(0);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await metric(svc.ready!.metricsPort, "payout_limit_store_unavailable_total")).toBe(0);
+    expect(await metric(svc.ready!.metricsPort, "payout_limit_contention_total")).toBe(1);
+    expect(await keyRow(paydb, key)).toBeUndefined();
+    await holder.query("COMMIT");
+    expect(await countPayouts(paydb, "account_id = 'acct-hot'")).toBe(before);
+
+    // The client's retry with the same key runs, once.
+    const retried = await create(c.grpc, body, key);
+    expect(retried.error).toBeUndefined();
+    expect(retried.replayed).toBe(false);
+    expect(await countPayouts(paydb, "account_id = 'acct-hot'")).toBe(before + 1);
   });
 });
 

@@ -12,7 +12,12 @@ let c: ReturnType<typeof clients>;
 
 beforeAll(async () => {
   paydb = await createPaydb();
-  svc = await startPayouts(paydb, { IDEMPOTENCY_RETENTION_MS: "1000", IDEMPOTENCY_PURGE_INTERVAL_MS: "200" });
+  svc = await startPayouts(paydb, {
+    IDEMPOTENCY_RETENTION_MS: "1000",
+    IDEMPOTENCY_LOCK_MS: "500",
+    IDEMPOTENCY_RETENTION_MIN_OVERRIDE: "true",
+    IDEMPOTENCY_PURGE_INTERVAL_MS: "200",
+  });
   c = clients(svc.url);
 });
 

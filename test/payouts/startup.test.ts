@@ -35,6 +35,21 @@ describe("payouts start-up and shutdown", () => {
     for (const v of ["PAYDB_URL", "IDEMPOTENCY_LOCK_MS", "PAYOUTS_DEFAULT_CLIENT_ID"]) expect(output).toContain(v);
   });
 
+  it("refuses an idempotency retention below 24 h without the test override, and below the lease even with it", async () => {
+    const short = await runToExit({ PAYDB_URL: "postgres://127.0.0.1:1/none", IDEMPOTENCY_RETENTION_MS: "30000" });
+    expect(short.code).toBe(78);
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MS");
+    expect(short.output).toContain("IDEMPOTENCY_RETENTION_MIN_OVERRIDE");
+    const belowLease = await runToExit({
+      PAYDB_URL: "postgres://127.0.0.1:1/none",
+      IDEMPOTENCY_RETENTION_MS: "20000",
+      IDEMPOTENCY_LOCK_MS: "30000",
+      IDEMPOTENCY_RETENTION_MIN_OVERRIDE: "true",
+    });
+    expect(belowLease.code).toBe(78);
+    expect(belowLease.output).toContain("IDEMPOTENCY_LOCK_MS");
+  });
+
   it("exits 70 against a paydb that was never migrated", async () => {
     const base = inject("pgUrl").replace(/\/[^/]*$/, "");
     const name = `paydb_unmigrated${uniqueSuffix()}`;
@@ -42,6 +57,19 @@ describe("payouts start-up and shutdown", () => {
     dbs.push(`${base}/${name}`);
     const { code, output } = await runToExit({ PAYDB_URL: `${base}/${name}` });
     expect(code).toBe(70);
+    expect(output).toContain("not migrated");
+  });
+
+  it("exits 70 when the money-limit store was never migrated (it would refuse every create)", async () => {
+    const paydb = await createPaydb();
+    dbs.push(paydb);
+    const base = inject("pgUrl").replace(/\/[^/]*$/, "");
+    const name = `limits_unmigrated${uniqueSuffix()}`;
+    await sql(`${base}/postgres`, `CREATE DATABASE ${name}`);
+    dbs.push(`${base}/${name}`);
+    const { code, output } = await runToExit({ PAYDB_URL: paydb, LIMITS_DB_URL: `${base}/${name}` });
+    expect(code).toBe(70);
+    expect(output).toContain("limit store");
     expect(output).toContain("not migrated");
   });
 

@@ -55,6 +55,7 @@ const servers = () => [
       "railfence.payouts.v1.PayoutService/CreatePayout",
       "railfence.payouts.v1.PayoutService/GetPayout",
       "railfence.payouts.v1.PayoutService/ListPayouts",
+      "railfence.payouts.v1.PayoutService/LookupPayout",
     ],
   },
   {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/payouts/v1/payouts.proto.
  */
 export const file_railfence_payouts_v1_payouts: GenFile = /*@__PURE__*/
-  fileDesc("CiJyYWlsZmVuY2UvcGF5b3V0cy92MS9wYXlvdXRzLnByb3RvEhRyYWlsZmVuY2UucGF5b3V0cy52MSJbCglBdHRlbnRpb24SDgoGcmVhc29uGAEgASgJEg4KBmRldGFpbBgCIAEoCRIuCgpmbGFnZ2VkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKPAwoGUGF5b3V0EhEKCXBheW91dF9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEioKBmFtb3VudBgDIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBCABKAkSMAoFc3RhdGUYBSABKA4yIS5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXRTdGF0ZRINCgVmZW5jZRgGIAEoBBIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBjbGllbnRfcmVmZXJlbmNlGAsgASgJEjIKCWF0dGVudGlvbhgMIAEoCzIfLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkF0dGVudGlvbiKEAQoTQ3JlYXRlUGF5b3V0UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEioKBmFtb3VudBgCIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYAyABKAkSGAoQY2xpZW50X3JlZmVyZW5jZRgEIAEoCSJEChRDcmVhdGVQYXlvdXRSZXNwb25zZRIsCgZwYXlvdXQYASABKAsyHC5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXQiJQoQR2V0UGF5b3V0UmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkiQQoRR2V0UGF5b3V0UmVzcG9uc2USLAoGcGF5b3V0GAEgASgLMhwucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0IoEBChJMaXN0UGF5b3V0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dFN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJIl0KE0xpc3RQYXlvdXRzUmVzcG9uc2USLQoHcGF5b3V0cxgBIAMoCzIcLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqzgEKC1BheW91dFN0YXRlEhwKGFBBWU9VVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFBBWU9VVF9TVEFURV9QRU5ESU5HEAESGwoXUEFZT1VUX1NUQVRFX1BST0NFU1NJTkcQAhIVChFQQVlPVVRfU1RBVEVfUEFJRBADEhcKE1BBWU9VVF9TVEFURV9GQUlMRUQQBBIYChRQQVlPVVRfU1RBVEVfVU5LTk9XThAFEiAKHFBBWU9VVF9TVEFURV9ORUVEU19BVFRFTlRJT04QBjK4AgoNUGF5b3V0U2VydmljZRJlCgxDcmVhdGVQYXlvdXQSKS5yYWlsZmVuY2UucGF5b3V0cy52MS5DcmVhdGVQYXlvdXRSZXF1ZXN0GioucmFpbGZlbmNlLnBheW91dHMudjEuQ3JlYXRlUGF5b3V0UmVzcG9uc2USXAoJR2V0UGF5b3V0EiYucmFpbGZlbmNlLnBheW91dHMudjEuR2V0UGF5b3V0UmVxdWVzdBonLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkdldFBheW91dFJlc3BvbnNlEmIKC0xpc3RQYXlvdXRzEigucmFpbGZlbmNlLnBheW91dHMudjEuTGlzdFBheW91dHNSZXF1ZXN0GikucmFpbGZlbmNlLnBheW91dHMudjEuTGlzdFBheW91dHNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_railfence_common_v1_money]);
+  fileDesc("CiJyYWlsZmVuY2UvcGF5b3V0cy92MS9wYXlvdXRzLnByb3RvEhRyYWlsZmVuY2UucGF5b3V0cy52MSJbCglBdHRlbnRpb24SDgoGcmVhc29uGAEgASgJEg4KBmRldGFpbBgCIAEoCRIuCgpmbGFnZ2VkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKPAwoGUGF5b3V0EhEKCXBheW91dF9pZBgBIAEoCRISCgphY2NvdW50X2lkGAIgASgJEioKBmFtb3VudBgDIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYBCABKAkSMAoFc3RhdGUYBSABKA4yIS5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXRTdGF0ZRINCgVmZW5jZRgGIAEoBBIWCg5yYWlsX3JlZmVyZW5jZRgHIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBjbGllbnRfcmVmZXJlbmNlGAsgASgJEjIKCWF0dGVudGlvbhgMIAEoCzIfLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkF0dGVudGlvbiKEAQoTQ3JlYXRlUGF5b3V0UmVxdWVzdBISCgphY2NvdW50X2lkGAEgASgJEioKBmFtb3VudBgCIAEoCzIaLnJhaWxmZW5jZS5jb21tb24udjEuTW9uZXkSEwoLYmVuZWZpY2lhcnkYAyABKAkSGAoQY2xpZW50X3JlZmVyZW5jZRgEIAEoCSJEChRDcmVhdGVQYXlvdXRSZXNwb25zZRIsCgZwYXlvdXQYASABKAsyHC5yYWlsZmVuY2UucGF5b3V0cy52MS5QYXlvdXQiJQoQR2V0UGF5b3V0UmVxdWVzdBIRCglwYXlvdXRfaWQYASABKAkiQQoRR2V0UGF5b3V0UmVzcG9uc2USLAoGcGF5b3V0GAEgASgLMhwucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0IoEBChJMaXN0UGF5b3V0c1JlcXVlc3QSEgoKYWNjb3VudF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dFN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJIl0KE0xpc3RQYXlvdXRzUmVzcG9uc2USLQoHcGF5b3V0cxgBIAMoCzIcLnJhaWxmZW5jZS5wYXlvdXRzLnYxLlBheW91dBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUgoTTG9va3VwUGF5b3V0UmVxdWVzdBIZCg9pZGVtcG90ZW5jeV9rZXkYASABKAlIABIaChBjbGllbnRfcmVmZXJlbmNlGAIgASgJSABCBAoCYnkiRAoUTG9va3VwUGF5b3V0UmVzcG9uc2USLAoGcGF5b3V0GAEgASgLMhwucmFpbGZlbmNlLnBheW91dHMudjEuUGF5b3V0Ks4BCgtQYXlvdXRTdGF0ZRIcChhQQVlPVVRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRQQVlPVVRfU1RBVEVfUEVORElORxABEhsKF1BBWU9VVF9TVEFURV9QUk9DRVNTSU5HEAISFQoRUEFZT1VUX1NUQVRFX1BBSUQQAxIXChNQQVlPVVRfU1RBVEVfRkFJTEVEEAQSGAoUUEFZT1VUX1NUQVRFX1VOS05PV04QBRIgChxQQVlPVVRfU1RBVEVfTkVFRFNfQVRURU5USU9OEAYynwMKDVBheW91dFNlcnZpY2USZQoMQ3JlYXRlUGF5b3V0EikucmFpbGZlbmNlLnBheW91dHMudjEuQ3JlYXRlUGF5b3V0UmVxdWVzdBoqLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkNyZWF0ZVBheW91dFJlc3BvbnNlElwKCUdldFBheW91dBImLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkdldFBheW91dFJlcXVlc3QaJy5yYWlsZmVuY2UucGF5b3V0cy52MS5HZXRQYXlvdXRSZXNwb25zZRJiCgtMaXN0UGF5b3V0cxIoLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkxpc3RQYXlvdXRzUmVxdWVzdBopLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkxpc3RQYXlvdXRzUmVzcG9uc2USZQoMTG9va3VwUGF5b3V0EikucmFpbGZlbmNlLnBheW91dHMudjEuTG9va3VwUGF5b3V0UmVxdWVzdBoqLnJhaWxmZW5jZS5wYXlvdXRzLnYxLkxvb2t1cFBheW91dFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_railfence_common_v1_money]);
 
 /**
  * Attention says why a payout needs a human.
@@ -327,6 +327,66 @@ export const ListPayoutsResponseSchema: GenMessage<ListPayoutsResponse> = /*@__P
   messageDesc(file_railfence_payouts_v1_payouts, 7);
 
 /**
+ * LookupPayoutRequest names a payout by what the client kept.
+ *
+ * @generated from message railfence.payouts.v1.LookupPayoutRequest
+ */
+export type LookupPayoutRequest = Message<"railfence.payouts.v1.LookupPayoutRequest"> & {
+  /**
+   * Exactly one is required.
+   *
+   * @generated from oneof railfence.payouts.v1.LookupPayoutRequest.by
+   */
+  by: {
+    /**
+     * The idempotency key of the CreatePayout that created it (1-255 visible ASCII characters).
+     * A key reused after its retention names several payouts: the newest is answered.
+     *
+     * @generated from field: string idempotency_key = 1;
+     */
+    value: string;
+    case: "idempotencyKey";
+  } | {
+    /**
+     * The client reference it was created with (1-128 characters). Shared by several of the
+     * caller's payouts: FAILED_PRECONDITION, reason CLIENT_REFERENCE_AMBIGUOUS.
+     *
+     * @generated from field: string client_reference = 2;
+     */
+    value: string;
+    case: "clientReference";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message railfence.payouts.v1.LookupPayoutRequest.
+ * Use `create(LookupPayoutRequestSchema)` to create a new message.
+ */
+export const LookupPayoutRequestSchema: GenMessage<LookupPayoutRequest> = /*@__PURE__*/
+  messageDesc(file_railfence_payouts_v1_payouts, 8);
+
+/**
+ * LookupPayoutResponse carries the payout.
+ *
+ * @generated from message railfence.payouts.v1.LookupPayoutResponse
+ */
+export type LookupPayoutResponse = Message<"railfence.payouts.v1.LookupPayoutResponse"> & {
+  /**
+   * The payout.
+   *
+   * @generated from field: railfence.payouts.v1.Payout payout = 1;
+   */
+  payout?: Payout | undefined;
+};
+
+/**
+ * Describes the message railfence.payouts.v1.LookupPayoutResponse.
+ * Use `create(LookupPayoutResponseSchema)` to create a new message.
+ */
+export const LookupPayoutResponseSchema: GenMessage<LookupPayoutResponse> = /*@__PURE__*/
+  messageDesc(file_railfence_payouts_v1_payouts, 9);
+
+/**
  * PayoutState is the life of a payout.
  *
  * @generated from enum railfence.payouts.v1.PayoutState
@@ -402,6 +462,10 @@ export const PayoutStateSchema: GenEnum<PayoutState> = /*@__PURE__*/
  * | same key, different body          | INVALID_ARGUMENT (400), reason IDEMPOTENCY_KEY_REUSED   |
  * | missing key                       | INVALID_ARGUMENT (400), reason IDEMPOTENCY_KEY_MISSING  |
  *
+ * Every answer tied to a stored key (a new payout, a replay, IDEMPOTENCY_KEY_REUSED) carries
+ * the header `idempotency-key-expires-at`: the RFC 3339 UTC instant at which the server forgets
+ * the key. A key must not be reused after it: look the payout up with LookupPayout instead.
+ *
  * The IETF draft answers a reused key with 422; Connect has no code for 422, so railfence
  * answers INVALID_ARGUMENT (400) with the reason.
  *
@@ -437,6 +501,17 @@ export const PayoutService: GenService<{
     methodKind: "unary";
     input: typeof ListPayoutsRequestSchema;
     output: typeof ListPayoutsResponseSchema;
+  },
+  /**
+   * LookupPayout finds one of the caller's payouts by the idempotency key that created it or by
+   * its client reference; it works after the key's retention ended (the payout keeps its key).
+   *
+   * @generated from rpc railfence.payouts.v1.PayoutService.LookupPayout
+   */
+  lookupPayout: {
+    methodKind: "unary";
+    input: typeof LookupPayoutRequestSchema;
+    output: typeof LookupPayoutResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_railfence_payouts_v1_payouts, 0);
