@@ -8,13 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  FileKeyStore,
-  IntentExpiredError,
-  IntentMismatchError,
-  RailfenceError,
-  type PayoutRequest,
-} from "../../clients/typescript/src/index.js";
+import { FileKeyStore, IntentExpiredError, IntentMismatchError, RailfenceError, type PayoutRequest } from "../../clients/typescript/src/index.js";
 import { eventually } from "../support/clients.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, type PayoutsFixture } from "./support.js";
 
@@ -239,17 +233,18 @@ describe("bounds on retrying", () => {
   });
 });
 
-describe("rule: answers are kept 24 hours", () => {
-  it("a persisted intent older than the retention is refused rather than run again under its old key", async () => {
+describe("rule: answers are kept 24 hours (a key is never sent past the server's memory of it)", () => {
+  it("a persisted intent whose key is older than the assumed retention is looked up, not sent; with no payout under it, IntentExpiredError", async () => {
     const store = new FileKeyStore(join(dir, "keys"));
-    await store.putIfAbsent("order-old", { key: "k-old", fingerprint: "x", createdAt: Date.now() - 25 * 3_600_000 });
-    const rf = client({ keyStore: store });
-    // Same fingerprint as the stored one, so only the age can refuse it.
     const body = req("acct-old");
     const { requestFingerprint } = await import("../../clients/typescript/src/index.js");
-    await store.delete("order-old");
+    // Same fingerprint as the request, so only the key's age decides.
     await store.putIfAbsent("order-old", { key: "k-old", fingerprint: requestFingerprint(body), createdAt: Date.now() - 25 * 3_600_000 });
-    await expect(rf.payouts.intent(body, { id: "order-old" })).rejects.toBeInstanceOf(IntentExpiredError);
+    const rf = client({ keyStore: store });
+    const intent = await rf.payouts.intent(body, { id: "order-old" });
+    expect(intent.key).toBe("k-old");
+    await expect(intent.submit()).rejects.toBeInstanceOf(IntentExpiredError);
+    expect(await countPayouts(f.paydb, "account_id = 'acct-old'")).toBe(0);
     expect(await store.prune(24 * 3_600_000)).toBe(1);
   });
 });

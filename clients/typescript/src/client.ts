@@ -24,7 +24,11 @@ export interface RailfenceClientOptions extends TransportOptions {
    * retries and repeated calls, not a restart; a service passes a durable store, README).
    */
   keyStore?: IntentKeyStore;
-  /** Persisted intents older than this are refused (default 23 h: the server keeps answers 24 h). */
+  /**
+   * How long a key is assumed to be remembered by the server from its creation, until an answer
+   * says when it expires (`idempotency-key-expires-at`). Default 23 h: the server keeps keys at
+   * least 24 h after success. Past it a key is never sent; its payout is looked up instead.
+   */
   keyRetentionMs?: number;
   /** Randomness for backoff jitter (tests pass a seeded one). */
   random?: () => number;

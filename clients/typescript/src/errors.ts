@@ -88,15 +88,24 @@ export class IntentMismatchError extends Error {
 }
 
 /**
- * A persisted intent is older than the server keeps answers (24 h): its key would run the
- * request again rather than replay it. Look the payout up (ListPayouts) instead of retrying.
+ * An intent's Idempotency-Key is past the server's memory of it (the `idempotency-key-expires-at`
+ * the server sent, or, never told, `keyRetentionMs` after the key was minted), and LookupPayout
+ * finds no payout created under it: nothing was paid under this intent. The key is NOT sent again
+ * (the server would treat it as new), and no new key is minted behind the caller's back: to pay,
+ * record that this intent paid nothing, `forget()` it and make a new intent.
  */
 export class IntentExpiredError extends Error {
   constructor(
+    /** The intent id, or the key when the intent has none. */
     readonly intentId: string,
     readonly createdAt: Date,
+    readonly idempotencyKey: string,
+    /** The moment the library treats the key as forgotten by the server. */
+    readonly expiredAt: Date,
   ) {
-    super(`intent ${intentId} was created at ${createdAt.toISOString()}, past the server's answer retention; look the payout up instead of retrying`);
+    super(
+      `intent ${intentId}: its Idempotency-Key ${idempotencyKey} (created ${createdAt.toISOString()}) is past the server's retention (${expiredAt.toISOString()}) and the server has no payout created under it; it is not sent again. To pay, forget() this intent and make a new one`,
+    );
     this.name = "IntentExpiredError";
   }
 }

@@ -9,6 +9,7 @@ export {
   requestFingerprint,
   IDEMPOTENCY_KEY_HEADER,
   REPLAYED_HEADER,
+  EXPIRES_AT_HEADER,
   type CreatePayoutResult,
   type IntentOptions,
   type PayoutRequest,
