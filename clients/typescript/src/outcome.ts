@@ -15,18 +15,18 @@
  *   existed: a reset (connect-node reports ECONNRESET and a destroyed stream as `aborted`), a
  *   stream torn down (`canceled`, `internal`, `unknown`, `data_loss`), `unavailable` without
  *   ErrorInfo, any deadline (the server may have committed just before it); and a server answer
- *   whose reason says the effect is unknown (`check-status`, e.g. RAIL_AMBIGUOUS).
+ *   whose reason says this request's effect is unknown (RAIL_AMBIGUOUS).
  * - `configuration`: this client cannot talk to the server as configured (no client certificate,
  *   a CA that does not sign the server's certificate, a TLS handshake the server refused, an
  *   unreadable key). Retrying cannot help and nothing was sent: final, and reported as such.
  *
  * A call protected against duplicates (a read, or CreatePayout under its Idempotency-Key) retries
- * `retry-later`, `unreachable` and `unknown` (except `check-status` answers) with the SAME key;
+ * `retry-later`, `unreachable` and `unknown` (except a `check-status` answer) with the SAME key;
  * a call without protection (SubmitPayout) retries nothing.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { ALL_REASONS } from "./reasons.js";
+import { ALL_REASONS, REASONS } from "./reasons.js";
 
 export type Outcome = "refused" | "retry-later" | "unreachable" | "unknown" | "configuration";
 
@@ -63,6 +63,13 @@ const CERT_VERIFY: ReadonlySet<string> = new Set([
   "HOSTNAME_MISMATCH",
 ]);
 
+/**
+ * Answers that say THIS request's effect is unknown (the rail's answer was lost). Other
+ * `check-status` reasons (DUPLICATE_SUBMISSION, PAYOUT_ALREADY_SUBMITTED) refuse this request —
+ * nothing was forwarded by it — and point at an earlier one: a definite refusal.
+ */
+const EFFECT_UNKNOWN_REASONS: ReadonlySet<string> = new Set([REASONS.RAIL_AMBIGUOUS.reason]);
+
 /** The reason catalogue's verdicts, by wire reason. */
 const RETRY_BY_REASON: ReadonlyMap<string, string> = new Map(ALL_REASONS.map((e) => [e.reason, e.retry]));
 
@@ -94,7 +101,7 @@ export function classifyOutcome(thrown: unknown): Outcome {
   if (reason !== undefined) {
     const retry = RETRY_BY_REASON.get(reason);
     // A deadline may pass after the handler committed: "it may have had an effect" (CALL_TIMEOUT).
-    if (retry === "check-status" || err.code === Code.DeadlineExceeded) return "unknown";
+    if (EFFECT_UNKNOWN_REASONS.has(reason) || err.code === Code.DeadlineExceeded) return "unknown";
     if (retry === "transient") return "retry-later";
     // A reason this catalogue does not know (a newer server): trust the code's usual meaning.
     if (retry === undefined && err.code === Code.Unavailable) return "retry-later";
