@@ -108,6 +108,30 @@ const get: CommandSpec = {
   },
 };
 
+const lookup: CommandSpec = {
+  words: ["payouts", "lookup"],
+  usage: "payouts lookup (--idempotency-key K | --client-reference R)",
+  summary: "find a payout by the Idempotency-Key that created it, or by its client reference",
+  details: [
+    "--idempotency-key K     the key of the create (also after the server's retention of the key ended)",
+    "--client-reference R    the client reference it was created with (refused when several payouts share it)",
+  ],
+  options: ["idempotency-key", "client-reference"],
+  positionals: 0,
+  async run(ctx) {
+    const key = ctx.opts.string("idempotency-key");
+    const reference = ctx.opts.string("client-reference");
+    if ((key === undefined) === (reference === undefined)) throw new UsageError("give exactly one of --idempotency-key and --client-reference");
+    if ((key ?? reference)!.trim() === "") throw new UsageError(`--${key !== undefined ? "idempotency-key" : "client-reference"} must not be empty`);
+    const payout = await ctx.connections.withLibrary(endpoints(ctx), (rf) =>
+      rf.payouts.lookup(key !== undefined ? { idempotencyKey: key } : { clientReference: reference! }),
+    );
+    if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, createMessage(GetPayoutResponseSchema, { payout })));
+    else ctx.output.out(payoutDetail(payout));
+    return EXIT_OK;
+  },
+};
+
 const list: CommandSpec = {
   words: ["payouts", "list"],
   usage: "payouts list [--account A] [--state PENDING|PROCESSING|PAID|FAILED|UNKNOWN|NEEDS_ATTENTION] [--page-size N] [--page-token T]",
@@ -130,4 +154,4 @@ const list: CommandSpec = {
   },
 };
 
-export const payoutCommands: readonly CommandSpec[] = [create, get, list];
+export const payoutCommands: readonly CommandSpec[] = [create, get, lookup, list];

@@ -59,11 +59,18 @@ describe("payouts create when the answer is lost", () => {
       proxy.reset();
       const r = await run;
       expect(r.code, r.stderr).toBe(0);
-      const out = JSON.parse(r.stdout) as { idempotencyKey: string; replayed: boolean; payout: { accountId: string } };
+      const out = JSON.parse(r.stdout) as { idempotencyKey: string; replayed: boolean; payout: { accountId: string; payoutId: string } };
       expect(out).toMatchObject({ idempotencyKey: key, replayed: true, payout: { accountId: account } });
       expect(firstJsonLine(r.stderr).idempotencyKey).toBe(key);
       expect(proxy.accepted).toBeGreaterThan(1);
       expect(await countPayouts(paydb, `account_id = '${account}'`)).toBe(1);
+      // The operator's remedy for a key past its retention: look the payout up by the key.
+      const found = await railfence(["payouts", "lookup", "--idempotency-key", key, "--json", "--payouts", payouts.url], { cwd });
+      expect(found.code, found.stderr).toBe(0);
+      expect(JSON.parse(found.stdout).payout.payoutId).toBe(out.payout.payoutId);
+      const missing = await railfence(["payouts", "lookup", "--idempotency-key", `no-such-key-${suffix}`, "--payouts", payouts.url], { cwd });
+      expect(missing.code).toBe(4);
+      expect(missing.stderr).toContain("PAYOUT_NOT_FOUND");
     } finally {
       await proxy.close();
     }
