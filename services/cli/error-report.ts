@@ -54,7 +54,9 @@ export function retryAfterSeconds(err: ConnectError): number | undefined {
 export function exitCodeFor(err: ConnectError, hasEffect = false): number {
   const outcome = classifyOutcome(err);
   if (outcome === "configuration") return EXIT_USAGE;
-  if (outcome === "unknown" && !errorInfo(err)) return hasEffect ? EXIT_OUTCOME_UNKNOWN : EXIT_UNREACHABLE;
+  // A deadline the server itself reports (CALL_TIMEOUT) may follow a commit too: unknown as well.
+  if (outcome === "unknown" && hasEffect) return EXIT_OUTCOME_UNKNOWN;
+  if (outcome === "unknown" && !errorInfo(err)) return EXIT_UNREACHABLE;
   if (err.code === Code.NotFound) return EXIT_NOT_FOUND;
   if (err.code === Code.Unavailable) return EXIT_UNREACHABLE;
   if (err.code === Code.DeadlineExceeded && !errorInfo(err)) return EXIT_UNREACHABLE;
@@ -107,7 +109,7 @@ export function hintFor(reason: string, err: ConnectError, retryAfter: number | 
   if (outcome === "configuration") {
     return "the TLS handshake failed before any request was sent (no client certificate, or a CA that does not match the server's): check --tls-cert, --tls-key and --tls-ca (or RAILFENCE_TLS_*). Not retried.";
   }
-  if (outcome === "unknown" && reason === "" && hasEffect) {
+  if (outcome === "unknown" && hasEffect) {
     return "no answer arrived (the connection was reset or the deadline passed after retries with the same key): the request may have been carried out. Repeat it with the same Idempotency-Key: that returns the result if it exists and runs it once if not.";
   }
   if (reason === "" && err.code === Code.Unavailable) {

@@ -108,7 +108,6 @@ export function classifyOutcome(thrown: unknown): Outcome {
     return "refused";
   }
   if (isConfigurationFailure(thrown)) return "configuration";
-  if (!(thrown instanceof ConnectError) && !(thrown instanceof Error && (thrown as { code?: unknown }).code !== undefined)) return "refused";
   if (!TRANSPORT_CODES.has(err.code)) return "refused";
   if (err.code === Code.Unavailable && nodeCodes(thrown).some((c) => NOT_CONNECTED.has(c))) return "unreachable";
   return "unknown";
