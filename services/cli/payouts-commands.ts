@@ -70,15 +70,22 @@ const create: CommandSpec = {
     if (ctx.json) ctx.output.err(JSON.stringify({ idempotencyKey: key }));
     else if (!given) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
     try {
-      const { payout, replayed } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) => (await rf.payouts.intent(request, { key })).submit());
+      const { payout, replayed, keyExpiresAt } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) =>
+        (await rf.payouts.intent(request, { key })).submit(),
+      );
+      // Until when the key may be repeated; after it, `payouts lookup --idempotency-key` finds the payout.
+      const expires = keyExpiresAt?.toISOString() ?? "";
       if (ctx.json) {
         printJson(ctx.output, {
           idempotencyKey: key,
+          idempotencyKeyExpiresAt: expires,
           replayed,
           ...(messageJson(CreatePayoutResponseSchema, createMessage(CreatePayoutResponseSchema, { payout })) as object),
         });
       } else {
-        ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}`);
+        ctx.output.out(
+          `${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}${expires ? ` (the server remembers it until ${expires})` : ""}`,
+        );
       }
       return EXIT_OK;
     } catch (err) {

@@ -61,6 +61,9 @@ describe("payouts create when the answer is lost", () => {
       expect(r.code, r.stderr).toBe(0);
       const out = JSON.parse(r.stdout) as { idempotencyKey: string; replayed: boolean; payout: { accountId: string; payoutId: string } };
       expect(out).toMatchObject({ idempotencyKey: key, replayed: true, payout: { accountId: account } });
+      // The server's retention of the key reaches the operator (24 h by default).
+      const expiresAt = Date.parse((out as unknown as { idempotencyKeyExpiresAt: string }).idempotencyKeyExpiresAt);
+      expect(expiresAt).toBeGreaterThan(Date.now() + 23 * 3_600_000);
       expect(firstJsonLine(r.stderr).idempotencyKey).toBe(key);
       expect(proxy.accepted).toBeGreaterThan(1);
       expect(await countPayouts(paydb, `account_id = '${account}'`)).toBe(1);
