@@ -181,7 +181,9 @@ export class PayoutIntent {
   /** Remembers the server's expiry of the key, in the key store too (a resumed intent uses it). */
   private async learnExpiry(expiresAt: number): Promise<void> {
     this.expiresAt = expiresAt;
-    if (this.id !== undefined) await this.s.keyStore.recordExpiry?.(this.id, this.key, expiresAt);
+    // The payout exists whatever happens here: a store that cannot record the expiry must not
+    // turn a success into an error (a restarted process then assumes keyRetentionMs instead).
+    if (this.id !== undefined) await this.s.keyStore.recordExpiry?.(this.id, this.key, expiresAt)?.catch(() => {});
   }
 
   /** The key is past the server's memory: find what it created instead of sending it. */
