@@ -147,7 +147,7 @@ function report(err: unknown, output: Output, json: boolean): number {
     return EXIT_USAGE;
   }
   if (err instanceof CallFailed) {
-    const r = describeError(err.error, err.endpoint);
+    const r = describeError(err.error, err.endpoint, err.hasEffect);
     if (json) output.err(JSON.stringify({ error: { ...r, ...err.context } }, null, 2));
     else output.err(formatErrorReport(r));
     return r.exitCode;

@@ -22,6 +22,11 @@ import { createRailfenceClient, RailfenceError, type RailfenceClient } from "../
 export class CallFailed extends Error {
   /** Facts a command adds for the operator's next step (e.g. the Idempotency-Key to retry with). */
   readonly context: Record<string, string> = {};
+  /**
+   * Set by a command whose call changes something (`payouts create`): a failure without an
+   * answer is then an unknown outcome (exit 6), not "retry later" as for a read.
+   */
+  hasEffect = false;
 
   constructor(
     readonly error: ConnectError,

@@ -4,15 +4,22 @@
  * says what to do next, and an exit code (docs/cli.md).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
+import { classifyOutcome, type Outcome } from "../../clients/typescript/src/index.js";
 import { errorInfo, REASONS } from "../shared/errors.js";
 import { RetryInfoSchema } from "../shared/gen/google/rpc/error_details_pb.js";
-import { EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE } from "./exit-codes.js";
+import { EXIT_NOT_FOUND, EXIT_OUTCOME_UNKNOWN, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from "./exit-codes.js";
 
 export interface ErrorReport {
   /** Connect code in its wire spelling ("not_found"). */
   code: string;
   /** google.rpc.ErrorInfo reason; "" when the server sent none (e.g. connection refused). */
   reason: string;
+  /**
+   * The client library's classification (clients/typescript/src/outcome.ts): "refused" (a
+   * server's final answer), "retry-later", "unreachable" (nothing sent), "unknown" (no answer:
+   * the call may have been carried out), "configuration" (TLS setup; nothing sent).
+   */
+  outcome: Outcome;
   message: string;
   metadata: Record<string, string>;
   /** Seconds to wait before retrying, when the server said so. */
@@ -38,11 +45,18 @@ export function retryAfterSeconds(err: ConnectError): number | undefined {
 }
 
 /**
- * Exit code: not_found -> 4; unavailable (connection refused, or a dependency behind the
- * service is down) and a client-side deadline -> 3, since either way the next step is
- * "retry later"; every other server answer -> 1.
+ * Exit code, from the library's classification: a TLS configuration failure -> 2 (nothing was
+ * sent; fix the setup); no answer on a call with an effect -> 6 (the outcome is unknown: never
+ * "refused"); not_found -> 4; unavailable (connection refused, or a dependency behind the service
+ * is down) and no answer on a read -> 3, since either way the next step is "retry later"; every
+ * other server answer -> 1.
  */
-export function exitCodeFor(err: ConnectError): number {
+export function exitCodeFor(err: ConnectError, hasEffect = false): number {
+  const outcome = classifyOutcome(err);
+  if (outcome === "configuration") return EXIT_USAGE;
+  // A deadline the server itself reports (CALL_TIMEOUT) may follow a commit too: unknown as well.
+  if (outcome === "unknown" && hasEffect) return EXIT_OUTCOME_UNKNOWN;
+  if (outcome === "unknown" && !errorInfo(err)) return EXIT_UNREACHABLE;
   if (err.code === Code.NotFound) return EXIT_NOT_FOUND;
   if (err.code === Code.Unavailable) return EXIT_UNREACHABLE;
   if (err.code === Code.DeadlineExceeded && !errorInfo(err)) return EXIT_UNREACHABLE;
@@ -54,7 +68,7 @@ export function exitCodeFor(err: ConnectError): number {
  * gets one hint whichever service sent it). Money paths stress "do not resubmit": the rail is
  * not idempotent.
  */
-export function hintFor(reason: string, err: ConnectError, retryAfter: number | undefined, endpoint?: string): string {
+export function hintFor(reason: string, err: ConnectError, retryAfter: number | undefined, endpoint?: string, hasEffect = false): string {
   const field = errorInfo(err)?.metadata.field;
   const wait = retryAfter ? `retry after ${retryAfter} s` : "retry later";
   switch (reason) {
@@ -91,6 +105,13 @@ export function hintFor(reason: string, err: ConnectError, retryAfter: number | 
       return "pass a --page-token exactly as a previous page printed it.";
   }
   if (field) return `fix the value of ${field} and try again.`;
+  const outcome = classifyOutcome(err);
+  if (outcome === "configuration") {
+    return "the TLS handshake failed before any request was sent (no client certificate, or a CA that does not match the server's): check --tls-cert, --tls-key and --tls-ca (or RAILFENCE_TLS_*). Not retried.";
+  }
+  if (outcome === "unknown" && hasEffect) {
+    return "no answer arrived (the connection was reset or the deadline passed after retries with the same key): the request may have been carried out. Repeat it with the same Idempotency-Key: that returns the result if it exists and runs it once if not.";
+  }
   if (reason === "" && err.code === Code.Unavailable) {
     return `cannot reach ${endpoint ?? "the endpoint"}: is the service running and the address right? Check \`railfence endpoints\`.`;
   }
@@ -99,8 +120,11 @@ export function hintFor(reason: string, err: ConnectError, retryAfter: number | 
   return "";
 }
 
-/** Describes any thrown value as an ErrorReport (non-Connect errors become code "unknown"). */
-export function describeError(thrown: unknown, endpoint?: string): ErrorReport {
+/**
+ * Describes any thrown value as an ErrorReport (non-Connect errors become code "unknown").
+ * hasEffect: the call changes something (`payouts create`), so no answer is an unknown outcome.
+ */
+export function describeError(thrown: unknown, endpoint?: string, hasEffect = false): ErrorReport {
   const err = ConnectError.from(thrown);
   const info = errorInfo(err);
   const reason = info?.reason ?? "";
@@ -108,18 +132,26 @@ export function describeError(thrown: unknown, endpoint?: string): ErrorReport {
   return {
     code: codeName(err.code),
     reason,
-    message: err.rawMessage,
+    outcome: classifyOutcome(err),
+    message: err.rawMessage.trim(),
     metadata: { ...(info?.metadata ?? {}) },
     retryAfterSeconds: retryAfter,
-    hint: hintFor(reason, err, retryAfter, endpoint),
-    exitCode: exitCodeFor(err),
+    hint: hintFor(reason, err, retryAfter, endpoint, hasEffect),
+    exitCode: exitCodeFor(err, hasEffect),
     endpoint,
   };
 }
 
 /** The stderr text of a report for humans (the --json form is the report itself). */
 export function formatErrorReport(r: ErrorReport): string {
-  const head = `error: ${r.code}${r.reason ? ` ${r.reason}` : ""}: ${r.message}`;
+  // Say what the failure means before the code: "no answer" must never read as "refused".
+  const what =
+    r.exitCode === EXIT_OUTCOME_UNKNOWN
+      ? "outcome unknown (no answer; the request may have been carried out): "
+      : r.outcome === "configuration"
+        ? "client configuration (TLS; nothing was sent): "
+        : "";
+  const head = `error: ${what}${r.code}${r.reason ? ` ${r.reason}` : ""}: ${r.message}`;
   const lines = [head];
   const meta = Object.entries(r.metadata).map(([k, v]) => `${k}=${v}`);
   if (meta.length) lines.push(`  details: ${meta.join(" ")}`);

@@ -64,22 +64,33 @@ const create: CommandSpec = {
     const given = ctx.opts.string("idempotency-key");
     if (given !== undefined && given.trim() === "") throw new UsageError("--idempotency-key must not be empty");
     const key = given ?? randomUUID();
-    // Printed first, on stderr: if the call hangs or the answer is lost, the key is on screen.
-    if (!given && !ctx.json) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
+    // Printed first, on stderr, in every output mode: if the call hangs, the answer is lost or
+    // the CLI is killed, the key is already on screen (under --json as one JSON line, so stdout
+    // keeps exactly one object: the result).
+    if (ctx.json) ctx.output.err(JSON.stringify({ idempotencyKey: key }));
+    else if (!given) ctx.output.err(`idempotency-key: ${key} (retry with --idempotency-key ${key})`);
     try {
-      const { payout, replayed } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) => (await rf.payouts.intent(request, { key })).submit());
+      const { payout, replayed, keyExpiresAt } = await ctx.connections.withLibrary(endpoints(ctx), async (rf) =>
+        (await rf.payouts.intent(request, { key })).submit(),
+      );
+      // Until when the key may be repeated; after it, `payouts lookup --idempotency-key` finds the payout.
+      const expires = keyExpiresAt?.toISOString() ?? "";
       if (ctx.json) {
         printJson(ctx.output, {
           idempotencyKey: key,
+          idempotencyKeyExpiresAt: expires,
           replayed,
           ...(messageJson(CreatePayoutResponseSchema, createMessage(CreatePayoutResponseSchema, { payout })) as object),
         });
       } else {
-        ctx.output.out(`${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}`);
+        ctx.output.out(
+          `${replayed ? "replayed (created earlier with this key)" : "created"}\n\n${payoutDetail(payout)}\n\nidempotency-key: ${key}${expires ? ` (the server remembers it until ${expires})` : ""}`,
+        );
       }
       return EXIT_OK;
     } catch (err) {
       if (err instanceof CallFailed) {
+        err.hasEffect = true;
         // The key is what makes a retry safe: under --json it goes into the one error object.
         if (ctx.json) err.context.idempotencyKey = key;
         else ctx.output.err(`idempotency-key: ${key} (to retry safely, repeat the command with --idempotency-key ${key})`);
@@ -98,6 +109,30 @@ const get: CommandSpec = {
   async run(ctx) {
     const payoutId = ctx.args[0]!;
     const payout = await ctx.connections.withLibrary(endpoints(ctx), (rf) => rf.payouts.get(payoutId));
+    if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, createMessage(GetPayoutResponseSchema, { payout })));
+    else ctx.output.out(payoutDetail(payout));
+    return EXIT_OK;
+  },
+};
+
+const lookup: CommandSpec = {
+  words: ["payouts", "lookup"],
+  usage: "payouts lookup (--idempotency-key K | --client-reference R)",
+  summary: "find a payout by the Idempotency-Key that created it, or by its client reference",
+  details: [
+    "--idempotency-key K     the key of the create (also after the server's retention of the key ended)",
+    "--client-reference R    the client reference it was created with (refused when several payouts share it)",
+  ],
+  options: ["idempotency-key", "client-reference"],
+  positionals: 0,
+  async run(ctx) {
+    const key = ctx.opts.string("idempotency-key");
+    const reference = ctx.opts.string("client-reference");
+    if ((key === undefined) === (reference === undefined)) throw new UsageError("give exactly one of --idempotency-key and --client-reference");
+    if ((key ?? reference)!.trim() === "") throw new UsageError(`--${key !== undefined ? "idempotency-key" : "client-reference"} must not be empty`);
+    const payout = await ctx.connections.withLibrary(endpoints(ctx), (rf) =>
+      rf.payouts.lookup(key !== undefined ? { idempotencyKey: key } : { clientReference: reference! }),
+    );
     if (ctx.json) printJson(ctx.output, messageJson(GetPayoutResponseSchema, createMessage(GetPayoutResponseSchema, { payout })));
     else ctx.output.out(payoutDetail(payout));
     return EXIT_OK;
@@ -126,4 +161,4 @@ const list: CommandSpec = {
   },
 };
 
-export const payoutCommands: readonly CommandSpec[] = [create, get, list];
+export const payoutCommands: readonly CommandSpec[] = [create, get, lookup, list];

@@ -6,7 +6,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { codeName, describeError, exitCodeFor, formatErrorReport } from "../../services/cli/error-report.js";
-import { EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_UNREACHABLE } from "../../services/cli/exit-codes.js";
+import { EXIT_NOT_FOUND, EXIT_OUTCOME_UNKNOWN, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from "../../services/cli/exit-codes.js";
 import { formatFields, formatMoney, formatTable, messageJson } from "../../services/cli/output.js";
 import { submissionDetail, submissionTable } from "../../services/cli/views.js";
 import { railError, REASONS, type ReasonEntry } from "../../services/shared/errors.js";
@@ -101,6 +101,27 @@ describe("error reports", () => {
     expect(exitCodeFor(new ConnectError("deadline", Code.DeadlineExceeded))).toBe(EXIT_UNREACHABLE);
     expect(exitCodeFor(railError(REASONS.FENCED_OUT, "x"))).toBe(EXIT_REFUSED);
     expect(exitCodeFor(railError(REASONS.FIELD_INVALID, "x", { field: "payout_id" }))).toBe(EXIT_REFUSED);
+  });
+
+  it("a call with an effect that got no answer exits 6 (outcome unknown), never 1; a read exits 3; a TLS configuration failure exits 2", () => {
+    const reset = new ConnectError("read ECONNRESET", Code.Aborted, undefined, undefined, Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" }));
+    expect(exitCodeFor(reset, true)).toBe(EXIT_OUTCOME_UNKNOWN);
+    expect(exitCodeFor(reset, false)).toBe(EXIT_UNREACHABLE);
+    expect(exitCodeFor(railError(REASONS.CALL_TIMEOUT, "x"), true)).toBe(EXIT_OUTCOME_UNKNOWN);
+    // A server's answer stays an answer, with or without an effect.
+    expect(exitCodeFor(railError(REASONS.IDEMPOTENCY_KEY_REUSED, "x"), true)).toBe(EXIT_REFUSED);
+    const noCert = new ConnectError(
+      "alert certificate required",
+      Code.Internal,
+      undefined,
+      undefined,
+      Object.assign(new Error("x"), { code: "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED" }),
+    );
+    expect(exitCodeFor(noCert, true)).toBe(EXIT_USAGE);
+    const r = describeError(reset, "http://127.0.0.1:1", true);
+    expect(r).toMatchObject({ outcome: "unknown", exitCode: EXIT_OUTCOME_UNKNOWN });
+    expect(formatErrorReport(r).split("\n")[0]).toBe("error: outcome unknown (no answer; the request may have been carried out): aborted: read ECONNRESET");
+    expect(formatErrorReport(r)).not.toMatch(/refused/);
   });
 
   it("prints code, reason, message and a hint; retry delays come from RetryInfo", () => {

@@ -73,10 +73,11 @@ describe("payouts", () => {
   it("create mints and prints an Idempotency-Key; retrying with it replays the same payout", async () => {
     const account = `acc-create-${suffix}`;
     const first = await cli([...createArgs(account), "--json"]);
-    expect(first.stderr).toBe("");
     expect(first.code).toBe(0);
     const a = JSON.parse(first.stdout);
     expect(a.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    // stdout is the one result object; stderr only the key, written before the call.
+    expect(first.stderr).toBe(`${JSON.stringify({ idempotencyKey: a.idempotencyKey })}\n`);
     expect(a.replayed).toBe(false);
     expect(a.payout).toMatchObject({ accountId: account, state: "PAYOUT_STATE_PENDING", amount: { amountMinor: "1050", currency: "EUR" } });
 
@@ -134,7 +135,9 @@ describe("payouts", () => {
       cwd,
     });
     expect(j.code).toBe(3);
-    expect(JSON.parse(j.stderr).error).toMatchObject({ code: "unavailable", idempotencyKey: `key-${suffix}-down` });
+    const [keyLine, ...errorObject] = j.stderr.split("\n");
+    expect(JSON.parse(keyLine!)).toEqual({ idempotencyKey: `key-${suffix}-down` });
+    expect(JSON.parse(errorObject.join("\n")).error).toMatchObject({ code: "unavailable", outcome: "unreachable", idempotencyKey: `key-${suffix}-down` });
   });
 });
 

@@ -15,6 +15,8 @@ import { projectRoot } from "../../services/shared/project-root.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, sql, type PayoutsFixture } from "./support.js";
 import { ClientPool, eventually } from "../support/clients.js";
+import type { RailfenceError } from "../../clients/typescript/src/index.js";
+import { ResetProxy } from "./reset-proxy.js";
 
 let f: PayoutsFixture | undefined;
 const closers: Array<() => void> = [];
@@ -94,6 +96,35 @@ describe("exactly one payout per intent under faults", () => {
     expect(r.attempts).toBeGreaterThan(1);
     await eventually(async () => refusals(f!.svc, "IDEMPOTENCY_CONFLICT").length >= 1, "the conflict's log line");
     expect(await countPayouts(f.paydb, "account_id = 'acct-lost'")).toBe(1);
+  });
+
+  it("the answer is lost to a reset connection (the server created the payout, the client reads ECONNRESET): retried with the same key, one payout", async () => {
+    f = await payoutsOnOwnPostgres();
+    const proxy = await ResetProxy.start(f.svc.ready!.port, "acct-reset");
+    closers.push(() => void proxy.close());
+    const rf = library(proxy.url);
+    closers.push(() => rf.close());
+    const intent = await rf.payouts.intent(request("acct-reset"));
+    const result = intent.submit().then(
+      (r) => ({ r, e: undefined }),
+      (e: unknown) => ({ r: undefined, e: e as RailfenceError }),
+    );
+    await proxy.requestSeen;
+    // The server runs the request to the end; only its answer is lost.
+    await eventually(
+      async () => (await sql(f!.paydb, "SELECT state FROM idempotency_keys WHERE idempotency_key = $1", [intent.key]))[0]?.state === "DONE",
+      "the server to create the payout",
+    );
+    proxy.reset();
+
+    const out = await result;
+    expect(out.e, `${out.e?.codeName} ${out.e?.message} transient=${out.e?.transient} attempts=${out.e?.attempts}`).toBeUndefined();
+    const r = out.r!;
+    expect(r.idempotencyKey).toBe(intent.key);
+    expect(r.replayed).toBe(true); // the retry got the stored answer of the lost one
+    expect(r.attempts).toBeGreaterThan(1);
+    expect(proxy.accepted).toBeGreaterThan(1);
+    expect(await countPayouts(f.paydb, "account_id = 'acct-reset'")).toBe(1);
   });
 
   it("negative control: the same lost answer retried with a NEW key per attempt creates the payout twice", async () => {

@@ -8,14 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  FileKeyStore,
-  IntentExpiredError,
-  IntentMismatchError,
-  MemoryKeyStore,
-  RailfenceError,
-  type PayoutRequest,
-} from "../../clients/typescript/src/index.js";
+import { FileKeyStore, IntentExpiredError, IntentMismatchError, RailfenceError, type PayoutRequest } from "../../clients/typescript/src/index.js";
 import { eventually } from "../support/clients.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, type PayoutsFixture } from "./support.js";
 
@@ -107,17 +100,32 @@ describe("rule: a new key only when the request changes (a changed body is a new
     expect(r.payout.accountId).toBe("acct-frozen");
   });
 
-  it("two intents are two keys; a persisted intent id reused with a different body is refused before anything is sent", async () => {
-    const rf = client({ keyStore: new MemoryKeyStore() });
+  it("two intents are two keys; without a key store passed, the default one binds an intent id to its key and its body", async () => {
+    const rf = client(); // no keyStore: the library's default (in memory) must keep intent ids
     const a = await rf.payouts.intent(req("acct-new-intent"));
     const b = await rf.payouts.intent(req("acct-new-intent"));
     expect(a.key).not.toBe(b.key);
-    const same = await rf.payouts.intent(req("acct-new-intent", 42n), { id: "order-9" });
-    expect((await rf.payouts.intent(req("acct-new-intent", 42n), { id: "order-9" })).key).toBe(same.key);
-    // seq moved on, so the clientReference differs: a different body under the same id.
+    // The same intent id three times (say, a checkout handler called three times for one order):
+    // one key, one payout.
+    const body = req("acct-default-store", 42n);
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push(await rf.payouts.create({ ...body, amount: { ...body.amount } }, { id: "order-9" }));
+    expect(new Set(results.map((r) => r.idempotencyKey)).size).toBe(1);
+    expect(new Set(results.map((r) => r.payout.payoutId)).size).toBe(1);
+    expect(results.map((r) => r.replayed)).toEqual([false, true, true]);
+    expect(await countPayouts(f.paydb, "account_id = 'acct-default-store'")).toBe(1);
+    // The same id with a different body is refused before anything is sent.
     const before = refusals(f.svc).length;
-    await expect(rf.payouts.intent(req("acct-new-intent", 43n), { id: "order-9" })).rejects.toBeInstanceOf(IntentMismatchError);
+    const changed = { ...body, amount: { amountMinor: 43n, currency: "EUR" } };
+    await expect(rf.payouts.create(changed, { id: "order-9" })).rejects.toBeInstanceOf(IntentMismatchError);
+    await expect(rf.payouts.intent(changed, { id: "order-9" })).rejects.toBeInstanceOf(IntentMismatchError);
+    await new Promise((r) => setTimeout(r, 300));
     expect(refusals(f.svc).length).toBe(before);
+    expect(await countPayouts(f.paydb, "account_id = 'acct-default-store'")).toBe(1);
+    // Each client has its own default store: nothing leaks between two clients of one process.
+    const other = client();
+    const fresh = await other.payouts.intent(changed, { id: "order-9" });
+    expect(fresh.key).not.toBe(results[0]!.idempotencyKey);
   });
 
   it("if a key does reach the server with another body, IDEMPOTENCY_KEY_REUSED is final, with its ErrorInfo metadata", async () => {
@@ -225,17 +233,18 @@ describe("bounds on retrying", () => {
   });
 });
 
-describe("rule: answers are kept 24 hours", () => {
-  it("a persisted intent older than the retention is refused rather than run again under its old key", async () => {
+describe("rule: answers are kept 24 hours (a key is never sent past the server's memory of it)", () => {
+  it("a persisted intent whose key is older than the assumed retention is looked up, not sent; with no payout under it, IntentExpiredError", async () => {
     const store = new FileKeyStore(join(dir, "keys"));
-    await store.putIfAbsent("order-old", { key: "k-old", fingerprint: "x", createdAt: Date.now() - 25 * 3_600_000 });
-    const rf = client({ keyStore: store });
-    // Same fingerprint as the stored one, so only the age can refuse it.
     const body = req("acct-old");
     const { requestFingerprint } = await import("../../clients/typescript/src/index.js");
-    await store.delete("order-old");
+    // Same fingerprint as the request, so only the key's age decides.
     await store.putIfAbsent("order-old", { key: "k-old", fingerprint: requestFingerprint(body), createdAt: Date.now() - 25 * 3_600_000 });
-    await expect(rf.payouts.intent(body, { id: "order-old" })).rejects.toBeInstanceOf(IntentExpiredError);
+    const rf = client({ keyStore: store });
+    const intent = await rf.payouts.intent(body, { id: "order-old" });
+    expect(intent.key).toBe("k-old");
+    await expect(intent.submit()).rejects.toBeInstanceOf(IntentExpiredError);
+    expect(await countPayouts(f.paydb, "account_id = 'acct-old'")).toBe(0);
     expect(await store.prune(24 * 3_600_000)).toBe(1);
   });
 });

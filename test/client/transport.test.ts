@@ -62,10 +62,39 @@ describe("mutual TLS", () => {
       retry: { baseDelayMs: 10, maxDelayMs: 50 },
     });
     try {
-      const denied = await wrong.payouts.create(body("acct-tls-denied")).catch((e: unknown) => e as RailfenceError);
+      const denied = await wrong.payouts.create(body("acct-tls-denied")).then(
+        () => undefined as never,
+        (e: unknown) => e as RailfenceError,
+      );
       expect(denied).toMatchObject({ code: Code.PermissionDenied, reason: "PERMISSION_DENIED", attempts: 1, transient: false });
-      const anonymous = await none.payouts.create(body("acct-tls-denied")).catch((e: unknown) => e);
+      // No client certificate: the server's TLS refuses the handshake (alert "certificate
+      // required"). A configuration failure: final after one attempt, and it says so.
+      const anonymous = await none.payouts.create(body("acct-tls-denied")).then(
+        () => undefined as never,
+        (e: unknown) => e as RailfenceError,
+      );
       expect(anonymous).toBeInstanceOf(RailfenceError);
+      expect(anonymous).toMatchObject({ outcome: "configuration", attempts: 1, transient: false, reason: "" });
+      expect(anonymous.message).toMatch(/^client configuration: .*certificate required.*not retried/);
+      // A CA that did not sign the server's certificate: the same verdict, from this side of the handshake.
+      const otherCa = await Pki.create(join(pkiDir, "other"), "another-ca");
+      const client = await pki.issue("client");
+      const wrongCa = createRailfenceClient({
+        payoutsUrl: tlsPayouts.url,
+        tls: tlsFromFiles({ certFile: client.cert, keyFile: client.key, caFile: otherCa.caCert }),
+        deadlineMs: 2000,
+        retry: { baseDelayMs: 10, maxDelayMs: 50 },
+      });
+      try {
+        const distrusted = await wrongCa.payouts.create(body("acct-tls-denied")).then(
+          () => undefined as never,
+          (e: unknown) => e as RailfenceError,
+        );
+        expect(distrusted).toMatchObject({ outcome: "configuration", attempts: 1, transient: false });
+        expect(distrusted.message).toMatch(/self-signed certificate in certificate chain/);
+      } finally {
+        wrongCa.close();
+      }
       expect(await countPayouts(paydb, "account_id = 'acct-tls-denied'")).toBe(0);
     } finally {
       wrong.close();

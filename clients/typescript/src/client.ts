@@ -3,7 +3,7 @@
  * retry budget per client), the intent key store and the two API surfaces.
  */
 import type { Transport } from "@connectrpc/connect";
-import type { IntentKeyStore } from "./key-store.js";
+import { MemoryKeyStore, type IntentKeyStore } from "./key-store.js";
 import { PayoutsClient } from "./payouts.js";
 import { RailProxyClient } from "./rail-proxy.js";
 import { retryPolicy, type RetryOptions } from "./retry.js";
@@ -19,9 +19,16 @@ export interface RailfenceClientOptions extends TransportOptions {
   /** Deadline of one attempt (default 10 s). */
   timeoutMs?: number;
   retry?: RetryOptions;
-  /** Where intent keys survive a restart of this process (default: memory only). */
+  /**
+   * Where intent keys live, by intent id (default: a MemoryKeyStore of this client: keys survive
+   * retries and repeated calls, not a restart; a service passes a durable store, README).
+   */
   keyStore?: IntentKeyStore;
-  /** Persisted intents older than this are refused (default 23 h: the server keeps answers 24 h). */
+  /**
+   * How long a key is assumed to be remembered by the server from its creation, until an answer
+   * says when it expires (`idempotency-key-expires-at`). Default 23 h: the server keeps keys at
+   * least 24 h after success. Past it a key is never sent; its payout is looked up instead.
+   */
   keyRetentionMs?: number;
   /** Randomness for backoff jitter (tests pass a seeded one). */
   random?: () => number;
@@ -53,7 +60,8 @@ export function createRailfenceClient(o: RailfenceClientOptions): RailfenceClien
     },
     transports,
     policy,
-    keyStore: o.keyStore,
+    // One default store per client: an intent id keeps its key (and its body) across calls.
+    keyStore: o.keyStore ?? new MemoryKeyStore(),
     deadlineMs,
     timeoutMs,
     keyRetentionMs: o.keyRetentionMs ?? 23 * 3_600_000,

@@ -6,6 +6,7 @@
  */
 import { Code, type ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { classifyOutcome, type Outcome } from "./outcome.js";
 
 /** Why the library stopped retrying, when it did. */
 export type GaveUp = "deadline" | "budget" | "attempts";
@@ -21,6 +22,13 @@ export class RailfenceError extends Error {
   readonly retryAfterMs: number | undefined;
   /** The library's verdict: the failure was transient for this call (it retried, or would have). */
   readonly transient: boolean;
+  /**
+   * What the failure means (outcome.ts): `refused` (a final answer: nothing was done),
+   * `retry-later` (the server did nothing now), `unreachable` (nothing was sent), `unknown` (the
+   * request may have run: NEVER treat it as failed; submit the same intent again, or look it up),
+   * `configuration` (this client's TLS setup: fix it, nothing was sent).
+   */
+  readonly outcome: Outcome;
   /** Attempts made (1 = no retry). */
   attempts = 1;
   /** Set when the library stopped retrying a transient failure. */
@@ -43,6 +51,10 @@ export class RailfenceError extends Error {
     this.metadata = { ...(info?.metadata ?? {}) };
     this.retryAfterMs = retryHintMs(connectError);
     this.transient = transient;
+    this.outcome = classifyOutcome(connectError);
+    if (this.outcome === "configuration") {
+      this.message = `client configuration: ${connectError.rawMessage.trim()} (the TLS connection was refused before any request was sent; check the client certificate, key and CA — not retried)`;
+    }
   }
 
   /** "unavailable", "resource_exhausted": the code as Connect and gRPC documentation spell it. */
@@ -76,15 +88,24 @@ export class IntentMismatchError extends Error {
 }
 
 /**
- * A persisted intent is older than the server keeps answers (24 h): its key would run the
- * request again rather than replay it. Look the payout up (ListPayouts) instead of retrying.
+ * An intent's Idempotency-Key is past the server's memory of it (the `idempotency-key-expires-at`
+ * the server sent, or, never told, `keyRetentionMs` after the key was minted), and LookupPayout
+ * finds no payout created under it: nothing was paid under this intent. The key is NOT sent again
+ * (the server would treat it as new), and no new key is minted behind the caller's back: to pay,
+ * record that this intent paid nothing, `forget()` it and make a new intent.
  */
 export class IntentExpiredError extends Error {
   constructor(
+    /** The intent id, or the key when the intent has none. */
     readonly intentId: string,
     readonly createdAt: Date,
+    readonly idempotencyKey: string,
+    /** The moment the library treats the key as forgotten by the server. */
+    readonly expiredAt: Date,
   ) {
-    super(`intent ${intentId} was created at ${createdAt.toISOString()}, past the server's answer retention; look the payout up instead of retrying`);
+    super(
+      `intent ${intentId}: its Idempotency-Key ${idempotencyKey} (created ${createdAt.toISOString()}) is past the server's retention (${expiredAt.toISOString()}) and the server has no payout created under it; it is not sent again. To pay, forget() this intent and make a new one`,
+    );
     this.name = "IntentExpiredError";
   }
 }

@@ -9,6 +9,7 @@ export {
   requestFingerprint,
   IDEMPOTENCY_KEY_HEADER,
   REPLAYED_HEADER,
+  EXPIRES_AT_HEADER,
   type CreatePayoutResult,
   type IntentOptions,
   type PayoutRequest,
@@ -19,6 +20,7 @@ export { RailfenceError, OutcomeUnknownError, IntentMismatchError, IntentExpired
 export { REASONS, ALL_REASONS, AREAS, findReason, isReason } from "./reasons.js";
 export type { Area, Reason, ReasonEntry, ReasonId, Retry } from "./reasons.js";
 export { FileKeyStore, MemoryKeyStore, type IntentKeyStore, type StoredIntentKey } from "./key-store.js";
+export { classifyOutcome, isConfigurationFailure, isRetryable, type Outcome } from "./outcome.js";
 export { isTransient, backoffMs, RetryBudget, type RetryOptions } from "./retry.js";
 export type { CallOptions } from "./attempts.js";
 export { tlsFromFiles, type TlsOptions, type TransportOptions } from "./transport.js";

@@ -8,7 +8,7 @@
  * intent id must end up with one key.
  */
 import { randomUUID } from "node:crypto";
-import { link, mkdir, open, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { link, mkdir, open, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
 export interface StoredIntentKey {
@@ -18,6 +18,11 @@ export interface StoredIntentKey {
   fingerprint: string;
   /** When the key was minted (ms since the epoch). */
   createdAt: number;
+  /**
+   * When the server forgets the key (ms since the epoch), from the `idempotency-key-expires-at`
+   * header of its answer; absent until the server has answered once.
+   */
+  expiresAt?: number;
 }
 
 export interface IntentKeyStore {
@@ -25,6 +30,12 @@ export interface IntentKeyStore {
   /** Stores value unless the intent already has a key; returns the key that is stored. */
   putIfAbsent(intentId: string, value: StoredIntentKey): Promise<StoredIntentKey>;
   delete(intentId: string): Promise<void>;
+  /**
+   * Records when the server forgets the intent's key (learnt from an answer). Optional for a
+   * store of your own: without it the expiry is known to this process only, and after a restart
+   * the library assumes the conservative default (`keyRetentionMs` from the key's creation).
+   */
+  recordExpiry?(intentId: string, key: string, expiresAt: number): Promise<void>;
 }
 
 /** In-process only: survives retries, not restarts (the default when no store is given). */
@@ -44,6 +55,11 @@ export class MemoryKeyStore implements IntentKeyStore {
 
   async delete(intentId: string): Promise<void> {
     this.keys.delete(intentId);
+  }
+
+  async recordExpiry(intentId: string, key: string, expiresAt: number): Promise<void> {
+    const existing = this.keys.get(intentId);
+    if (existing?.key === key) this.keys.set(intentId, { ...existing, expiresAt });
   }
 }
 
@@ -100,7 +116,27 @@ export class FileKeyStore implements IntentKeyStore {
     await rm(this.path(intentId), { force: true });
   }
 
-  /** Deletes keys minted more than olderThanMs ago (past the server's retention they are useless). */
+  /** Rewrites the intent's file with its expiry: a fsynced temporary file renamed over it. */
+  async recordExpiry(intentId: string, key: string, expiresAt: number): Promise<void> {
+    const existing = await this.get(intentId);
+    if (existing?.key !== key || existing.expiresAt === expiresAt) return;
+    const tmp = join(this.dir, `.tmp-${randomUUID()}`);
+    await writeFile(tmp, JSON.stringify({ ...existing, expiresAt }), { mode: 0o600 });
+    const fh = await open(tmp, "r");
+    try {
+      await fh.sync();
+    } finally {
+      await fh.close();
+    }
+    await rename(tmp, this.path(intentId));
+  }
+
+  /**
+   * Deletes keys minted more than olderThanMs ago. Only for intents whose outcome your system
+   * has recorded: an intent id without its key gets a NEW key on the next intent() call, which
+   * creates a new payout. A key past the server's retention is still useful: the library looks
+   * the payout up by it (LookupPayout) instead of sending it.
+   */
   async prune(olderThanMs: number): Promise<number> {
     let removed = 0;
     let names: string[];

@@ -9,10 +9,10 @@
  * answer was lost, the call timed out, or the proxy answered RAIL_AMBIGUOUS — it throws
  * OutcomeUnknownError whose checkStatus() reads the intent ledger (GetSubmission) instead.
  */
-import { Code, type ConnectError, createClient } from "@connectrpc/connect";
+import { type ConnectError, createClient } from "@connectrpc/connect";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { runAttempts, type CallOptions } from "./attempts.js";
-import { OutcomeUnknownError, RailfenceError, serverAnswered } from "./errors.js";
+import { OutcomeUnknownError, RailfenceError } from "./errors.js";
 import {
   RailProxyService,
   type GetRailStatementResponse,
@@ -20,8 +20,7 @@ import {
   type Submission,
   type SubmitPayoutRequest,
 } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { REASONS } from "./reasons.js";
+import { classifyOutcome } from "./outcome.js";
 import type { RetryPolicy } from "./retry.js";
 import type { Transports } from "./transport.js";
 
@@ -40,9 +39,6 @@ export type SubmitPayoutInit = Omit<Partial<SubmitPayoutRequest>, "$typeName" | 
   amount: { amountMinor: bigint; currency: string };
   beneficiary: string;
 };
-
-/** The reasons after which the rail's answer is unknown even though the proxy answered. */
-const AMBIGUOUS_REASONS: ReadonlySet<string> = new Set([REASONS.RAIL_AMBIGUOUS.reason]);
 
 export class RailProxyClient {
   private next = 0;
@@ -129,13 +125,12 @@ export class RailProxyClient {
 }
 
 /**
- * Did the submission possibly take effect without us learning how? Yes when no railfence server
- * answered (a transport failure or a deadline: the request may have been processed), or when
- * the proxy said the rail's answer was lost. A refusal with ErrorInfo (FENCED_OUT, PAYDB_UNAVAILABLE,
- * DUPLICATE_SUBMISSION, ...) is definite.
+ * Did the submission possibly take effect without us learning how? The library's one
+ * classification (outcome.ts) says so: a transport failure once connected, a deadline, or the
+ * proxy saying the rail's answer was lost (RAIL_AMBIGUOUS). A refusal with ErrorInfo (FENCED_OUT,
+ * PAYDB_UNAVAILABLE, DUPLICATE_SUBMISSION, ...), a connection never made and a TLS configuration
+ * failure are definite: nothing was forwarded.
  */
 export function outcomeUnknown(err: ConnectError): boolean {
-  if (!serverAnswered(err)) return err.code !== Code.InvalidArgument && err.code !== Code.Unimplemented;
-  const reason = err.findDetails(ErrorInfoSchema)[0]?.reason ?? "";
-  return AMBIGUOUS_REASONS.has(reason) || err.code === Code.DeadlineExceeded;
+  return classifyOutcome(err) === "unknown";
 }

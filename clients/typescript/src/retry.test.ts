@@ -1,11 +1,45 @@
 import { create } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
-import { describe, expect, it } from "vitest";
+import net from "node:net";
+import type { AddressInfo } from "node:net";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAttempts } from "./attempts.js";
 import { RailfenceError, retryHintMs } from "./errors.js";
 import { ErrorInfoSchema, RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { PayoutService } from "./gen/railfence/payouts/v1/payouts_pb.js";
+import { classifyOutcome } from "./outcome.js";
 import { backoffMs, isTransient, RetryBudget, retryPolicy } from "./retry.js";
+
+/**
+ * Real transport failures, not hand-made ConnectErrors: what connect-node itself reports when a
+ * server resets the connection after reading the request (a lost answer), and when nothing
+ * listens (a connection never made).
+ */
+let resetting: net.Server;
+let resetUrl: string;
+let refusedUrl: string;
+beforeAll(async () => {
+  resetting = net.createServer((s) => s.once("data", () => setTimeout(() => s.resetAndDestroy(), 50)));
+  await new Promise<void>((r) => resetting.listen(0, "127.0.0.1", r));
+  resetUrl = `http://127.0.0.1:${(resetting.address() as AddressInfo).port}`;
+  const closed = net.createServer();
+  await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+  refusedUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+  await new Promise<void>((r) => closed.close(() => r()));
+});
+afterAll(() => new Promise<void>((r) => resetting.close(() => r())));
+
+async function realFailure(url: string): Promise<ConnectError> {
+  const client = createClient(PayoutService, createGrpcTransport({ baseUrl: url }));
+  return client.getPayout({ payoutId: "po_x" }, { timeoutMs: 5000 }).then(
+    () => {
+      throw new Error("expected a failure");
+    },
+    (e: unknown) => e as ConnectError,
+  );
+}
 
 /** A server answer: code + ErrorInfo reason (+ RetryInfo). */
 function answer(code: Code, reason: string, retryMs?: number): ConnectError {
@@ -40,6 +74,41 @@ describe("the rules for clients: what is transient", () => {
     ["a server's own canceled answer", answer(Code.Canceled, "X"), false],
   ])("%s on a protected call: transient = %s", (_, err, expected) => {
     expect(isTransient(err, true)).toBe(expected);
+  });
+
+  it("a real reset (connect-node's aborted, read ECONNRESET, no ErrorInfo) is an unknown outcome, retried on a protected call", async () => {
+    const err = await realFailure(resetUrl);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(err.code).toBe(Code.Aborted);
+    expect(err.rawMessage).toMatch(/ECONNRESET/);
+    expect(classifyOutcome(err)).toBe("unknown");
+    expect(isTransient(err, true)).toBe(true);
+    expect(isTransient(err, false)).toBe(false);
+    // Through the attempt loop: the reset attempt is retried, the next one answers.
+    let calls = 0;
+    const run = await runAttempts(
+      { policy: retryPolicy({ budget: false, baseDelayMs: 1 }), endpoints: ["x"], idempotent: true, deadlineMs: 10_000, timeoutMs: 5000 },
+      async () => {
+        if (++calls === 1) throw await realFailure(resetUrl);
+        return "answered";
+      },
+    );
+    expect(run).toMatchObject({ value: "answered", attempts: 2 });
+  });
+
+  it("a real refused connection is unreachable (nothing was sent): retried", async () => {
+    const err = await realFailure(refusedUrl);
+    expect(err.code).toBe(Code.Unavailable);
+    expect(classifyOutcome(err)).toBe("unreachable");
+    expect(isTransient(err, true)).toBe(true);
+  });
+
+  it("a final refusal and a check-status answer are never retried; a server's deadline answer is an unknown outcome", () => {
+    expect(classifyOutcome(answer(Code.InvalidArgument, "IDEMPOTENCY_KEY_REUSED"))).toBe("refused");
+    expect(classifyOutcome(answer(Code.Aborted, "RAIL_AMBIGUOUS"))).toBe("unknown");
+    expect(isTransient(answer(Code.Aborted, "RAIL_AMBIGUOUS"), true)).toBe(false);
+    expect(classifyOutcome(answer(Code.DeadlineExceeded, "CALL_TIMEOUT"))).toBe("unknown");
+    expect(classifyOutcome(answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE"))).toBe("retry-later");
   });
 
   it("the caller's own cancellation is final", async () => {

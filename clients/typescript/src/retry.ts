@@ -1,11 +1,11 @@
 /**
  * When to retry, and how long to wait: RESILIENCE.md's rules for clients, in one place.
  *
- * - Only transient failures are retried: `unavailable` (network errors, 502, 503, and the
- *   servers' own IDEMPOTENCY_UNAVAILABLE / LIMITS_UNAVAILABLE / PAYDB_UNAVAILABLE), ABORTED
- *   IDEMPOTENCY_CONFLICT (409: the first request with the key is still running), and — only
- *   where duplicate protection makes a repeat harmless — `deadline_exceeded` (504) and a
- *   transport failure that never reached a handler. Every other refusal is final.
+ * - What is retried is decided by outcome.ts, the one classification of failures: a server's
+ *   transient answer (IDEMPOTENCY_UNAVAILABLE, IDEMPOTENCY_CONFLICT, PAYDB_UNAVAILABLE, ...), a
+ *   connection never made, and an unknown outcome (a reset — connect-node's `aborted` —, a torn
+ *   stream, a deadline) — all only where duplicate protection makes a repeat harmless. A final
+ *   refusal (ErrorInfo with a final reason) and a configuration failure (TLS) are never retried.
  * - A call without duplicate protection (`idempotent: false`) is never retried at all.
  * - Waits: exponential backoff with full jitter (uniform in [0, min(cap, base * 2^n)]), never
  *   shorter than the server's Retry-After / RetryInfo hint.
@@ -15,10 +15,8 @@
  *   `tokenRatio`, and retries stop while the bucket is at or below half — so a broken server
  *   gets about one attempt per call instead of a retry storm.
  */
-import { Code, type ConnectError } from "@connectrpc/connect";
-import { serverAnswered } from "./errors.js";
-import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
-import { TRANSIENT_REASONS } from "./reasons.js";
+import type { ConnectError } from "@connectrpc/connect";
+import { isRetryable } from "./outcome.js";
 
 export interface RetryOptions {
   /** Attempts per operation, the first included (default 6). */
@@ -32,24 +30,13 @@ export interface RetryOptions {
 
 /**
  * The rule: may this failure be retried, for a call that is (or is not) protected against
- * duplicates? Reads are protected by nature (they change nothing).
+ * duplicates? Reads are protected by nature (they change nothing). One classification decides
+ * (outcome.ts): a server's transient answer, a connection never made, and an unknown outcome (a
+ * reset, a torn stream, a deadline) are retried on a protected call; a final refusal and a
+ * configuration failure never are. The caller's own cancellation is never retried (attempts.ts).
  */
 export function isTransient(err: ConnectError, idempotent: boolean): boolean {
-  if (!idempotent) return false;
-  if (err.code === Code.Unavailable) return true;
-  if (err.code === Code.DeadlineExceeded) return true;
-  // Reasons the catalogue calls transient even where the code alone would not (IDEMPOTENCY_CONFLICT).
-  if (TRANSIENT_REASONS.has(reasonOf(err))) return true;
-  // A transport failure (stream reset, connection lost, the server process gone) is reported as
-  // internal, unknown or canceled without a railfence ErrorInfo: the server may or may not have
-  // run the call, which a protected call survives. A server's own internal error carries
-  // ErrorInfo INTERNAL and is final; the caller's own cancellation is never retried (attempts.ts).
-  if ((err.code === Code.Internal || err.code === Code.Unknown || err.code === Code.Canceled) && !serverAnswered(err)) return true;
-  return false;
-}
-
-function reasonOf(err: ConnectError): string {
-  return err.findDetails(ErrorInfoSchema)[0]?.reason ?? "";
+  return isRetryable(err, idempotent);
 }
 
 /** Exponential backoff with full jitter: uniform in [0, min(max, base * 2^retry)). */
