@@ -367,7 +367,7 @@ export class Nemesis {
         await c.lock.release({ key: accountLockKey(account), leaseId: lease.leaseId }, { timeoutMs: 5000 }).catch(() => {});
       };
       try {
-        if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("proxy-stall", `could not fence ${payoutId}`);
+        if (!(await this.fenceAs(payoutId, lease))) return this.miss("proxy-stall", `could not fence ${payoutId}`);
         const payout = await this.payoutRow(payoutId);
         const ref = `${payoutId}:t${lease.fencingToken}`;
         const stallMs = Math.max(this.d.ambiguityMs, this.d.settleMs) + 500;
@@ -533,10 +533,10 @@ export class Nemesis {
     const lease = await this.rogueLease(c, victim.account_id);
     try {
       const refenced = await this.executorDb
-        .query("UPDATE payouts SET state = 'PROCESSING', fence = $2, claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND fence < $2", [
-          victim.payout_id,
-          lease.fencingToken.toString(),
-        ])
+        .query(
+          "UPDATE payouts SET state = 'PROCESSING', fence = $2, fence_signature = $3, claimed_by = NULL, claimed_until = NULL WHERE payout_id = $1 AND fence < $2",
+          [victim.payout_id, lease.fencingToken.toString(), signatureOf(lease)],
+        )
         .then(
           () => undefined,
           (err: unknown) => (err as Error).message,
@@ -585,11 +585,15 @@ export class Nemesis {
     throw new Error(`could not hand ${payoutId} back to the executors`);
   }
 
-  /** Fences the payout under `token` with the executor's role, as an executor does before submitting. */
-  private async fenceAs(payoutId: string, token: bigint): Promise<boolean> {
+  /**
+   * Fences the payout under the lease's token with the executor's role, as an executor does
+   * before submitting: with the lock's signature, which paydb verifies when tokens are signed
+   * (migration 014).
+   */
+  private async fenceAs(payoutId: string, lease: { fencingToken: bigint; tokenSignature: Uint8Array }): Promise<boolean> {
     const { rowCount } = await this.executorDb.query(
-      "UPDATE payouts SET fence = $2, state = 'PROCESSING', updated_at = now() WHERE payout_id = $1 AND fence < $2 AND state IN ('PENDING', 'PROCESSING')",
-      [payoutId, token.toString()],
+      "UPDATE payouts SET fence = $2, fence_signature = $3, state = 'PROCESSING', updated_at = now() WHERE payout_id = $1 AND fence < $2 AND state IN ('PENDING', 'PROCESSING')",
+      [payoutId, lease.fencingToken.toString(), signatureOf(lease)],
     );
     return (rowCount ?? 0) > 0;
   }
@@ -654,7 +658,7 @@ export class Nemesis {
     if (!payoutId) return this.miss("stale-holder", `an executor claimed the new payout of ${account} first`);
     try {
       const lease = await this.rogueLease(c, account, "stale-holder", this.d.leaseTtlMs);
-      if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("stale-holder", `could not fence ${payoutId}`);
+      if (!(await this.fenceAs(payoutId, lease))) return this.miss("stale-holder", `could not fence ${payoutId}`);
       // Stopped: the lease lapses. Another payout of the account, so the next holder has one to pay.
       await this.d.drill.createPayouts(1, [account], this.d.rng);
       const mark = await this.markAbove(account, lease.fencingToken, 60_000);
@@ -685,7 +689,7 @@ export class Nemesis {
       for (const shape of ["attempt", "plain"] as const) {
         const lease = await this.rogueLease(c, account);
         try {
-          if (!(await this.fenceAs(payoutId, lease.fencingToken))) return this.miss("rogue-double", `could not fence ${payoutId} at ${lease.fencingToken}`);
+          if (!(await this.fenceAs(payoutId, lease))) return this.miss("rogue-double", `could not fence ${payoutId} at ${lease.fencingToken}`);
           const ref = shape === "attempt" ? `${payoutId}:t${lease.fencingToken}` : payoutId;
           const answer = await this.submitAs(c, payout, ref, lease);
           if (answer === undefined) return this.miss("rogue-double", `no proxy answered ${ref}`);
@@ -712,3 +716,8 @@ export class Nemesis {
 
 /** Always last in the fault plan: a small latency so kills land between commit and answer. */
 export const BASELINE_FAULTS = [{ kind: FaultKind.LATENCY, latencyMs: 30, count: 0, clientReferencePrefix: "" }];
+
+/** A lease's signature as paydb stores it (null when the lock does not sign). */
+function signatureOf(lease: { tokenSignature: Uint8Array }): Buffer | null {
+  return lease.tokenSignature.length ? Buffer.from(lease.tokenSignature) : null;
+}
