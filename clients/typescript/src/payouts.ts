@@ -134,35 +134,25 @@ export class PayoutIntent {
     try {
       let replayed = false;
       let expiresAt: number | undefined;
-      const run = await runAttempts(
-        {
-          policy: s.policy,
-          endpoints: [s.url],
-          idempotent: true,
-          deadlineMs: opts.deadlineMs ?? s.deadlineMs,
-          timeoutMs: opts.timeoutMs ?? s.timeoutMs,
-          signal: opts.signal,
-        },
-        async (a) => {
-          replayed = false;
-          const client = createClient(PayoutService, s.transports.get(a.endpoint));
-          const res = await client.createPayout(
-            { ...this.request, amount: { ...this.request.amount } },
-            {
-              headers: { [IDEMPOTENCY_KEY_HEADER]: this.key },
-              timeoutMs: a.timeoutMs,
-              signal: a.signal,
-              onHeader: (h) => {
-                replayed = h.get(REPLAYED_HEADER) === "true";
-                const at = Date.parse(h.get(EXPIRES_AT_HEADER) ?? "");
-                if (Number.isFinite(at)) expiresAt = at;
-              },
+      const run = await runAttempts(attemptPlan(s, opts), async (a) => {
+        replayed = false;
+        const client = createClient(PayoutService, s.transports.get(a.endpoint));
+        const res = await client.createPayout(
+          { ...this.request, amount: { ...this.request.amount } },
+          {
+            headers: { [IDEMPOTENCY_KEY_HEADER]: this.key },
+            timeoutMs: a.timeoutMs,
+            signal: a.signal,
+            onHeader: (h) => {
+              replayed = h.get(REPLAYED_HEADER) === "true";
+              const at = Date.parse(h.get(EXPIRES_AT_HEADER) ?? "");
+              if (Number.isFinite(at)) expiresAt = at;
             },
-          );
-          if (!res.payout) throw new ConnectError("CreatePayout answered without a payout", Code.Internal);
-          return res.payout;
-        },
-      );
+          },
+        );
+        if (!res.payout) throw new ConnectError("CreatePayout answered without a payout", Code.Internal);
+        return res.payout;
+      });
       if (expiresAt !== undefined) await this.learnExpiry(expiresAt);
       return {
         payout: run.value,
@@ -280,19 +270,23 @@ export class PayoutsClient {
     fn: (client: ReturnType<typeof createClient<typeof PayoutService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<T>,
   ): Promise<T> {
     const { s } = this;
-    const run = await runAttempts(
-      {
-        policy: s.policy,
-        endpoints: [s.url],
-        idempotent: true,
-        deadlineMs: opts.deadlineMs ?? s.deadlineMs,
-        timeoutMs: opts.timeoutMs ?? s.timeoutMs,
-        signal: opts.signal,
-      },
-      (a) => fn(createClient(PayoutService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
+    const run = await runAttempts(attemptPlan(s, opts), (a) =>
+      fn(createClient(PayoutService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) }),
     );
     return run.value;
   }
+}
+
+/** How every call of this client is attempted: its policy, its one endpoint, the caller's bounds. */
+function attemptPlan(s: PayoutsSettings, opts: CallOptions) {
+  return {
+    policy: s.policy,
+    endpoints: [s.url],
+    idempotent: true,
+    deadlineMs: opts.deadlineMs ?? s.deadlineMs,
+    timeoutMs: opts.timeoutMs ?? s.timeoutMs,
+    signal: opts.signal,
+  };
 }
 
 /** A read that answers a payout (retried like every read), with the attempts it took. */
@@ -301,20 +295,10 @@ async function readPayouts(
   opts: CallOptions,
   fn: (client: ReturnType<typeof createClient<typeof PayoutService>>, o: { timeoutMs: number; signal?: AbortSignal }) => Promise<{ payout?: Payout }>,
 ): Promise<{ payout: Payout; attempts: number }> {
-  const run = await runAttempts(
-    {
-      policy: s.policy,
-      endpoints: [s.url],
-      idempotent: true,
-      deadlineMs: opts.deadlineMs ?? s.deadlineMs,
-      timeoutMs: opts.timeoutMs ?? s.timeoutMs,
-      signal: opts.signal,
-    },
-    async (a) => {
-      const res = await fn(createClient(PayoutService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) });
-      if (!res.payout) throw new ConnectError("the answer carried no payout", Code.Internal);
-      return res.payout;
-    },
-  );
+  const run = await runAttempts(attemptPlan(s, opts), async (a) => {
+    const res = await fn(createClient(PayoutService, s.transports.get(a.endpoint)), { timeoutMs: a.timeoutMs, ...(a.signal ? { signal: a.signal } : {}) });
+    if (!res.payout) throw new ConnectError("the answer carried no payout", Code.Internal);
+    return res.payout;
+  });
   return { payout: run.value, attempts: run.attempts };
 }
