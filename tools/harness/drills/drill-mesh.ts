@@ -37,6 +37,21 @@ export interface DrillMeshOptions {
 export const DRILL_PROXY_TIMINGS = { RAIL_DEADLINE_MS: "1000", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
 /** Above 2 x deadline + margin + admission (5000 ms), as the reconciler requires. */
 export const DRILL_SETTLEMENT_WINDOW_MS = 5500;
+/**
+ * The reconciler's clock skew allowance in drills (its default, stated so every wait below
+ * counts it): an intent is closed NOT_PAID only once it is older than the settlement window
+ * plus this (decision 022). A drill that waited for the window alone reconciled too early and
+ * left the intent open, so a stall "after NOT_PAID" resumed before any verdict.
+ */
+export const DRILL_CLOCK_SKEW_ALLOWANCE_MS = 1000;
+/** The reconciler's settings in drills. */
+export const DRILL_RECONCILER_ENV = {
+  SETTLEMENT_WINDOW_MS: String(DRILL_SETTLEMENT_WINDOW_MS),
+  CLOCK_SKEW_ALLOWANCE_MS: String(DRILL_CLOCK_SKEW_ALLOWANCE_MS),
+  ...DRILL_PROXY_TIMINGS,
+};
+/** How old an intent must be before a drill's reconciler run may close it NOT_PAID. */
+export const DRILL_VERDICT_AGE_MS = DRILL_SETTLEMENT_WINDOW_MS + DRILL_CLOCK_SKEW_ALLOWANCE_MS;
 
 /** Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts). */
 export const UNTRUSTED_EXECUTOR_ENV = {
@@ -162,15 +177,17 @@ export class DrillMesh {
 
   /**
    * Runs the reconciler once, after waiting until every intent is older than the settlement
-   * window (so "absent from the statement" can mean NOT_PAID for all of them).
+   * window plus the clock skew allowance (so "absent from the statement" can mean NOT_PAID for
+   * all of them).
    */
   async reconcile(settlementWindowMs = DRILL_SETTLEMENT_WINDOW_MS): Promise<{ code: number | null; lines: string[] }> {
     const [newest] = await this.query<{ age_ms: number | null }>(
       "SELECT (EXTRACT(EPOCH FROM now() - max(created_at)) * 1000)::float8 AS age_ms FROM rail_submissions",
     );
-    const wait = Math.max(0, settlementWindowMs + 500 - (newest?.age_ms ?? settlementWindowMs + 500));
+    const verdictAge = settlementWindowMs + DRILL_CLOCK_SKEW_ALLOWANCE_MS + 500;
+    const wait = Math.max(0, verdictAge - (newest?.age_ms ?? verdictAge));
     await new Promise((r) => setTimeout(r, wait));
-    return this.mesh.reconcileOnce({ SETTLEMENT_WINDOW_MS: String(settlementWindowMs), ...DRILL_PROXY_TIMINGS });
+    return this.mesh.reconcileOnce({ ...DRILL_RECONCILER_ENV, SETTLEMENT_WINDOW_MS: String(settlementWindowMs) });
   }
 
   /** Holds a payout's claim (as if its holder were busy), so no other executor takes it. */

@@ -418,17 +418,20 @@ export class Nemesis {
         let before = "";
         try {
           await sleep(stallMs);
-          // A proxy kill can cut the reconciler's statement read (it reads through the replicas):
-          // run it again, as its CronJob would, so the verdict lands before the proxy resumes.
-          for (let attempt = 1; attempt <= 3; attempt++) {
+          // The strike is for the moment after the verdict: the proxy stays frozen until the
+          // reconciler has closed the intent NOT_PAID. A run can end without it (a proxy kill cut
+          // its statement read, the intent not yet old enough on a loaded machine): run it again,
+          // as its CronJob would.
+          for (let attempt = 1; attempt <= 6; attempt++) {
             const rec = await this.d.reconcile(proxy.url);
             reconciled =
               rec.code === 0
                 ? `reconciled${attempt > 1 ? ` (run ${attempt})` : ""}`
                 : `reconciler exited ${rec.code}: ${rec.lines.slice(-3).join(" | ").slice(0, 400)}`;
-            if (rec.code === 0) break;
+            before = await state();
+            if (before.startsWith("RESOLVED_NOT_PAID")) break;
+            await sleep(1000);
           }
-          before = await state();
         } finally {
           proxy.resume();
           this.frozen.delete(proxy);
@@ -436,11 +439,11 @@ export class Nemesis {
         const frozenMs = Date.now() - frozenAt;
         const answered = (await answer) ?? "no answer";
         await sleep(500);
-        this.record(
-          "proxy-stall",
-          proxy.name,
-          `${ref} frozen ${frozenMs} ms between admission and forward; ${reconciled}; intent before it resumed: ${before}; its answer: ${answered}; after: ${await state()}`,
-        );
+        const detail = `${ref} frozen ${frozenMs} ms between admission and forward; ${reconciled}; intent before it resumed: ${before}; its answer: ${answered}; after: ${await state()}`;
+        // Counted only when the verdict landed first: otherwise the strike never reached the window
+        // the forward budget is for, and a soak could pass (or its control fail) without testing it.
+        if (!before.startsWith("RESOLVED_NOT_PAID")) return this.miss("proxy-stall", `no verdict before the proxy resumed: ${detail}`);
+        this.record("proxy-stall", proxy.name, detail);
       } finally {
         await release();
       }

@@ -11,7 +11,7 @@
  * guard removed (mark, payout-binding, one-live, forward-budget) the same schedule must end in a
  * detected violation.
  */
-import { DrillMesh, DRILL_PROXY_TIMINGS, DRILL_SETTLEMENT_WINDOW_MS } from "./drill-mesh.js";
+import { DrillMesh, DRILL_PROXY_TIMINGS, DRILL_RECONCILER_ENV, DRILL_VERDICT_AGE_MS } from "./drill-mesh.js";
 import { BASELINE_FAULTS, Nemesis, type NemesisKind, type NemesisPlan } from "./nemesis.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
@@ -115,12 +115,11 @@ export function soak(o: SoakOptions): Scenario {
           addExecutor: () => drill.addExecutor(executorEnv),
           leaseTtlMs: LEASE_TTL_MS,
           ambiguityMs: Number(DRILL_PROXY_TIMINGS.RAIL_DEADLINE_MS) + Number(DRILL_PROXY_TIMINGS.AMBIGUITY_MARGIN_MS),
-          settleMs: DRILL_SETTLEMENT_WINDOW_MS + 500,
+          settleMs: DRILL_VERDICT_AGE_MS + 500,
           hotAccounts: hot,
           reconcile: (avoid) =>
             drill.mesh.reconcileOnce({
-              SETTLEMENT_WINDOW_MS: String(DRILL_SETTLEMENT_WINDOW_MS),
-              ...DRILL_PROXY_TIMINGS,
+              ...DRILL_RECONCILER_ENV,
               ...(avoid
                 ? {
                     RAIL_PROXY_URLS: drill.mesh.proxies
