@@ -20,6 +20,8 @@ const schema = z
     ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
     /** How long every NOT_PAID resolution keeps being checked against the rail's statement. */
     CONTRADICTION_WATCH_MS: env.ms(7 * 86_400_000, 0, 90 * 86_400_000),
+    /** How far back every rail payment is checked for an intent on the ledger (0: not at all). */
+    UNRECORDED_PAYMENT_WATCH_MS: env.ms(86_400_000, 0, 90 * 86_400_000),
     /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */
     RECONCILE_INTERVAL_MS: env.ms(0, 0, 86_400_000),
     RECONCILER_DRY_RUN: env.bool(false),
@@ -58,6 +60,7 @@ export interface ReconcilerConfig extends ProcessConfig {
   settlementWindowMs: number;
   clockSkewAllowanceMs: number;
   contradictionWatchMs: number;
+  unrecordedWatchMs: number;
   intervalMs: number;
   dryRun: boolean;
   actor: string;
@@ -72,6 +75,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
     clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS,
     contradictionWatchMs: c.CONTRADICTION_WATCH_MS,
+    unrecordedWatchMs: c.UNRECORDED_PAYMENT_WATCH_MS,
     intervalMs: c.RECONCILE_INTERVAL_MS,
     dryRun: c.RECONCILER_DRY_RUN,
     actor: c.RECONCILER_ACTOR,

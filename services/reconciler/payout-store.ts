@@ -72,6 +72,33 @@ export function createReconcilerStore(pool: Pool) {
       return new Set(rows.map((r) => r.payout_id));
     },
 
+    /** These payouts' state, rail reference and what they pay, by id (absent ids are not payouts). */
+    async payoutsByIds(ids: readonly string[]): Promise<Map<string, PayoutRecord>> {
+      if (ids.length === 0) return new Map();
+      const { rows } = await pool.query<{
+        payout_id: string;
+        state: string;
+        rail_reference: string | null;
+        account_id: string;
+        amount_minor: string;
+        currency: string;
+        beneficiary: string;
+      }>("SELECT payout_id, state, rail_reference, account_id, amount_minor::text, currency, beneficiary FROM payouts WHERE payout_id = ANY($1)", [ids]);
+      return new Map(
+        rows.map((r) => [
+          r.payout_id,
+          {
+            state: r.state,
+            railReference: r.rail_reference ?? "",
+            accountId: r.account_id,
+            amountMinor: BigInt(r.amount_minor),
+            currency: r.currency,
+            beneficiary: r.beneficiary,
+          },
+        ]),
+      );
+    },
+
     /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
     async listUnknown(limit: number): Promise<string[]> {
       const { rows } = await pool.query<{ payout_id: string }>(
@@ -81,6 +108,15 @@ export function createReconcilerStore(pool: Pool) {
       return rows.map((r) => r.payout_id);
     },
   };
+}
+
+export interface PayoutRecord {
+  state: string;
+  railReference: string;
+  accountId: string;
+  amountMinor: bigint;
+  currency: string;
+  beneficiary: string;
 }
 
 export type ReconcilerStore = ReturnType<typeof createReconcilerStore>;

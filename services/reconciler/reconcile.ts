@@ -7,6 +7,10 @@
  * (by a human with the CLI, by a late rail answer, or by a previous run that stopped between
  * ResolveSubmission and the payout write), so a run can always be repeated safely.
  *
+ * A fourth pass (unrecorded-payments.ts) looks for rail payments that name one of our payouts
+ * with no intent on the ledger (paydb lost acknowledged commits): the payout is taken as paid
+ * and flagged.
+ *
  * A third pass keeps watching its NOT_PAID verdicts: every submission resolved NOT_PAID within
  * the watch period is checked against the statement again; a payment that appears later is
  * recorded on the ledger (RecordContradiction), counted, paged, and its payout becomes
@@ -24,6 +28,7 @@ import { contentKey, referencedPayout } from "../shared/payment-match.js";
 import type { ReconcilerStore } from "./payout-store.js";
 import type { RailProxyClient } from "../shared/proxy-pool.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
+import { findUnrecordedPayments } from "./unrecorded-payments.js";
 
 /** Read the statement from a little before the oldest submission: the two clocks differ. */
 const STATEMENT_SLACK_MS = 5 * 60_000;
@@ -39,13 +44,15 @@ export interface ReconcileDeps {
   clockSkewAllowanceMs: number;
   /** How long NOT_PAID verdicts keep being checked against the statement (0: not at all). */
   contradictionWatchMs: number;
+  /** How far back rail payments are checked for an intent on the ledger (0: not at all). */
+  unrecordedWatchMs: number;
   dryRun: boolean;
   actor: string;
   callTimeoutMs: number;
   now?: () => Date;
 }
 
-export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "CONTRADICTED" | "ERROR";
+export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "CONTRADICTED" | "UNRECORDED" | "ERROR";
 
 export interface RunSummary {
   event: "reconcile_summary";
@@ -185,7 +192,17 @@ export function createReconciler(deps: ReconcileDeps) {
 
   return async function runOnce(): Promise<RunSummary> {
     const started = performance.now();
-    const counts: Record<DecisionName, number> = { PAID: 0, NOT_PAID: 0, WAIT: 0, HUMAN: 0, SYNCED: 0, RACED: 0, CONTRADICTED: 0, ERROR: 0 };
+    const counts: Record<DecisionName, number> = {
+      PAID: 0,
+      NOT_PAID: 0,
+      WAIT: 0,
+      HUMAN: 0,
+      SYNCED: 0,
+      RACED: 0,
+      CONTRADICTED: 0,
+      UNRECORDED: 0,
+      ERROR: 0,
+    };
     const count = (d: DecisionName) => {
       counts[d] += 1;
       metrics.decisions.inc({ decision: d });
@@ -304,6 +321,31 @@ export function createReconciler(deps: ReconcileDeps) {
           );
           count("ERROR");
         }
+      }
+    }
+
+    // Fourth pass: payments the rail booked with no intent on the ledger (unrecorded-payments.ts).
+    if (deps.unrecordedWatchMs > 0) {
+      try {
+        const found = await findUnrecordedPayments({
+          proxy: deps.proxy,
+          store,
+          metrics,
+          logger,
+          watchMs: deps.unrecordedWatchMs,
+          callTimeoutMs: deps.callTimeoutMs,
+          now,
+          markPaid: deps.dryRun ? async () => false : markPaid,
+        });
+        counts.UNRECORDED += found.found;
+        metrics.decisions.inc({ decision: "UNRECORDED" }, found.found);
+        statementRead += found.read;
+      } catch (err) {
+        logger.error(
+          { event: "unrecorded_pass_failed", code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+          "could not check the rail's payments for intents",
+        );
+        count("ERROR");
       }
     }
 

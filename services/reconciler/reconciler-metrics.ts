@@ -8,7 +8,7 @@ export function createReconcilerMetrics(registry: Registry) {
     oldestAge: new Gauge({ name: "rail_ambiguous_oldest_age_seconds", help: "Age of the oldest ambiguous submission left after the last run", registers }),
     decisions: new Counter({
       name: "reconciler_decisions_total",
-      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, CONTRADICTED, ERROR)",
+      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, CONTRADICTED, UNRECORDED, ERROR)",
       labelNames: ["decision"] as const,
       registers,
     }),
@@ -20,6 +20,11 @@ export function createReconcilerMetrics(registry: Registry) {
     paidButFailed: new Counter({
       name: "reconciler_paid_but_failed_total",
       help: "Payouts the rail paid while the books said FAILED, flagged NEEDS_ATTENTION (must be zero: page)",
+      registers,
+    }),
+    unrecordedPayments: new Counter({
+      name: "reconciler_payments_without_intent_total",
+      help: "Rail payments naming one of our payouts with no intent on the proxy's ledger: paydb lost acknowledged commits (must be zero: page)",
       registers,
     }),
     runs: new Counter({ name: "reconciler_runs_total", help: "Reconciler runs by result", labelNames: ["result"] as const, registers }),

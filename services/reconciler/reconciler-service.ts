@@ -43,6 +43,7 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
     settlementWindowMs: config.settlementWindowMs,
     clockSkewAllowanceMs: config.clockSkewAllowanceMs,
     contradictionWatchMs: config.contradictionWatchMs,
+    unrecordedWatchMs: config.unrecordedWatchMs,
     dryRun: config.dryRun,
     actor: config.actor,
     callTimeoutMs: config.callTimeoutMs,

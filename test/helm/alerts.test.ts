@@ -101,6 +101,7 @@ describe("alert rules", () => {
       "page",
     ],
     ["ReconcilerPaidButFailed", /increase\(reconciler_paid_but_failed_total\[15m\]\)\) > 0/, "page"],
+    ["ReconcilerPaymentsWithoutIntent", /increase\(reconciler_payments_without_intent_total\[15m\]\)\) > 0/, "page"],
     [
       "RailProxyBindingRefusedCallerMisbehaviour",
       /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
