@@ -1,5 +1,5 @@
 /**
- * `npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--seed S] [--json] [--verbose]`
+ * `npm run drill -- <scenario|all> [--lock-backend pg|etcd] [--payouts N] [--kills N] [--seed S] [--json] [--verbose]`
  * `npm run drill -- soak [--payouts N] [--minutes M] [--disable-guard mark|payout-binding|one-live|forward-budget] ...`
  *
  * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
@@ -23,6 +23,7 @@ const { values, positionals } = parseArgs({
   options: {
     "lock-backend": { type: "string" },
     payouts: { type: "string" },
+    kills: { type: "string" },
     seed: { type: "string" },
     json: { type: "boolean", default: false },
     verbose: { type: "boolean", default: false },
@@ -46,6 +47,7 @@ if (backend !== undefined && backend !== "pg" && backend !== "etcd") {
 }
 const seed = values.seed !== undefined ? Number(values.seed) : Math.floor(Math.random() * 2 ** 31);
 const payouts = values.payouts !== undefined ? Number(values.payouts) : undefined;
+const kills = values.kills !== undefined ? Number(values.kills) : undefined;
 const guard = values["disable-guard"];
 if (guard !== undefined && !(SOAK_GUARDS as readonly string[]).includes(guard)) {
   console.error(`--disable-guard must be one of ${SOAK_GUARDS.join(", ")}`);
@@ -83,6 +85,7 @@ for (const lockBackend of backends) {
       lockBackend,
       seed,
       payouts,
+      kills,
       log: (l) => {
         logStream.write(`${l}\n`);
         if (values.verbose) console.error(l);

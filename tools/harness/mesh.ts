@@ -23,8 +23,11 @@ export interface MeshOptions {
   stateDir?: string;
   /** Use this PostgreSQL server instead of starting one (databases are created on it). */
   postgres?: PostgresServer;
-  /** Put some databases on servers of their own (drills stop one without the others). */
-  servers?: Partial<Record<DatabaseKind, PostgresServer>>;
+  /**
+   * Put some databases on servers of their own (drills stop one without the others); a server
+   * here is anything with an admin URL, e.g. a replicated paydb behind a stable address.
+   */
+  servers?: Partial<Record<DatabaseKind, { url(database: string): string }>>;
   /** Or: an existing server URL (postgres://user@host:port), e.g. from RAILFENCE_TEST_PG_URL. */
   postgresUrl?: string;
   /** Suffix for database names so several meshes can share one server. */

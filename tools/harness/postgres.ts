@@ -122,6 +122,8 @@ export interface PostgresOptions {
   listenAddresses?: string[];
   /** pg_hba.conf lines placed before the defaults, e.g. "host all all 10.244.0.0/24 scram-sha-256". */
   hba?: string[];
+  /** Extra server settings (`-c name=value`), after the defaults so they win (replication drills). */
+  settings?: Record<string, string>;
   log?: (line: string) => void;
 }
 
@@ -194,6 +196,7 @@ export class PostgresServer {
       "max_wal_senders=5",
       "-c",
       "hot_standby=on",
+      ...Object.entries(this.opts.settings ?? {}).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
     ];
     const child = spawn(join(binDir(), "postgres"), args, { stdio: ["ignore", "pipe", "pipe"], ...(this.owner ?? {}) });
     this.child = child;
@@ -281,9 +284,118 @@ export class PostgresServer {
     return standby;
   }
 
+  /**
+   * A streaming standby made while this server runs (the primary stays up, as in production):
+   * PostgreSQL's low-level base backup (pg_backup_start, a file copy, pg_backup_stop's label),
+   * standby.signal and primary_conninfo under `applicationName`, which synchronous_standby_names
+   * can name. The WAL since the backup's start comes by streaming (the primary keeps it:
+   * wal_keep_size). The embedded binaries have no pg_basebackup; this is what it does.
+   * `replicationPort`: where the standby streams from (a relay in front of this server, so a
+   * drill can cut the replication link alone).
+   */
+  async cloneStandby(applicationName: string, replicationPort = this.port): Promise<PostgresServer> {
+    const standbyDir = join(mkdtempSync(join(tmpdir(), "railfence-pg-standby-")), "data");
+    const client = new pg.Client({ connectionString: this.url("postgres") });
+    await client.connect();
+    try {
+      await client.query("SELECT pg_backup_start('railfence-standby', true)");
+      const skip = new Set(["postmaster.pid", "postmaster.opts", "standby.signal", "backup_label"]);
+      const emptied = new Set(["pg_wal", "pg_replslot", "pg_stat_tmp", "pg_snapshots"]);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          cpSync(this.dataDir, standbyDir, {
+            recursive: true,
+            filter: (src) => {
+              const rel = src.slice(this.dataDir.length + 1);
+              // The unix socket and its lock file live in the data directory (unix_socket_directories).
+              if (skip.has(rel) || rel.startsWith(".s.PGSQL.")) return false;
+              const top = rel.split("/")[0]!;
+              return !(emptied.has(top) && rel !== top);
+            },
+          });
+          break;
+        } catch (err) {
+          // A file can vanish mid-copy (a temp file, a dropped relation): copy again.
+          if (attempt >= 5 || (err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+          rmSync(standbyDir, { recursive: true, force: true });
+        }
+      }
+      const { rows } = await client.query<{ labelfile: string; spcmapfile: string | null }>("SELECT labelfile, spcmapfile FROM pg_backup_stop(false)");
+      writeFileSync(join(standbyDir, "backup_label"), rows[0]!.labelfile);
+      if (rows[0]!.spcmapfile) writeFileSync(join(standbyDir, "tablespace_map"), rows[0]!.spcmapfile);
+    } finally {
+      await client.end().catch(() => {});
+    }
+    for (const dir of ["pg_wal", "pg_replslot", "pg_stat_tmp", "pg_snapshots"]) mkdirSync(join(standbyDir, dir), { recursive: true, mode: 0o700 });
+    writeFileSync(join(standbyDir, "standby.signal"), "");
+    appendFileSync(
+      join(standbyDir, "postgresql.auto.conf"),
+      `\nprimary_conninfo = 'host=127.0.0.1 port=${replicationPort} user=postgres application_name=${applicationName}'\n`,
+    );
+    chmodSync(standbyDir, 0o700);
+    if (this.owner) chownTree(dirname(standbyDir), this.owner);
+    const standby = new PostgresServer(standbyDir, await freePort(), this.opts, true);
+    await standby.startProcess();
+    return standby;
+  }
+
+  /** Promotes this standby (pg_promote, waiting until it accepts writes). */
+  async promote(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url("postgres") });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ ok: boolean }>("SELECT pg_promote(true, 60) AS ok");
+      if (!rows[0]?.ok) throw new Error("pg_promote did not finish within 60 s");
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+
+  /** The server's processes: the postmaster and its children (from /proc). */
+  processIds(): number[] {
+    const main = this.child?.pid;
+    if (!main) return [];
+    const children: number[] = [];
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        // Field 4 of /proc/<pid>/stat is the parent pid (after the command in parentheses).
+        const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+        if (ppid === main) children.push(Number(entry));
+      } catch {
+        // the process ended meanwhile
+      }
+    }
+    return [main, ...children];
+  }
+
+  /**
+   * SIGKILL of the whole server, as a machine that dies: every process is stopped first (no
+   * backend finishes a commit or sends WAL after the "crash"), then killed.
+   */
+  async crash(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    const pids = this.processIds();
+    for (const pid of pids) signal(pid, "SIGSTOP");
+    for (const pid of pids) signal(pid, "SIGKILL");
+    await exited;
+    this.child = undefined;
+  }
+
   /** Stops the server and removes its data directory unless persistent. */
   async destroy(): Promise<void> {
     await this.stop("immediate");
     if (this.ownsDir) rmSync(dirname(this.dataDir), { recursive: true, force: true });
+  }
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
   }
 }

@@ -1,5 +1,7 @@
 /** Every C5 scenario, by name. */
+import { paydbFailover } from "./paydb-failover.js";
 import { paydbOutage } from "./paydb-outage.js";
+import { paydbRestore } from "./paydb-restore.js";
 import { pausedHolder } from "./paused-holder.js";
 import { railAmbiguity } from "./rail-ambiguity.js";
 import { replicaKill } from "./replica-kill.js";
@@ -46,6 +48,30 @@ export const SCENARIOS: Scenario[] = [
     fencingEnabled: true,
     splitReplicas: true,
     memoryMarks: true,
+  }),
+  paydbFailover({
+    name: "paydb-failover",
+    summary: "paydb's primary SIGKILLed under load, again and again; synchronous standby promoted behind a stable address: nothing lost",
+    synchronous: true,
+    kills: 20,
+  }),
+  // Negative control: the same kills with asynchronous replication (declared managed-ha).
+  paydbFailover({
+    name: "paydb-failover-async",
+    summary: "negative control: the same failovers with asynchronous replication: acknowledged intents lost, the audit finds what the rail paid",
+    synchronous: false,
+    kills: 5,
+  }),
+  paydbRestore({
+    name: "paydb-restore",
+    summary: "paydb restored to a point before the last intents, payouts in flight; the documented procedure: nothing paid twice",
+    blind: false,
+  }),
+  // Negative control: the same restore without the reconciler's payments-without-intent pass.
+  paydbRestore({
+    name: "paydb-restore-blind",
+    summary: "negative control: the same restore, the reconciler's payments-without-intent pass off: paid twice, and caught",
+    blind: true,
   }),
 ];
 

@@ -27,6 +27,8 @@ export interface DrillMeshOptions {
   log?: (line: string) => void;
   /** Reuse this server for the shared databases (tests pass the run's server). */
   postgresUrl?: string;
+  /** paydb on this server instead (the failover drill's replicated paydb); the drill owns it. */
+  paydbServer?: { url(database: string): string };
 }
 
 /**
@@ -53,11 +55,17 @@ export const DRILL_RECONCILER_ENV = {
 /** How old an intent must be before a drill's reconciler run may close it NOT_PAID. */
 export const DRILL_VERDICT_AGE_MS = DRILL_SETTLEMENT_WINDOW_MS + DRILL_CLOCK_SKEW_ALLOWANCE_MS;
 
-/** Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts). */
+/**
+ * Executors in drills present a fresh reference per attempt: the worst case (see submission-ref.ts).
+ * They get the reconciler's window and allowance, as the chart gives them (decision 023: a
+ * submission paydb forgot is decided from the statement after that long, not the 60 s default).
+ */
 export const UNTRUSTED_EXECUTOR_ENV = {
   EXECUTOR_SUBMISSION_REFERENCE: "attempt",
   POLL_INTERVAL_MS: "50",
   CALL_TIMEOUT_MS: "3000",
+  SETTLEMENT_WINDOW_MS: String(DRILL_SETTLEMENT_WINDOW_MS),
+  CLOCK_SKEW_ALLOWANCE_MS: String(DRILL_CLOCK_SKEW_ALLOWANCE_MS),
 };
 
 export class DrillMesh {
@@ -80,7 +88,7 @@ export class DrillMesh {
     const mesh = new Mesh({
       postgresUrl: opts.postgresUrl,
       dbSuffix: opts.postgresUrl ? `_drill_${randomUUID().slice(0, 8).replace(/-/g, "")}` : "",
-      servers,
+      servers: opts.paydbServer ? { ...servers, paydb: opts.paydbServer } : servers,
       // Drills run as production does: mutual TLS and per-method authorization on every hop.
       tls: true,
       signTokens: true,

@@ -12,6 +12,8 @@ export interface DrillParams {
   log: (line: string) => void;
   /** Shared PostgreSQL admin URL (tests); the drill starts its own server otherwise. */
   postgresUrl?: string;
+  /** Faults of the scenario's main kind (the paydb failover drill's primary kills); its default when undefined. */
+  kills?: number;
 }
 
 export type Verdict = "PASS" | "FAIL" | "CORRUPTION_DETECTED";
@@ -36,6 +38,11 @@ export interface Scenario {
   expectsCorruption?: boolean;
   /** The invariant whose violation proves the checker caught what the missing guard let through. */
   caughtBy?: string;
+  /**
+   * The bounded test suite runs the scenario on this lock backend only (what it tests does not
+   * depend on the lock: the paydb failover and restore drills); `npm run drill` runs it on both.
+   */
+  suiteBackend?: LockBackend;
   run(params: DrillParams): Promise<Omit<DrillResult, "scenario" | "lockBackend" | "seed" | "durationMs">>;
 }
 
