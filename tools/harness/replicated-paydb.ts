@@ -72,6 +72,16 @@ export class ReplicatedPaydb {
     }
   }
 
+  /** Cuts the replication link (the standby is away) until `reconnectReplication()`. */
+  cutReplication(): void {
+    this.replication.repoint(undefined);
+  }
+
+  /** The standby may connect again (it retries on its own, every wal_retrieve_retry_interval). */
+  reconnectReplication(): void {
+    this.replication.repoint(this.primary.port);
+  }
+
   /** The admin URL through the stable address (what every service and the drill use). */
   url(database: string): string {
     return `postgres://postgres@127.0.0.1:${this.relay.port}/${database}`;
