@@ -36,7 +36,17 @@ export interface Scenario {
   expectsCorruption?: boolean;
   /** The invariant whose violation proves the checker caught what the missing guard let through. */
   caughtBy?: string;
+  /**
+   * The lock backends the scenario means something on (every backend when undefined). `all`
+   * skips it on the others and says so; naming it with another backend is a usage error.
+   */
+  backends?: LockBackend[];
   run(params: DrillParams): Promise<Omit<DrillResult, "scenario" | "lockBackend" | "seed" | "durationMs">>;
+}
+
+/** Whether the scenario runs on this lock backend. */
+export function runsOn(s: Pick<Scenario, "backends">, backend: LockBackend): boolean {
+  return !s.backends || s.backends.includes(backend);
 }
 
 /** Verdict for a guarded scenario: PASS only with no violation and every expectation met. */
