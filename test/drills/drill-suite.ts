@@ -16,6 +16,7 @@ const BOUNDED_PAYOUTS: Record<string, number> = {
   "rail-ambiguity": 30,
   "paydb-outage": 40,
   "etcd-quorum": 60,
+  "etcd-quorum-fork": 40,
 };
 
 export function drillSuite(lockBackend: LockBackend): void {

@@ -9,7 +9,7 @@
  * harness never guesses. `destroy()` stops every member by its own pid and removes the data.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { etcdBinary } from "./etcd.js";
@@ -63,7 +63,7 @@ export class EtcdMember {
   }
 
   /** Starts the process (on its data dir: a restart rejoins with what it had). */
-  spawn(initialCluster: string): void {
+  spawn(initialCluster: string, extraArgs: string[] = []): void {
     if (this.running) throw new Error(`${this.name} is already running`);
     const args = [
       ["--name", this.name],
@@ -80,6 +80,7 @@ export class EtcdMember {
       ["--election-timeout", String(ELECTION_MS)],
       ["--logger", "zap"],
       ["--log-level", "warn"],
+      extraArgs,
     ].flat();
     const child = spawn(etcdBinary()!, args, { stdio: ["ignore", "pipe", "pipe"] });
     this.child = child;
@@ -119,15 +120,15 @@ export class EtcdMember {
   }
 
   /** This member's view: its own id and the leader it knows (undefined if it does not answer). */
-  async status(timeoutMs = 1000): Promise<{ memberId: string; leaderId: string } | undefined> {
+  async status(timeoutMs = 1000): Promise<{ memberId: string; leaderId: string; raftTerm: number } | undefined> {
     if (!this.running || this.paused) return undefined;
     try {
       const res = await fetch(`${this.endpoint}/v3/maintenance/status`, { method: "POST", body: "{}", signal: AbortSignal.timeout(timeoutMs) });
       if (!res.ok) return undefined;
-      const body = (await res.json()) as { header?: { member_id?: string }; leader?: string };
+      const body = (await res.json()) as { header?: { member_id?: string; raft_term?: string }; leader?: string };
       if (!body.header?.member_id) return undefined;
       this.memberId = body.header.member_id;
-      return { memberId: body.header.member_id, leaderId: body.leader ?? "0" };
+      return { memberId: body.header.member_id, leaderId: body.leader ?? "0", raftTerm: Number(body.header.raft_term ?? 0) };
     } catch {
       return undefined;
     }
@@ -147,6 +148,8 @@ export class EtcdMember {
 }
 
 export class EtcdCluster {
+  private readonly forks: EtcdMember[] = [];
+
   private constructor(
     readonly root: string,
     readonly members: EtcdMember[],
@@ -221,9 +224,67 @@ export class EtcdCluster {
     m.spawn(this.initialCluster);
   }
 
-  /** Stops every member by its pid and removes the data. */
+  /**
+   * Negative control only: a copy of a stopped member's data started alone with
+   * --force-new-cluster, on ports of its own. This is the split an operator makes by "recovering"
+   * a minority member: the copy has the cluster's history up to the copy and commits alone from
+   * there, so its revisions (the lock's tokens) repeat the ones the real cluster issues later.
+   * Resolves once it is healthy; `destroy()` stops it with the members.
+   */
+  async forkAlone(m: EtcdMember, log?: (line: string) => void): Promise<EtcdMember> {
+    if (m.running) throw new Error(`${m.name} must be stopped before its data is copied`);
+    const fork = new EtcdMember(`${m.name}-fork`, join(this.root, `${m.name}-fork`), await freePort(), await freePort(), log);
+    cpSync(m.dataDir, fork.dataDir, { recursive: true });
+    // With a data dir the member keeps its id from the WAL; --initial-cluster is not read again.
+    fork.spawn(`${fork.name}=${fork.peerUrl}`, ["--force-new-cluster"]);
+    this.forks.push(fork);
+    const deadline = Date.now() + 30_000;
+    while (!(await fork.healthy())) {
+      if (!fork.running) throw new Error(`${fork.name} exited`);
+      if (Date.now() > deadline) throw new Error(`${fork.name} not healthy within 30 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return fork;
+  }
+
+  /**
+   * Polls every member's status until stopped: each change of the leader the members agree on
+   * (an election seen from outside), and the highest raft term seen (terms also count elections
+   * that found no majority).
+   */
+  watchLeaders(intervalMs = 200): { stop(): Promise<{ changes: string[]; firstTerm: number; lastTerm: number }> } {
+    let stopped = false;
+    const changes: string[] = [];
+    let current: string | undefined;
+    let firstTerm = 0;
+    let lastTerm = 0;
+    const loop = (async () => {
+      while (!stopped) {
+        const views = (await Promise.all(this.members.map((m) => m.status(intervalMs)))).filter((v) => v !== undefined);
+        for (const v of views) {
+          if (firstTerm === 0) firstTerm = v.raftTerm;
+          lastTerm = Math.max(lastTerm, v.raftTerm);
+        }
+        const leader = await this.leader();
+        if (leader && leader.name !== current) {
+          current = leader.name;
+          changes.push(leader.name);
+        }
+        await new Promise((r) => setTimeout(r, intervalMs));
+      }
+    })();
+    return {
+      async stop() {
+        stopped = true;
+        await loop;
+        return { changes, firstTerm, lastTerm };
+      },
+    };
+  }
+
+  /** Stops every member (and fork) by its pid and removes the data. */
   async destroy(): Promise<void> {
-    for (const m of this.members) await m.signal("SIGKILL").catch(() => {});
+    for (const m of [...this.members, ...this.forks]) await m.signal("SIGKILL").catch(() => {});
     rmSync(this.root, { recursive: true, force: true });
   }
 }

@@ -1,4 +1,5 @@
 /** Every C5 scenario, by name. */
+import { etcdQuorum } from "./etcd-quorum.js";
 import { paydbOutage } from "./paydb-outage.js";
 import { pausedHolder } from "./paused-holder.js";
 import { railAmbiguity } from "./rail-ambiguity.js";
@@ -31,6 +32,11 @@ export const SCENARIOS: Scenario[] = [
     fencingEnabled: true,
     lockOutage: true,
   }),
+  // etcd only (decision 040): `all` runs it on the etcd backend and says it skipped it on pg.
+  etcdQuorum({
+    name: "etcd-quorum",
+    summary: "three-member etcd under load: leader SIGKILL, member SIGSTOP, quorum loss; the lock fails closed and tokens only go up",
+  }),
   // Negative controls for ADR-007 failures i and ii: the same drills against the rejected
   // in-memory mark must let the stale holder through, and the checker must say so.
   pausedHolder({
@@ -46,6 +52,12 @@ export const SCENARIOS: Scenario[] = [
     fencingEnabled: true,
     splitReplicas: true,
     memoryMarks: true,
+  }),
+  // Negative control for the quorum drill's lock checks (etcd only, decision 040).
+  etcdQuorum({
+    name: "etcd-quorum-fork",
+    summary: "negative control: the lock follows a member forked alone while quorum is lost: backwards tokens detected",
+    fork: true,
   }),
 ];
 
