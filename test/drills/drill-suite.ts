@@ -15,7 +15,7 @@ const BOUNDED_PAYOUTS: Record<string, number> = {
   "replica-kill": 120,
   "rail-ambiguity": 30,
   "paydb-outage": 40,
-  "etcd-quorum": 60,
+  "etcd-quorum": 40,
   "etcd-quorum-fork": 40,
 };
 

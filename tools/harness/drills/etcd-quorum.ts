@@ -32,8 +32,8 @@ import { pick, type Rng } from "./rng.js";
 import { guardedVerdict, type DrillParams, type Scenario } from "./scenario.js";
 
 /** How long each fault lasts under load. */
-const LEADERLESS_LOAD_MS = 2500;
-const ISOLATION_MS = 3000;
+const LEADERLESS_LOAD_MS = 1500;
+const ISOLATION_MS = 2500;
 const QUORUM_LOSS_MS = 6000;
 /** The control's split lasts until the copy has granted this many leases to the prober (at most FORK_WINDOW_MS). */
 const FORK_GRANTS = 10;
@@ -119,7 +119,7 @@ async function runQuorumDrill(o: EtcdQuorumOptions, p: DrillParams) {
     for (let i = 0; i < 3; i++) await drill.addExecutor({ EXECUTOR_CONCURRENCY: "3", LEASE_TTL_MS: "3000" });
     load.start();
     prober.start(3);
-    await sleep(2000);
+    await sleep(1500);
 
     if (!o.fork) {
       // 1. The leader dies; the survivors elect another; it comes back on its data dir.
@@ -176,7 +176,7 @@ async function runQuorumDrill(o: EtcdQuorumOptions, p: DrillParams) {
     );
 
     // 4. Payouts resume: a last batch, created after quorum came back, must be paid.
-    await sleep(1000);
+    await sleep(500);
     await load.stop();
     const after = await drill.createPayouts(Math.max(5, Math.round(total / 10)), accounts, p.rng);
     const created = load.created + after.length;
