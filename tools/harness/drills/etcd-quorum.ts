@@ -81,6 +81,21 @@ async function timed(fn: () => Promise<void>): Promise<number> {
   return Date.now() - started;
 }
 
+/**
+ * Restarts the lock service (same port), again if it exits at start: it reads etcd once on start
+ * and exits when that read misses its deadline, as on a loaded machine; Kubernetes restarts it.
+ */
+async function restartLock(drill: DrillMesh, env: Record<string, string> = {}): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await drill.mesh.lock!.restart(env);
+      return;
+    } catch (err) {
+      if (attempt >= 3) throw err;
+    }
+  }
+}
+
 export interface EtcdQuorumOptions {
   name: string;
   summary: string;
@@ -118,7 +133,7 @@ async function runQuorumDrill(o: EtcdQuorumOptions, p: DrillParams) {
     await drill.setFaults([{ kind: FaultKind.LATENCY, latencyMs: 30, count: 0, clientReferencePrefix: "" }]);
     for (let i = 0; i < 3; i++) await drill.addExecutor({ EXECUTOR_CONCURRENCY: "3", LEASE_TTL_MS: "3000" });
     load.start();
-    prober.start(3);
+    prober.start(4);
     await sleep(1500);
 
     if (!o.fork) {
@@ -151,8 +166,11 @@ async function runQuorumDrill(o: EtcdQuorumOptions, p: DrillParams) {
     await cluster.kill(killed);
     const lostAt = Date.now();
     if (o.fork) {
+      // The copy's WAL still names the old peers, and it dials them until it has dropped them: a
+      // lone leader that answered could take the copy for its returning member. Stopped, it cannot.
+      alone.pause();
       const fork = await cluster.forkAlone(killed, p.log);
-      await drill.mesh.lock!.restart({ ETCD_ENDPOINTS: fork.endpoint });
+      await restartLock(drill, { ETCD_ENDPOINTS: fork.endpoint });
       say(`the lock service now uses ${fork.name}, a copy of ${killed.name} started alone with --force-new-cluster`);
       // Until the copy has granted a few leases (or a bound): the control must exercise the split.
       const from = prober.calls.length;
@@ -166,13 +184,15 @@ async function runQuorumDrill(o: EtcdQuorumOptions, p: DrillParams) {
     const regained = await timed(async () => {
       cluster.restart(killed);
       stopped.resume();
+      alone.resume();
       await cluster.waitHealthy(30_000);
     });
     // The control's lock service goes back to the configured endpoints (it reads the floor on start: after the heal).
-    if (o.fork) await drill.mesh.lock!.restart();
+    if (o.fork) await restartLock(drill);
     const healedAt = Date.now();
+    const aloneWas = o.fork ? "SIGSTOPped too while the copy ran" : "alone";
     say(
-      `quorum lost for ${backAt - lostAt} ms (${stopped.name} SIGSTOPped, ${killed.name} SIGKILLed, ${alone.name} alone); healthy ${regained} ms after both came back`,
+      `quorum lost for ${backAt - lostAt} ms (${stopped.name} SIGSTOPped, ${killed.name} SIGKILLed, ${alone.name} ${aloneWas}); healthy ${regained} ms after both came back`,
     );
 
     // 4. Payouts resume: a last batch, created after quorum came back, must be paid.
