@@ -8,12 +8,15 @@ import { describe, expect, it, inject } from "vitest";
 import { BOUNDED_SOAK, BOUNDED_SOAK_CONTROLS, SCENARIOS } from "../../tools/harness/drills/catalogue.js";
 import type { LockBackend } from "../../tools/harness/drills/drill-mesh.js";
 import { runScenario } from "../../tools/harness/drills/run.js";
+import { runsOn } from "../../tools/harness/drills/scenario.js";
 
 /** Small loads: enough to exercise each path, small enough for two cores. */
 const BOUNDED_PAYOUTS: Record<string, number> = {
   "replica-kill": 120,
   "rail-ambiguity": 30,
   "paydb-outage": 40,
+  "etcd-quorum": 40,
+  "etcd-quorum-fork": 40,
 };
 
 /** Primary kills of the paydb failover drills (20 in the full drill). */
@@ -21,7 +24,7 @@ const BOUNDED_KILLS = 2;
 
 export function drillSuite(lockBackend: LockBackend): void {
   describe(`C5 drills on the ${lockBackend} lock backend`, () => {
-    for (const s of SCENARIOS) {
+    for (const s of SCENARIOS.filter((x) => runsOn(x, lockBackend))) {
       if (s.suiteBackend && s.suiteBackend !== lockBackend) continue;
       const expected = s.expectsCorruption ? "CORRUPTION_DETECTED" : "PASS";
       it(`${s.name}: ${expected}`, async () => {

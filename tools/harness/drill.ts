@@ -5,7 +5,8 @@
  * Runs C5 scenarios against real processes, prints the verdict, writes a markdown report under
  * reports/drills/, and with --json prints one JSON object as the last line of stdout. Exit code
  * 0 when every scenario met its expectation (PASS, or CORRUPTION_DETECTED for a negative control),
- * 1 otherwise. The seed is printed so a failing drill can be replayed. Every process's log lines
+ * 1 otherwise. A scenario tied to one backend (etcd-quorum) runs there when named alone, and
+ * `all` skips it on the other backend with a line saying so. The seed is printed so a failing drill can be replayed. Every process's log lines
  * and every nemesis event go to reports/drills/<scenario>-<backend>-<seed>.log (stderr as well
  * with --verbose): a failed run can be explained from its own evidence.
  */
@@ -16,7 +17,7 @@ import { projectRoot } from "../../services/shared/project-root.js";
 import { scenario, SCENARIOS } from "./drills/catalogue.js";
 import { SOAK_DEFAULTS, SOAK_GUARDS, soak, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";
-import type { DrillResult } from "./drills/scenario.js";
+import { runsOn, type DrillResult } from "./drills/scenario.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -66,7 +67,13 @@ const scenarios =
           }),
         ]
       : [scenario(name)];
-const backends: Array<"pg" | "etcd"> = backend ? [backend] : name === "all" || name === "soak" ? ["pg", "etcd"] : ["pg"];
+// A scenario named alone runs on its own backend when it has only one (etcd-quorum: etcd).
+const only = scenarios.length === 1 && scenarios[0]!.backends?.length === 1 ? scenarios[0]!.backends[0]! : undefined;
+const backends: Array<"pg" | "etcd"> = backend ? [backend] : name === "all" || name === "soak" ? ["pg", "etcd"] : [only ?? "pg"];
+if (name !== "all" && scenarios.some((s) => backends.some((b) => !runsOn(s, b)))) {
+  console.error(`${name} runs only on the ${scenarios[0]!.backends!.join("/")} lock backend`);
+  process.exit(2);
+}
 const say = (line: string) => {
   if (!values.json) console.log(line);
   else console.error(line);
@@ -78,6 +85,10 @@ const reportDir = join(projectRoot(), "reports", "drills");
 mkdirSync(reportDir, { recursive: true });
 for (const lockBackend of backends) {
   for (const s of scenarios) {
+    if (!runsOn(s, lockBackend)) {
+      say(`\n== ${s.name} on ${lockBackend}: skipped (runs only on ${s.backends!.join("/")})`);
+      continue;
+    }
     say(`\n== ${s.name} on ${lockBackend}: ${s.summary}`);
     const logFile = join(reportDir, `${s.name}-${lockBackend}-${seed}.log`);
     const logStream = createWriteStream(logFile);

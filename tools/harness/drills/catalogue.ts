@@ -1,5 +1,6 @@
 /** Every C5 scenario, by name. */
 import { paydbFailover } from "./paydb-failover.js";
+import { etcdQuorum } from "./etcd-quorum.js";
 import { paydbOutage } from "./paydb-outage.js";
 import { paydbRestore } from "./paydb-restore.js";
 import { pausedHolder } from "./paused-holder.js";
@@ -32,6 +33,11 @@ export const SCENARIOS: Scenario[] = [
     summary: "§5.9 the lock backend stops; the stale holder is still fenced by the proxy",
     fencingEnabled: true,
     lockOutage: true,
+  }),
+  // etcd only (decision 040): `all` runs it on the etcd backend and says it skipped it on pg.
+  etcdQuorum({
+    name: "etcd-quorum",
+    summary: "three-member etcd under load: leader SIGKILL, member SIGSTOP, quorum loss; the lock fails closed and tokens only go up",
   }),
   // Negative controls for ADR-007 failures i and ii: the same drills against the rejected
   // in-memory mark must let the stale holder through, and the checker must say so.
@@ -72,6 +78,12 @@ export const SCENARIOS: Scenario[] = [
     name: "paydb-restore-blind",
     summary: "negative control: the same restore, the reconciler's payments-without-intent pass off: paid twice, and caught",
     blind: true,
+  }),
+  // Negative control for the quorum drill's lock checks (etcd only, decision 040).
+  etcdQuorum({
+    name: "etcd-quorum-fork",
+    summary: "negative control: the lock follows a member forked alone while quorum is lost: backwards tokens detected",
+    fork: true,
   }),
 ];
 

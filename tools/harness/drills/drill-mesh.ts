@@ -29,6 +29,8 @@ export interface DrillMeshOptions {
   postgresUrl?: string;
   /** paydb on this server instead (the failover drill's replicated paydb); the drill owns it. */
   paydbServer?: { url(database: string): string };
+  /** etcd backend: members of the etcd the lock service uses (1 unless told; 3 for the quorum drill). */
+  etcdMembers?: 1 | 3;
 }
 
 /**
@@ -72,6 +74,8 @@ export class DrillMesh {
   readonly mesh: Mesh;
   readonly servers: Partial<Record<DatabaseKind, PostgresServer>> = {};
   etcd: import("../etcd.js").EtcdServer | undefined;
+  /** The three-member cluster, when etcdMembers is 3 (then `etcd` is undefined). */
+  etcdCluster: import("../etcd-cluster.js").EtcdCluster | undefined;
   private shared: PostgresServer | undefined;
   private paydb: pg.Pool | undefined;
 
@@ -101,7 +105,13 @@ export class DrillMesh {
     try {
       await mesh.start();
       const lockEnv: Record<string, string> = {};
-      if (opts.lockBackend === "etcd") {
+      if (opts.lockBackend === "etcd" && opts.etcdMembers === 3) {
+        const { EtcdCluster } = await import("../etcd-cluster.js");
+        drill.etcdCluster = await EtcdCluster.start({ log: opts.log });
+        lockEnv.LOCK_BACKEND = "etcd";
+        // Every member: the lock service's client spreads calls over them (services/lock/config.ts).
+        lockEnv.ETCD_ENDPOINTS = drill.etcdCluster.endpoints;
+      } else if (opts.lockBackend === "etcd") {
         const { EtcdServer } = await import("../etcd.js");
         drill.etcd = await EtcdServer.start();
         lockEnv.LOCK_BACKEND = "etcd";
@@ -232,6 +242,7 @@ export class DrillMesh {
     await this.paydb?.end().catch(() => {});
     await this.mesh.stop().catch(() => {});
     await this.etcd?.destroy().catch(() => {});
+    await this.etcdCluster?.destroy().catch(() => {});
     for (const s of Object.values(this.servers)) await s?.destroy().catch(() => {});
     await this.shared?.destroy().catch(() => {});
   }

@@ -43,7 +43,17 @@ export interface Scenario {
    * depend on the lock: the paydb failover and restore drills); `npm run drill` runs it on both.
    */
   suiteBackend?: LockBackend;
+  /**
+   * The lock backends the scenario means something on (every backend when undefined). `all`
+   * skips it on the others and says so; naming it with another backend is a usage error.
+   */
+  backends?: LockBackend[];
   run(params: DrillParams): Promise<Omit<DrillResult, "scenario" | "lockBackend" | "seed" | "durationMs">>;
+}
+
+/** Whether the scenario runs on this lock backend. */
+export function runsOn(s: Pick<Scenario, "backends">, backend: LockBackend): boolean {
+  return !s.backends || s.backends.includes(backend);
 }
 
 /** Verdict for a guarded scenario: PASS only with no violation and every expectation met. */
