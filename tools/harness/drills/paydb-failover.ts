@@ -77,7 +77,15 @@ export function paydbFailover(o: FailoverOptions): Scenario {
             // Load runs a while (admissions commit, rail calls go out), then the aimed kill.
             await load.waitAcknowledged(8, 20_000);
             await sleep(300 + Math.floor(p.rng() * 700));
-            const record = await paydb.failover({ cutReplicationMs: 400 + Math.floor(p.rng() * 800) });
+            // Asynchronous: the kill waits until the rail has booked a few payments since the cut,
+            // so the control loses paid intents however slow the machine is (synchronous commits
+            // wait instead: nothing new can be admitted, so there is nothing to wait for).
+            const cutMs = 400 + Math.floor(p.rng() * 800);
+            const booked = o.synchronous ? undefined : await railPayments(d);
+            const record = await paydb.failover({
+              cutReplicationMs: cutMs,
+              beforeKill: booked === undefined ? undefined : () => waitRailPayments(d, booked + 3, 20_000),
+            });
             const inFlight = await d
               .query<{ n: number }>("SELECT count(*)::int AS n FROM rail_submissions WHERE state = 'FORWARDING'")
               .then((r) => r[0]!.n)
@@ -252,6 +260,23 @@ export async function lossReport(d: DrillMesh, lost: Violation[]): Promise<strin
   } finally {
     await raildb.end().catch(() => {});
   }
+}
+
+/** Payments on the rail's own ledger (the drill reads raildb; nothing in the product does). */
+export async function railPayments(d: DrillMesh): Promise<number> {
+  const raildb = new pg.Client({ connectionString: d.mesh.dbUrl("raildb") });
+  await raildb.connect();
+  try {
+    return (await raildb.query<{ n: number }>("SELECT count(*)::int AS n FROM payments")).rows[0]!.n;
+  } finally {
+    await raildb.end().catch(() => {});
+  }
+}
+
+/** Waits until the rail has booked `n` payments in all (bounded). */
+export async function waitRailPayments(d: DrillMesh, n: number, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while ((await railPayments(d)) < n && Date.now() < until) await sleep(100);
 }
 
 /** A counter of a service's /metrics (plain HTTP on its metrics port), summed over label sets. */

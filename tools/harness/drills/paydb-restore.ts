@@ -22,7 +22,7 @@ import type { Violation } from "../invariants.js";
 import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { ReplicatedPaydb } from "../replicated-paydb.js";
 import { DRILL_RECONCILER_ENV, DrillMesh } from "./drill-mesh.js";
-import { asAdmin, Load, lossReport } from "./paydb-failover.js";
+import { asAdmin, Load, lossReport, railPayments, waitRailPayments } from "./paydb-failover.js";
 import type { DrillParams, Scenario } from "./scenario.js";
 
 /** What the restore is allowed to cost (listed, never silent): everything else is a failure. */
@@ -66,14 +66,18 @@ export function paydbRestore(o: { name: string; summary: string; blind: boolean 
         let procedure: { code: number | null; lines: string[] } | undefined;
         try {
           await load.waitAcknowledged(20, 30_000);
-          // The restore point lies 2-3 s back: everything paydb acknowledged since is forgotten.
-          const restorePointLagMs = 2000 + Math.floor(p.rng() * 1000);
+          // The restore point lies 2-3 s back, and at least 8 rail payments back (however slow the
+          // machine): everything paydb acknowledged since is forgotten.
+          const cutAt = Date.now();
+          const booked = await railPayments(d);
           const record = await paydb.failover({
-            cutReplicationMs: restorePointLagMs,
+            cutReplicationMs: 2000 + Math.floor(p.rng() * 1000),
+            beforeKill: () => waitRailPayments(d, booked + 8, 30_000),
             afterKill: async () => {
               for (const e of d.mesh.executors) e.kill("SIGKILL");
             },
           });
+          const restorePointLagMs = record.killedAt - cutAt;
           p.log(`[drill] restored to ${restorePointLagMs} ms before the disaster: ${record.walLostBytes} bytes of WAL forgotten`);
           notes.push(
             `paydb restored to a point ${restorePointLagMs} ms before the disaster: ${record.walLostBytes} bytes of WAL it had acknowledged forgotten`,
