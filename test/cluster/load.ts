@@ -7,7 +7,9 @@
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { connectClient } from "../../tools/harness/clients.js";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { clientNodeOptions, type ClientTlsFiles } from "./client-tls.js";
 import { sleep } from "./kube.js";
 
 export interface Intent {
@@ -23,8 +25,9 @@ export interface Intent {
 
 const PERMANENT = new Set([Code.InvalidArgument, Code.PermissionDenied, Code.Unauthenticated, Code.Unimplemented, Code.FailedPrecondition]);
 
-export function payoutsClient(baseUrl: string) {
-  return connectClient(PayoutService, baseUrl, { timeoutMs: 10_000 });
+/** A gRPC client of the payouts Service; with tls, an https:// URL and the client's certificate. */
+export function payoutsClient(baseUrl: string, tls?: ClientTlsFiles) {
+  return createClient(PayoutService, createGrpcTransport({ baseUrl, defaultTimeoutMs: 10_000, ...(tls ? { nodeOptions: clientNodeOptions(tls) } : {}) }));
 }
 
 export class HostLoad {
@@ -37,8 +40,9 @@ export class HostLoad {
     baseUrl: string,
     private readonly runId: string,
     private readonly opts: { concurrency: number; accounts: number; pauseMs: number },
+    tls?: ClientTlsFiles,
   ) {
-    this.client = payoutsClient(baseUrl);
+    this.client = payoutsClient(baseUrl, tls);
   }
 
   start(): this {
@@ -96,8 +100,8 @@ export class HostLoad {
 }
 
 /** Polls GetPayout until every payout is settled from the executors' side (PAID, FAILED or UNKNOWN). */
-export async function waitSettled(baseUrl: string, payoutIds: string[], timeoutMs: number): Promise<Map<string, PayoutState>> {
-  const client = payoutsClient(baseUrl);
+export async function waitSettled(baseUrl: string, payoutIds: string[], timeoutMs: number, tls?: ClientTlsFiles): Promise<Map<string, PayoutState>> {
+  const client = payoutsClient(baseUrl, tls);
   const states = new Map<string, PayoutState>();
   const settled = (s: PayoutState | undefined) => s === PayoutState.PAID || s === PayoutState.FAILED || s === PayoutState.UNKNOWN;
   const deadline = Date.now() + timeoutMs;

@@ -32,6 +32,8 @@ import { ledgerStatement } from "../../tools/harness/invariants.js";
 import { LOGINS, NAMESPACE, RELEASE, prepareNamespace, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
 import { Report } from "./report.js";
 import { checkNetworkPolicies, probeEnforcement } from "./network-policies.js";
+import { checkAuthorization } from "./authorization.js";
+import { clientSecret, issueClientCertificate, type ClientTlsFiles } from "./client-tls.js";
 
 const log = (line: string) => console.log(`[test:cluster ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const report = new Report(log);
@@ -47,6 +49,9 @@ const auditSince = `${new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 
 let kube: Kube | undefined;
 let dbs: Databases | undefined;
 let receiver: OtlpReceiver | undefined;
+/** The API client certificate (identity client) the node's clients present to payouts. */
+let clientTls: ClientTlsFiles | undefined;
+const CLIENT_TLS_SECRET = `${RELEASE}-client-tls`;
 
 function stepsSince(file: string, offset: number): string {
   if (!existsSync(file)) return "";
@@ -117,13 +122,17 @@ async function main(): Promise<void> {
   );
 
   await report.step(
-    "every pod Ready through its gRPC probes",
+    "every pod Ready through its probes, under mutual TLS",
     () => everyPodReady(k),
     (v) => v,
   );
+  report.section("Mode", securityMode(k));
+  // An API client's certificate, issued from the release's CA as an operator would (identity client).
+  clientTls = issueClientCertificate(k, NAMESPACE, `${RELEASE}-tls-ca`, "client", `${RELEASE}-payouts`, work);
+  clientSecret(k, NAMESPACE, CLIENT_TLS_SECRET, clientTls);
 
   const payoutsIp = k.must(["-n", NAMESPACE, "get", "svc", `${RELEASE}-payouts`, "-o", "jsonpath={.spec.clusterIP}"]).trim();
-  const payoutsUrl = `http://${payoutsIp}:7400`;
+  const payoutsUrl = `https://${payoutsIp}:7400`;
   // Sessions are sampled while the first payout goes through every component (pools close idle
   // connections, so a single look could miss a component that is not busy at that moment).
   const sessions = new SessionSampler(databases, info.podCidr).start();
@@ -143,6 +152,20 @@ async function main(): Promise<void> {
     () => checkNetworkPolicies(k, NAMESPACE, RELEASE, info),
     (v) => v,
   );
+  const authz = await report
+    .step(
+      "authorization under mutual TLS: another component's identity refused SubmitPayout, no certificate no session",
+      () => checkAuthorization(k, NAMESPACE, RELEASE, image),
+      (a) => a.summary,
+    )
+    .catch(() => undefined);
+  if (authz)
+    report.section(
+      "Identities tried against rail-proxy SubmitPayout",
+      ["| caller | certificate Secret | outcome |", "|---|---|---|", ...authz.attempts.map((a) => `| ${a.as} | ${a.secret ?? "-"} | ${a.outcome} |`)].join(
+        "\n",
+      ),
+    );
   const enforcement = await report.step(
     "NetworkPolicy enforcement (observed, not required)",
     () => probeEnforcement(k, NAMESPACE, RELEASE, image),
@@ -419,9 +442,9 @@ function everyPodReady(k: Kube): string {
     spec: {
       containers: Array<{
         name: string;
-        readinessProbe?: { grpc?: unknown };
-        livenessProbe?: { grpc?: unknown; httpGet?: unknown };
-        startupProbe?: { grpc?: unknown };
+        readinessProbe?: { grpc?: unknown; httpGet?: { path?: string } };
+        livenessProbe?: { grpc?: unknown; httpGet?: { path?: string } };
+        startupProbe?: { grpc?: unknown; httpGet?: { path?: string } };
       }>;
     };
   };
@@ -454,18 +477,56 @@ function everyPodReady(k: Kube): string {
     for (const c of p.spec.containers) {
       if (comp === "executor") {
         if (!c.livenessProbe?.httpGet) problems.push(`${p.metadata.name}/${c.name}: no HTTP liveness probe`);
-      } else if (!c.readinessProbe?.grpc || !c.livenessProbe?.grpc || !c.startupProbe?.grpc) {
-        problems.push(`${p.metadata.name}/${c.name}: not gRPC probes`);
+      } else if (
+        c.readinessProbe?.httpGet?.path !== "/readyz" ||
+        c.livenessProbe?.httpGet?.path !== "/healthz" ||
+        c.startupProbe?.httpGet?.path !== "/healthz"
+      ) {
+        // Mutual TLS: the kubelet has no client certificate, so the servers are probed on their
+        // plain-HTTP metrics port (/readyz mirrors grpc.health.v1).
+        problems.push(`${p.metadata.name}/${c.name}: not the metrics port's /healthz and /readyz probes`);
       } else grpcPods++;
     }
   }
   if (deploys.items.length < 5) problems.push(`only ${deploys.items.length} Deployments`);
   if (problems.length) throw new Error(problems.join("; "));
-  return `${deploys.items.length} Deployments, ${pods.items.length} pods Ready; ${grpcPods} with gRPC startup/readiness/liveness probes (grpc.health.v1), executors with their HTTP liveness probe`;
+  return `${deploys.items.length} Deployments, ${pods.items.length} pods Ready; ${grpcPods} gRPC servers serving mutual TLS only, probed on their metrics port (/healthz startup and liveness, /readyz readiness mirroring grpc.health.v1), executors with their HTTP liveness probe`;
+}
+
+/** Which transport and token mode the release runs, read from the Deployments themselves. */
+function securityMode(k: Kube): string {
+  const deploys = k.json<
+    KubeList<{ metadata: { name: string }; spec: { template: { spec: { containers: Array<{ env?: Array<{ name: string; value?: string }> }> } } } }>
+  >(["-n", NAMESPACE, "get", "deploy", "-l", SEL]);
+  const rows = deploys.items.map((d) => {
+    const env = Object.fromEntries((d.spec.template.spec.containers[0]!.env ?? []).map((e) => [e.name, e.value ?? ""]));
+    const transport = env.TLS_CERT_FILE ? `mutual TLS (client auth ${env.TLS_CLIENT_AUTH})` : `cleartext (ALLOW_INSECURE=${env.ALLOW_INSECURE})`;
+    const tokens = env.LOCK_TOKEN_SIGNING_KEY_FILE ? "signs tokens" : env.RAIL_PROXY_TOKEN_KEY_FILE ? "verifies token signatures" : "";
+    return `| ${d.metadata.name} | ${transport} | ${tokens || "-"} |`;
+  });
+  const cleartext = rows.filter((r) => r.includes("cleartext")).length;
+  if (cleartext) throw new Error(`${cleartext} Deployments run cleartext: the chart's defaults are mutual TLS`);
+  return [
+    "Installed with the chart's defaults (no tls or tokenSigning values): mutual TLS from the chart's own CA, fencing tokens signed with the key it generated.",
+    "",
+    "| Deployment | transport | tokens |",
+    "|---|---|---|",
+    ...rows,
+  ].join("\n");
+}
+
+/** sha256 of each Secret the chart generates and must keep across upgrades. */
+function keptSecrets(k: Kube): Record<string, string> {
+  const names = [
+    `${RELEASE}-tls-ca`,
+    `${RELEASE}-token-signing`,
+    ...["lock", "rail-proxy", "payouts", "executor", "reconciler", "audit", "rail-stub"].map((c) => `${RELEASE}-${c}-tls`),
+  ];
+  return Object.fromEntries(names.map((n) => [n, k.must(["-n", NAMESPACE, "get", "secret", n, "-o", "jsonpath={.data}"]).trim()]));
 }
 
 async function payoutAndTrace(payoutsUrl: string, otlp: OtlpReceiver): Promise<string> {
-  const client = payoutsClient(payoutsUrl);
+  const client = payoutsClient(payoutsUrl, clientTls);
   const created = await until(
     async () => {
       try {
@@ -517,6 +578,8 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
     NAMESPACE,
     RELEASE,
     IMAGE: `${image.repository}:${image.tag}`,
+    // Under the chart's mutual TLS the load Job presents an API client's certificate.
+    CLIENT_TLS_SECRET,
     PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "600",
     ACCOUNTS: "20",
     CONCURRENCY: "8",
@@ -713,7 +776,8 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const runId = `upg${Date.now().toString(36)}`;
   const t0 = new Date();
   const watcher = new PodWatcher(k, NAMESPACE, SEL);
-  const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }).start();
+  const kept = keptSecrets(k);
+  const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }, clientTls).start();
   await sleep(5000);
   const u0 = Date.now();
   // Asynchronous: a synchronous child would freeze this process's load clients for the whole
@@ -776,7 +840,11 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   );
   if (dup.length) throw new Error(`client references with more than one payout: ${dup.map((x) => x.client_reference).join(", ")}`);
   const ids = load.intents.map((i) => i.payoutId!);
-  const states = await waitSettled(payoutsUrl, ids, 120_000);
+  const states = await waitSettled(payoutsUrl, ids, 120_000, clientTls);
+  // The chart's CA, certificates and signing key are kept across the upgrade (lookup).
+  const after = keptSecrets(k);
+  const changed = Object.keys(kept).filter((n) => kept[n] !== after[n]);
+  if (changed.length) throw new Error(`helm upgrade replaced ${changed.join(", ")}: the chart must keep its CA, certificates and signing key`);
   const unsettled = ids.filter((id) => ![PayoutState.PAID, PayoutState.FAILED, PayoutState.UNKNOWN].includes(states.get(id)!));
   if (unsettled.length) throw new Error(`${unsettled.length} payouts not settled after the upgrade`);
 
@@ -815,7 +883,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const errors = new Map<string, number>();
   for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
   const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
-  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), audit ${checked.violations} violations`;
+  const summary = `CA, ${Object.keys(kept).length - 2} certificates and the signing key kept; ${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), audit ${checked.violations} violations`;
   const details = [
     `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
     "",
