@@ -6,6 +6,7 @@
  * the insecure rendering it must tell apart.
  */
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -121,6 +122,19 @@ describe("secure defaults: helm template with no values", () => {
       .map((p) => p.component)
       .sort();
     expect(mounting).toEqual(["lock", "migrate", "rail-proxy"]);
+  });
+
+  it("rolls lock and rail-proxy onto a new generated key (a hash of it in their pod templates), and only them", () => {
+    const key = decode(byKind(objects, "Secret").find((s) => s.metadata.name === "rf-railfence-token-signing")!, "token-signing-key");
+    const hash = createHash("sha256").update(Buffer.from(key).toString("base64")).digest("hex").slice(0, 16);
+    const annotated = byKind(objects, "Deployment")
+      .filter((d) => d.spec.template.metadata.annotations?.["railfence.dev/token-signing-key"] === hash)
+      .map((d) => component(d))
+      .sort();
+    expect(annotated).toEqual(["lock", "rail-proxy"]);
+    // With the operator's Secret the chart cannot see the key: no annotation.
+    const theirs = render({ set: [...DEV, "tokenSigning.existingSecret=their-key"] });
+    expect(byKind(theirs, "Deployment").filter((d) => d.spec.template.metadata.annotations?.["railfence.dev/token-signing-key"])).toEqual([]);
   });
 
   it("rolls the clients that read their certificate at start (executor, rail-proxy) when it changes, not the servers", () => {

@@ -440,6 +440,28 @@ railfence.dev/tls-certificate: {{ $mine.crt | default "" | sha256sum | trunc 16 
 {{- end -}}
 {{- end -}}
 
+{{/*
+The chart's generated signing key (base64), once per render (cached in .Values like the
+certificates): the one in its Secret (lookup), else a new random 64-character key.
+*/}}
+{{- define "railfence.tokenSigningGenerated" -}}
+{{- if not (hasKey .Values "__railfenceTokenKey") -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "railfence.tokenSigningSecretName" .) -}}
+{{- $_ := set .Values "__railfenceTokenKey" (dig "data" .Values.tokenSigning.key "" $existing | default (randAlphaNum 64 | b64enc)) -}}
+{{- end -}}
+{{- index .Values "__railfenceTokenKey" -}}
+{{- end -}}
+
+{{/*
+Pod annotation of lock and rail-proxy with the chart's own key: a new key (its Secret deleted,
+then helm upgrade) rolls both onto it in the same upgrade that installs it into paydb.
+*/}}
+{{- define "railfence.tokenSigningRestartAnnotation" -}}
+{{- if and .Values.tokenSigning.enabled (not .Values.tokenSigning.existingSecret) -}}
+railfence.dev/token-signing-key: {{ include "railfence.tokenSigningGenerated" . | sha256sum | trunc 16 | quote }}
+{{- end -}}
+{{- end -}}
+
 {{/* URL scheme of in-cluster gRPC calls. */}}
 {{- define "railfence.scheme" -}}
 {{- if .Values.tls.enabled }}https{{ else }}http{{ end -}}
