@@ -20,8 +20,14 @@ const PROBE_JS = `
 const http2 = require("node:http2"); const fs = require("node:fs");
 const tls = { ca: fs.readFileSync("/ca/ca.crt"), servername: process.env.SERVERNAME };
 if (fs.existsSync("/id/tls.crt")) { tls.cert = fs.readFileSync("/id/tls.crt"); tls.key = fs.readFileSync("/id/tls.key"); }
+// The policy controller admits a new pod some seconds after it starts: wait, and retry a
+// connection that fails below TLS (a TLS alert is an answer, and final).
+let attempt = 0;
+function run() {
+attempt++;
 const s = http2.connect(process.env.URL, tls);
-const done = (o) => { console.log(JSON.stringify(o)); s.destroy(); process.exit(0); };
+let over = false;
+const done = (o) => { if (over) return; over = true; if (!o.session && attempt < 4 && !/SSL|TLS|CERT/.test(o.error)) { s.destroy(); setTimeout(run, 2000); return; } console.log(JSON.stringify(o)); s.destroy(); process.exit(0); };
 s.on("error", (e) => done({ session: false, error: e.code || e.message }));
 const req = s.request({ ":method": "POST", ":path": "/railfence.railproxy.v1.RailProxyService/SubmitPayout", "content-type": "application/json" });
 let data = ""; let status = 0;
@@ -36,6 +42,8 @@ req.on("end", () => {
 });
 req.end(JSON.stringify({ accountId: "authz-probe", payoutId: "authz-probe-1", fencingToken: "9223372036854775000",
   amount: { amountMinor: "100", currency: "EUR" }, beneficiary: "authz-probe", fencingTokenSignature: Buffer.alloc(32, 7).toString("base64") }));
+}
+setTimeout(run, 8000);
 `;
 
 async function probePod(
