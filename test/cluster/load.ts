@@ -119,3 +119,87 @@ export async function waitSettled(baseUrl: string, payoutIds: string[], timeoutM
     await sleep(1000);
   }
 }
+
+/**
+ * Load across a switch from cleartext to mutual TLS, as a client that moves with the server: each
+ * attempt goes over the transport that last worked; a failed attempt flips to the other one and
+ * retries with the SAME Idempotency-Key. Its certificate carries the identity the cleartext server
+ * gave every caller (payouts.defaultClientId), so a retry across the switch stays in the key's
+ * scope (docs/deploy.md "From cleartext").
+ */
+export class SwitchingLoad {
+  readonly intents: Array<Intent & { modes: string[] }> = [];
+  private stopping = false;
+  private workers: Promise<void>[] = [];
+  private readonly clients: Partial<Record<"cleartext" | "tls", ReturnType<typeof payoutsClient>>>;
+  private mode: "cleartext" | "tls" = "cleartext";
+
+  constructor(
+    cleartextUrl: string,
+    private readonly tlsUrl: string,
+    private readonly runId: string,
+    private readonly opts: { concurrency: number; accounts: number; pauseMs: number },
+  ) {
+    this.clients = { cleartext: payoutsClient(cleartextUrl) };
+  }
+
+  /** The client's certificate, once the upgrade has made the CA that issues it. */
+  enableTls(tls: ClientTlsFiles): void {
+    this.clients.tls = payoutsClient(this.tlsUrl, tls);
+  }
+
+  get tlsEnabled(): boolean {
+    return this.clients.tls !== undefined;
+  }
+
+  start(): this {
+    this.workers = Array.from({ length: this.opts.concurrency }, () => this.worker());
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(this.workers);
+  }
+
+  private async worker(): Promise<void> {
+    while (!this.stopping) {
+      const n = this.intents.length;
+      const intent = {
+        key: randomUUID(),
+        clientReference: `${this.runId}-${n}`,
+        accountId: `${this.runId}-acct-${n % this.opts.accounts}`,
+        attempts: 0,
+        errors: [] as string[],
+        modes: [] as string[],
+      };
+      this.intents.push(intent);
+      for (;;) {
+        intent.attempts++;
+        const mode = this.mode;
+        intent.modes.push(mode);
+        try {
+          const r = await this.clients[mode]!.createPayout(
+            {
+              accountId: intent.accountId,
+              amount: { amountMinor: 100n, currency: "EUR" },
+              beneficiary: `ben-${intent.clientReference}`,
+              clientReference: intent.clientReference,
+            },
+            { headers: { "idempotency-key": intent.key } },
+          );
+          Object.assign(intent, { payoutId: r.payout!.payoutId, createdAt: Date.now() });
+          break;
+        } catch (err) {
+          const ce = ConnectError.from(err);
+          intent.errors.push(`${mode} ${Code[ce.code]}: ${new Date().toISOString().slice(11, 23)} ${ce.rawMessage.slice(0, 100)}`);
+          if (intent.attempts >= 80) break;
+          // Whatever failed, the other transport may be the one the pod now speaks.
+          if (this.mode === mode) this.mode = mode === "cleartext" && this.clients.tls ? "tls" : "cleartext";
+          await sleep(Math.min(1000, 50 * 2 ** Math.min(intent.attempts, 5)));
+        }
+      }
+      await sleep(this.opts.pauseMs);
+    }
+  }
+}
