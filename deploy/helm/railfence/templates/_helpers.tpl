@@ -92,10 +92,10 @@ Returns the credential as JSON (use `include ... | fromJson`).
 {{- end -}}
 {{- end -}}
 
-{{/* True ("true") when the credential has a password file (a Secret exists or is created). */}}
+{{/* True ("true") when the credential has a password file (a Secret exists, is created, or is synced by External Secrets). */}}
 {{- define "railfence.dbHasPassword" -}}
 {{- $cred := include "railfence.dbCred" . | fromJson -}}
-{{- if or $cred.existingSecret $cred.password -}}true{{- end -}}
+{{- if or $cred.existingSecret $cred.password (dig "externalSecret" "key" "" $cred) -}}true{{- end -}}
 {{- end -}}
 
 {{/* Where the credential's password file is mounted (its own directory: one Secret per mount). */}}
@@ -305,12 +305,14 @@ Returns a JSON list; reconciler, audit and rail-stub only when enabled.
 {{- end -}}
 
 {{/*
-Where one component's certificate comes from: "secret" (tls.secrets.<key>, the operator's),
+Where one component's certificate comes from: "external-secret" (tls.externalSecrets.<key>,
+synced by External Secrets), "secret" (tls.secrets.<key>, the operator's),
 "cert-manager" (tls.certManager.issuerRef.name), else "generated" (the chart's CA).
 */}}
 {{- define "railfence.tlsSource" -}}
 {{- $key := .component | camelcase | untitle -}}
-{{- if index .root.Values.tls.secrets $key | default "" -}}secret
+{{- if index .root.Values.tls.externalSecrets $key | default "" -}}external-secret
+{{- else if index .root.Values.tls.secrets $key | default "" -}}secret
 {{- else if .root.Values.tls.certManager.issuerRef.name -}}cert-manager
 {{- else -}}generated
 {{- end -}}
@@ -431,6 +433,13 @@ railfence.dev/tls-certificate: {{ $mine.crt | default "" | sha256sum | trunc 16 
 {{- if .Values.tokenSigning.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* The chart generates the signing key: on, neither existingSecret nor an External Secrets key. "true" or "". */}}
+{{- define "railfence.tokenSigningChartKey" -}}
+{{- with .Values.tokenSigning -}}
+{{- if and .enabled (not .existingSecret) (not (dig "externalSecret" "key" "" .)) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The signing key's Secret: tokenSigning.existingSecret, or the chart's <fullname>-token-signing. */}}
 {{- define "railfence.tokenSigningSecretName" -}}
 {{- if .Values.tokenSigning.existingSecret -}}
@@ -457,7 +466,7 @@ Pod annotation of lock and rail-proxy with the chart's own key: a new key (its S
 then helm upgrade) rolls both onto it in the same upgrade that installs it into paydb.
 */}}
 {{- define "railfence.tokenSigningRestartAnnotation" -}}
-{{- if and .Values.tokenSigning.enabled (not .Values.tokenSigning.existingSecret) -}}
+{{- if include "railfence.tokenSigningChartKey" . -}}
 railfence.dev/token-signing-key: {{ include "railfence.tokenSigningGenerated" . | sha256sum | trunc 16 | quote }}
 {{- end -}}
 {{- end -}}
