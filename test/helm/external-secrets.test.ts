@@ -74,10 +74,16 @@ describe("chart: External Secrets on external-secrets.io/v1", () => {
   });
 
   it("what the migration hook Job reads is synced by hooks that run before it, into Secrets that outlive the hook object", () => {
-    const objects = esoObjects(render({ set: EVERYTHING_EXTERNAL }));
+    const all = render({ set: EVERYTHING_EXTERNAL });
+    const objects = esoObjects(all);
     const weight = (o: K8sObject) => Number(o.metadata.annotations?.["helm.sh/hook-weight"]);
     const store = byKind(objects, "SecretStore")[0]!;
     expect([hook(store), weight(store)]).toEqual(["pre-install,pre-upgrade", -11]);
+    // Older charts made the store and its ServiceAccount as release objects: keep stops the first
+    // upgrade from deleting them as objects the chart no longer renders.
+    const sa = all.find((o) => o.kind === "ServiceAccount" && o.metadata.name.endsWith("-secrets"))!;
+    expect([hook(sa), weight(sa)]).toEqual(["pre-install,pre-upgrade", -11]);
+    for (const o of [store, sa]) expect(o.metadata.annotations?.["helm.sh/resource-policy"], o.kind).toBe("keep");
     for (const es of byKind(objects, "ExternalSecret")) {
       const early = /-password$|-token-signing$/.test(es.metadata.name);
       const id = es.metadata.name;
