@@ -63,6 +63,19 @@ build_images() {
   fi
 }
 
+# kube-router from its module, its own go.mod as published (no replace lines: go install works).
+build_kube_router() {
+  [ -x "$KUBE_ROUTER_BIN" ] && { log "kube-router $KUBE_ROUTER_VERSION cached"; return; }
+  step_begin "build kube-router $KUBE_ROUTER_VERSION"
+  local dir; dir=$(dirname "$KUBE_ROUTER_BIN")
+  mkdir -p "$dir.tmp"
+  CGO_ENABLED=0 GOBIN="$dir.tmp" $GO install -trimpath -ldflags "-s -w" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+  rm -rf "$dir"; mv "$dir.tmp" "$dir"
+  step_end "binary $(du_of "$dir")"
+}
+
 build_k8s
 build_etcd
+build_kube_router
 build_images

@@ -48,6 +48,7 @@ if alive kube-apiserver && alive kubelet; then
 fi
 
 # 2. Daemons, node first, control plane last.
+stop kube-router
 stop kube-proxy
 stop kubelet
 # Whatever the kubelet did not stop: kill the remaining tasks through containerd.
@@ -76,6 +77,8 @@ stop etcd
 #    (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT) and of the CNI masquerade chains,
 #    in both address families; then the bridge.
 if [ -x "$BIN/kube-proxy" ]; then "$BIN/kube-proxy" --cleanup >/dev/null 2>&1; fi
+# kube-router's chains (KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-*) and its ipsets.
+if [ -x "$KUBE_ROUTER_BIN" ]; then "$KUBE_ROUTER_BIN" --cleanup-config >/dev/null 2>&1 || true; fi
 for ipt in iptables ip6tables; do
   command -v $ipt >/dev/null || continue
   for table in filter nat mangle; do

@@ -15,6 +15,10 @@ RUN="$CLUSTER_STATE/run"
 K8S_VERSION="${K8S_VERSION:-v1.34.4}"
 # etcd: the release line Kubernetes 1.34 is built against (client v3.6.4), newest patch.
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# NetworkPolicy enforcement: kube-router's policy controller only (--run-firewall; no routing,
+# no service proxy), iptables + ipset on the node, as a node process like kube-proxy. The bridge
+# CNI enforces nothing by itself.
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 # CoreDNS runs as a node process (there is no registry to pull its image from).
 COREDNS_VERSION="${COREDNS_VERSION:-v1.12.1}"
 # Images the node makes itself (oci-image.sh). The pause image is ours, under the name containerd
@@ -27,6 +31,7 @@ COREDNS_ARCHIVE="coredns-$COREDNS_VERSION.oci.tar"
 
 BIN="$CACHE/bin/k8s-$K8S_VERSION"
 ETCD_BIN="$CACHE/bin/etcd-$ETCD_VERSION"
+KUBE_ROUTER_BIN="$CACHE/bin/kube-router-$KUBE_ROUTER_VERSION/kube-router"
 export GOMODCACHE="$CACHE/gomod"
 export GOCACHE="$CACHE/gobuild"
 export GOFLAGS="-buildvcs=false"

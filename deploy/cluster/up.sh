@@ -73,6 +73,7 @@ command -v runc >/dev/null || need+=(runc)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 command -v iptables >/dev/null || need+=(iptables)
 command -v conntrack >/dev/null || need+=(conntrack)
+command -v ipset >/dev/null || need+=(ipset)
 command -v openssl >/dev/null || need+=(openssl)
 command -v setsid >/dev/null || need+=(util-linux)
 if [ ${#need[@]} -gt 0 ]; then
@@ -293,6 +294,17 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 EOF
 start kube-proxy "$BIN/kube-proxy" --config "$RUN/kube-proxy.yaml" --v 1
 wait_for "kube-proxy /healthz" 60 kube-proxy curl -fsS http://127.0.0.1:10256/healthz
+step_end
+
+# ---- 9b. NetworkPolicy enforcement: kube-router's policy controller (iptables + ipset) ----
+# It watches pods, namespaces and NetworkPolicies cluster-wide: the admin credentials of this
+# test node (a production install runs it as a DaemonSet with its own ClusterRole). Health and
+# metrics ports off: nothing listens on the machine's interfaces.
+step_begin "kube-router (network policy)"
+start kube-router "$KUBE_ROUTER_BIN" --run-firewall=true --run-router=false --run-service-proxy=false \
+  --kubeconfig "$KUBECONFIG_ADMIN" --hostname-override "$NODE_NAME" \
+  --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0 --v 1
+wait_for "kube-router's filter chains" 120 kube-router iptables -t filter -n -L KUBE-ROUTER-FORWARD
 step_end
 
 # ---- 10. cluster DNS (CoreDNS Deployment, Service kube-dns) ----

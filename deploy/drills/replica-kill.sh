@@ -39,6 +39,9 @@
 # Optional: NAMESPACE (railfence) RELEASE (railfence) PAYOUTS (300) ACCOUNTS (20) CONCURRENCY (8)
 #           KILL_EVERY_S (15) SETTLE_S (60) TIMEOUT_S (900) KILL_MODE (force-delete) SIGKILL_CMD
 #           KEEP_READY (1) VICTIM (random)
+#           CLIENT_TLS_SECRET: a Secret (tls.crt, tls.key, ca.crt) with a payouts client's certificate
+#             (identity in tls.payoutsClientIdentities); required when the release runs mutual TLS
+#             (the chart's default), whose payouts API answers no caller without one
 set -euo pipefail
 
 NAMESPACE=${NAMESPACE:-railfence}
@@ -102,7 +105,14 @@ check_job_patch() { # since run_id
 
 PAYOUTS_SVC=$("${K[@]}" get svc -l "$SEL,app.kubernetes.io/component=payouts,!railfence.dev/metrics" -o jsonpath='{.items[0].metadata.name}')
 PAYOUTS_PORT=$("${K[@]}" get svc "$PAYOUTS_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].port}')
-PAYOUTS_URL="http://$PAYOUTS_SVC.$NAMESPACE.svc:$PAYOUTS_PORT"
+CLIENT_TLS_SECRET=${CLIENT_TLS_SECRET:-}
+if [ "$("${K[@]}" get svc "$PAYOUTS_SVC" -o jsonpath='{.spec.ports[?(@.name=="grpc")].appProtocol}')" = https ]; then
+  [ -n "$CLIENT_TLS_SECRET" ] || { echo "the release runs mutual TLS: set CLIENT_TLS_SECRET to a payouts client's certificate Secret" >&2; exit 2; }
+  PAYOUTS_URL="https://$PAYOUTS_SVC.$NAMESPACE.svc:$PAYOUTS_PORT"
+else
+  PAYOUTS_URL="http://$PAYOUTS_SVC.$NAMESPACE.svc:$PAYOUTS_PORT"
+  CLIENT_TLS_SECRET=""
+fi
 log "run $RUN_ID: $PAYOUTS payouts over $ACCOUNTS accounts via $PAYOUTS_URL"
 
 # The release's NetworkPolicies admit payouts clients only from configured namespaces: let the
@@ -140,7 +150,10 @@ const { randomUUID } = require("node:crypto");
 const [url, total, accounts, conc] = [process.env.PAYOUTS_URL, +process.env.PAYOUTS, +process.env.ACCOUNTS, +process.env.CONCURRENCY];
 const settleTimeoutMs = 1000 * +(process.env.SETTLE_TIMEOUT_S || 600);
 let session;
-const client = () => { if (!session || session.closed || session.destroyed) { session = http2.connect(url); session.on("error", () => {}); } return session; };
+// With mutual TLS, the client certificate mounted at /client-tls (CLIENT_TLS_SECRET).
+const fs = require("node:fs");
+const tls = fs.existsSync("/client-tls/tls.crt") ? { ca: fs.readFileSync("/client-tls/ca.crt"), cert: fs.readFileSync("/client-tls/tls.crt"), key: fs.readFileSync("/client-tls/tls.key") } : {};
+const client = () => { if (!session || session.closed || session.destroyed) { session = http2.connect(url, tls); session.on("error", () => {}); } return session; };
 function call(method, body, headers = {}) {
   return new Promise((resolve) => {
     const req = client().request({ ":method": "POST", ":path": `/railfence.payouts.v1.PayoutService/${method}`, "content-type": "application/json", ...headers });
@@ -229,9 +242,11 @@ spec:
             - {name: SETTLE_TIMEOUT_S, value: "$TIMEOUT_S"}
           volumeMounts:
             - {name: drill, mountPath: /drill, readOnly: true}
+$( [ -n "$CLIENT_TLS_SECRET" ] && echo "            - {name: client-tls, mountPath: /client-tls, readOnly: true}" || true)
           $CONTAINER_SECURITY
       volumes:
         - {name: drill, configMap: {name: $RUN_ID-load}}
+$( [ -n "$CLIENT_TLS_SECRET" ] && echo "        - {name: client-tls, secret: {secretName: $CLIENT_TLS_SECRET}}" || true)
 YAML
 
 # Kill rail-proxy replicas while the executors pay (the load job ends when every payout is

@@ -134,22 +134,24 @@ export function checkNetworkPolicies(k: Kube, ns: string, release: string, info:
   return `${policies.length} policies; each selects its component's ${releasePods.length > 0 ? "running " : ""}pods; ${peersResolved} peers resolved (pod peers to the intended components, DNS to CoreDNS, ipBlocks contain ${info.nodeIp})`;
 }
 
+type Verdict = "CONNECTED" | "BLOCKED";
+
 /**
- * Observation, not a requirement: a pod that no rule admits (no release labels) tries to open a
- * TCP connection to a rail-proxy pod. A policy-enforcing CNI refuses it; the bridge CNI lets it
- * through. The result goes into the report as what it is.
+ * One TCP probe pod: the labels it carries are what NetworkPolicy judges it by. Tries each
+ * target (3 s each) and returns CONNECTED or BLOCKED per target (a timeout or a refusal).
  */
-export async function probeEnforcement(k: Kube, ns: string, release: string, image: ImageRef): Promise<string> {
-  const target = k.json<KubeList<Pod>>(["-n", ns, "get", "pods", "-l", `app.kubernetes.io/instance=${release},${COMPONENT}=rail-proxy`]).items[0];
-  if (!target?.status.podIP) throw new Error("no rail-proxy pod IP");
-  const name = `np-probe-${Date.now().toString(36)}`;
-  const script = `const s=require("net").connect({host:"${target.status.podIP}",port:7200,timeout:3000});s.on("connect",()=>{console.log("CONNECTED");process.exit(0)});s.on("timeout",()=>{console.log("TIMEOUT");process.exit(0)});s.on("error",(e)=>{console.log("REFUSED "+e.code);process.exit(0)});`;
+async function tcpProbe(k: Kube, ns: string, image: ImageRef, name: string, labels: Record<string, string>, targets: string[]): Promise<Verdict[]> {
+  // The policy controller programs a new pod's address some seconds after the pod starts (the
+  // first run's probes were blocked from peers the policies admit): wait, then try each target
+  // three times.
+  const script = `const net=require("net");const t=JSON.parse(process.env.TARGETS);const once=(host,port)=>new Promise((r)=>{const s=net.connect({host,port:+port,timeout:3000});s.on("connect",()=>{s.destroy();r("CONNECTED")});s.on("timeout",()=>{s.destroy();r("BLOCKED")});s.on("error",()=>r("BLOCKED"))});setTimeout(async()=>{const out=[];for(const x of t){const [host,port]=x.split(":");let v="BLOCKED";for(let i=0;i<3&&v==="BLOCKED";i++)v=await once(host,port);out.push(v)}console.log(JSON.stringify(out));process.exit(0)},8000);`;
   k.must(
     ["apply", "-f", "-"],
     JSON.stringify({
       apiVersion: "v1",
       kind: "Pod",
-      metadata: { name, namespace: ns, labels: { "railfence.dev/probe": "networkpolicy" } },
+      // No pod-template-hash: no ReplicaSet adopts it, whatever component label it carries.
+      metadata: { name, namespace: ns, labels: { ...labels, "railfence.dev/probe": "networkpolicy" } },
       spec: {
         restartPolicy: "Never",
         automountServiceAccountToken: false,
@@ -160,6 +162,7 @@ export async function probeEnforcement(k: Kube, ns: string, release: string, ima
             image: `${image.repository}:${image.tag}`,
             imagePullPolicy: "Never",
             command: ["node", "-e", script],
+            env: [{ name: "TARGETS", value: JSON.stringify(targets) }],
             securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] } },
           },
         ],
@@ -167,16 +170,92 @@ export async function probeEnforcement(k: Kube, ns: string, release: string, ima
     }),
   );
   try {
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 90; i++) {
       const phase = k.kubectl(["-n", ns, "get", "pod", name, "-o", "jsonpath={.status.phase}"]).stdout;
       if (phase === "Succeeded" || phase === "Failed") break;
       await sleep(1000);
     }
     const out = k.kubectl(["-n", ns, "logs", name]).stdout.trim();
-    if (out === "CONNECTED")
-      return `NOT enforced: an unlabelled pod opened a TCP connection to rail-proxy ${target.metadata.name}:7200 although only executor, reconciler and audit pods are admitted (expected with the bridge CNI)`;
-    return `enforced: an unlabelled pod's connection to rail-proxy ${target.metadata.name}:7200 ended with ${out || "no output"}`;
+    const parsed = JSON.parse(out.split("\n").pop() || "null") as Verdict[] | null;
+    if (!parsed || parsed.length !== targets.length) throw new Error(`probe ${name} printed ${out.slice(0, 200)}`);
+    return parsed;
   } finally {
     k.kubectl(["-n", ns, "delete", "pod", name, "--wait=false"]);
   }
+}
+
+export interface EnforcementResult {
+  summary: string;
+  rows: Array<{ from: string; to: string; want: Verdict; got: Verdict; phase: string }>;
+}
+
+/**
+ * NetworkPolicy enforced (kube-router's policy controller on the node): a pod with the
+ * executor's labels cannot open a connection to the rail (rail-stub's port), a pod with
+ * rail-proxy's labels can; an unlabelled pod cannot reach rail-proxy, the executor's labels can.
+ * Negative control: with the release's policies deleted the executor-labelled pod reaches the
+ * rail, and the check would have failed; the policies are then restored and the block is back.
+ */
+export async function checkEnforcement(k: Kube, ns: string, release: string, image: ImageRef): Promise<EnforcementResult> {
+  const ipOf = (c: string) => {
+    const p = k.json<KubeList<Pod>>([
+      "-n",
+      ns,
+      "get",
+      "pods",
+      "-l",
+      `app.kubernetes.io/instance=${release},${COMPONENT}=${c}`,
+      "--field-selector=status.phase=Running",
+    ]).items[0];
+    if (!p?.status.podIP) throw new Error(`no running ${c} pod`);
+    return p.status.podIP;
+  };
+  const rail = `${ipOf("rail-stub")}:7300`;
+  const proxy = `${ipOf("rail-proxy")}:7200`;
+  const as = (c: string) => ({ "app.kubernetes.io/name": "railfence", "app.kubernetes.io/instance": release, [COMPONENT]: c });
+  const id = Date.now().toString(36);
+  const rows: EnforcementResult["rows"] = [];
+  const record = (phase: string, from: string, to: string, want: Verdict, got: Verdict) => rows.push({ phase, from, to, want, got });
+
+  const [exRail, exProxy] = await tcpProbe(k, ns, image, `np-executor-${id}`, as("executor"), [rail, proxy]);
+  record("policies in place", "executor's labels", `rail ${rail}`, "BLOCKED", exRail!);
+  record("policies in place", "executor's labels", `rail-proxy ${proxy}`, "CONNECTED", exProxy!);
+  const [rpRail] = await tcpProbe(k, ns, image, `np-rail-proxy-${id}`, as("rail-proxy"), [rail]);
+  record("policies in place", "rail-proxy's labels", `rail ${rail}`, "CONNECTED", rpRail!);
+  const [noneProxy] = await tcpProbe(k, ns, image, `np-none-${id}`, {}, [proxy]);
+  record("policies in place", "no release labels", `rail-proxy ${proxy}`, "BLOCKED", noneProxy!);
+
+  // Negative control: the same probe with the release's policies gone.
+  const saved = k.json<KubeList<{ metadata: Record<string, unknown>; spec: unknown }>>([
+    "-n",
+    ns,
+    "get",
+    "networkpolicy",
+    "-l",
+    `app.kubernetes.io/instance=${release}`,
+  ]);
+  k.must(["-n", ns, "delete", "networkpolicy", "-l", `app.kubernetes.io/instance=${release}`]);
+  try {
+    await sleep(3000);
+    const [open] = await tcpProbe(k, ns, image, `np-control-${id}`, as("executor"), [rail]);
+    record("policies deleted (control)", "executor's labels", `rail ${rail}`, "CONNECTED", open!);
+  } finally {
+    for (const p of saved.items) {
+      const { name, namespace, labels, annotations } = p.metadata as Record<string, unknown>;
+      k.must(
+        ["apply", "-f", "-"],
+        JSON.stringify({ apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: { name, namespace, labels, annotations }, spec: p.spec }),
+      );
+    }
+  }
+  await sleep(3000);
+  const [again] = await tcpProbe(k, ns, image, `np-restored-${id}`, as("executor"), [rail]);
+  record("policies restored", "executor's labels", `rail ${rail}`, "BLOCKED", again!);
+
+  const wrong = rows.filter((r) => r.want !== r.got);
+  if (wrong.length) throw new Error(wrong.map((r) => `${r.phase}: ${r.from} -> ${r.to}: ${r.got}, expected ${r.want}`).join("; "));
+  return {
+    summary: `the executor's labels cannot reach the rail, rail-proxy's can; no labels cannot reach rail-proxy, the executor's can; with the policies deleted the executor reaches the rail (control), restored: blocked again (${saved.items.length} policies)`,
+    rows,
+  };
 }

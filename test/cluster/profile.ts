@@ -163,11 +163,11 @@ export interface ProfileOptions {
 }
 
 /**
- * The values profile for this cluster. Cleartext h2c between pods (tls.enabled=false with
- * allowInsecure): that is the chart mode whose probes are gRPC probes against
- * grpc.health.v1, which is what this cluster verifies; the TLS mode's HTTP probes are not
- * exercised here. The development rail (rail-stub) answers after 150 ms (as in the container
- * smoke test) so that a killed rail-proxy pod dies with calls in flight.
+ * The values profile for this cluster: the chart's secure defaults, as an operator gets them
+ * (mutual TLS from the chart's own CA, signed fencing tokens from its generated key; nothing
+ * about either is set here). Probes are then HTTP probes on each server's metrics port (the
+ * kubelet presents no client certificate). The development rail (rail-stub) answers after
+ * 150 ms (as in the container smoke test) so that a killed rail-proxy pod dies with calls in flight.
  */
 export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
   const database: Record<string, Record<string, unknown>> = {
@@ -192,7 +192,6 @@ export function valuesProfile(o: ProfileOptions): Record<string, unknown> {
       environment: "test-cluster",
       resourceAttributes: {},
     },
-    tls: { enabled: false, allowInsecure: true },
     database,
     rail: { existingSecret: RAIL_SECRET, credentialKey: "credential" },
     railStub: { enabled: true, resources: small, faults: JSON.stringify([{ kind: "LATENCY", latencyMs: 150, count: 0, clientReferencePrefix: "" }]) },

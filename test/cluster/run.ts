@@ -27,11 +27,13 @@ import { OtlpReceiver } from "../observability/otlp-receiver.js";
 import { auditJobPatch } from "./audit-job.js";
 import { buildAndImportImage, type ImageRef } from "./image.js";
 import { Kube, PodWatcher, clusterDir, clusterState, podReady, readClusterInfo, root, runScript, sleep, until, type KubeList, type Pod } from "./kube.js";
-import { HostLoad, payoutsClient, waitSettled } from "./load.js";
+import { HostLoad, SwitchingLoad, payoutsClient, waitSettled } from "./load.js";
 import { ledgerStatement } from "../../tools/harness/invariants.js";
 import { LOGINS, NAMESPACE, RELEASE, prepareNamespace, startDatabases, valuesProfile, writeProfile, type Databases } from "./profile.js";
 import { Report } from "./report.js";
-import { checkNetworkPolicies, probeEnforcement } from "./network-policies.js";
+import { checkEnforcement, checkNetworkPolicies } from "./network-policies.js";
+import { checkAuthorization } from "./authorization.js";
+import { clientSecret, issueClientCertificate, type ClientTlsFiles } from "./client-tls.js";
 
 const log = (line: string) => console.log(`[test:cluster ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const report = new Report(log);
@@ -47,6 +49,9 @@ const auditSince = `${new Date(Date.now() - 10 * 60_000).toISOString().slice(0, 
 let kube: Kube | undefined;
 let dbs: Databases | undefined;
 let receiver: OtlpReceiver | undefined;
+/** The API client certificate (identity client) the node's clients present to payouts. */
+let clientTls: ClientTlsFiles | undefined;
+const CLIENT_TLS_SECRET = `${RELEASE}-client-tls`;
 
 function stepsSince(file: string, offset: number): string {
   if (!existsSync(file)) return "";
@@ -117,13 +122,17 @@ async function main(): Promise<void> {
   );
 
   await report.step(
-    "every pod Ready through its gRPC probes",
+    "every pod Ready through its probes, under mutual TLS",
     () => everyPodReady(k),
     (v) => v,
   );
+  report.section("Mode", securityMode(k));
+  // An API client's certificate, issued from the release's CA as an operator would (identity client).
+  clientTls = issueClientCertificate(k, NAMESPACE, `${RELEASE}-tls-ca`, "client", `${RELEASE}-payouts`, work);
+  clientSecret(k, NAMESPACE, CLIENT_TLS_SECRET, clientTls);
 
   const payoutsIp = k.must(["-n", NAMESPACE, "get", "svc", `${RELEASE}-payouts`, "-o", "jsonpath={.spec.clusterIP}"]).trim();
-  const payoutsUrl = `http://${payoutsIp}:7400`;
+  const payoutsUrl = `https://${payoutsIp}:7400`;
   // Sessions are sampled while the first payout goes through every component (pools close idle
   // connections, so a single look could miss a component that is not busy at that moment).
   const sessions = new SessionSampler(databases, info.podCidr).start();
@@ -143,15 +152,45 @@ async function main(): Promise<void> {
     () => checkNetworkPolicies(k, NAMESPACE, RELEASE, info),
     (v) => v,
   );
-  const enforcement = await report.step(
-    "NetworkPolicy enforcement (observed, not required)",
-    () => probeEnforcement(k, NAMESPACE, RELEASE, image),
-    (v) => v,
-  );
-  report.section(
-    "NetworkPolicy",
-    `${enforcement}\n\nThe bridge CNI from Debian does not implement NetworkPolicy; the objects are validated by the API server and their selectors are checked against the running pods above. Enforcement needs a policy-enforcing CNI (Calico, Cilium, GKE Dataplane V2, the EKS VPC CNI network-policy agent).`,
-  );
+  const authz = await report
+    .step(
+      "authorization under mutual TLS: another component's identity refused SubmitPayout, no certificate no session",
+      () => checkAuthorization(k, NAMESPACE, RELEASE, image),
+      (a) => a.summary,
+    )
+    .catch(() => undefined);
+  if (authz)
+    report.section(
+      "Identities tried against rail-proxy SubmitPayout",
+      ["| caller | certificate Secret | outcome |", "|---|---|---|", ...authz.attempts.map((a) => `| ${a.as} | ${a.secret ?? "-"} | ${a.outcome} |`)].join(
+        "\n",
+      ),
+    );
+  const enforcement = await report
+    .step(
+      "NetworkPolicy enforced by kube-router's policy controller, with its negative control",
+      () => checkEnforcement(k, NAMESPACE, RELEASE, image),
+      (e) => e.summary,
+    )
+    .catch(() => undefined);
+  if (enforcement)
+    report.section(
+      "NetworkPolicy: connections tried",
+      [
+        "Enforced by kube-router's policy controller (built from its Go module, iptables + ipset on the node). Probe pods are judged by their labels; a TCP connection that times out or is refused counts as BLOCKED.",
+        "",
+        "| phase | from (labels) | to | expected | observed |",
+        "|---|---|---|---|---|",
+        ...enforcement.rows.map((r) => `| ${r.phase} | ${r.from} | ${r.to} | ${r.want} | ${r.got} |`),
+      ].join("\n"),
+    );
+  await report
+    .step(
+      "the executor's login cannot read paydb tables it has no grant for",
+      () => executorGrants(databases),
+      (v) => v,
+    )
+    .catch(() => undefined);
 
   // ---- drills ----
   if (skip.size) report.section("Skipped", `CLUSTER_SKIP=${[...skip].join(",")}: this run is not a full test.`);
@@ -178,7 +217,142 @@ async function main(): Promise<void> {
       .catch(() => undefined);
     if (drain) report.section("Drain", drain.details);
   }
+  if (!skip.has("cleartext-upgrade")) {
+    const up = await report
+      .step(
+        "upgrade from the old cleartext defaults to the secure defaults under load",
+        () => cleartextUpgrade(k, profile, image, payoutsIp, databases),
+        (u) => u.summary,
+      )
+      .catch(() => undefined);
+    if (up) report.section("Upgrade from cleartext", up.details);
+  }
+  if (unreachableAudits.length)
+    report.section(
+      "Audit Jobs that could not reach rail-proxy",
+      `${unreachableAudits.join(", ")}: exit 3 ("cannot reach https://${RELEASE}-rail-proxy:7200"), each run once more. A fresh pod under enforced NetworkPolicy can call before the policy controller has admitted its address; the release's own CronJob run would fail the same way and page (RailfenceAuditFailed).`,
+    );
   if (skip.size) report.failed = true;
+}
+
+/**
+ * A release on the old defaults (cleartext h2c, unsigned tokens, no key in paydb: what the chart
+ * rendered before December 2026, here with the explicit escape hatches) is upgraded to the
+ * chart's defaults while clients create payouts, each switching transport when its attempt fails
+ * and retrying with its key. Every intent must get exactly one payout and the audit must pass.
+ */
+async function cleartextUpgrade(k: Kube, profile: string, image: ImageRef, payoutsIp: string, d: Databases) {
+  const insecure = [
+    "tls.enabled=false",
+    "tls.insecureCleartextWithoutIdentities=true",
+    "tokenSigning.enabled=false",
+    "tokenSigning.insecureAcceptForgedTokens=true",
+  ];
+  // The old state: paydb held no signing key (the owner's deliberate DELETE, docs/security.md).
+  const owner = new pg.Client({ connectionString: d.nodeUrl("paydb", LOGINS.find((l) => l.component === "migrate")!.role) });
+  await owner.connect();
+  await owner.query("DELETE FROM fence_signing_key").finally(() => owner.end());
+  k.mustHelm([
+    "upgrade",
+    RELEASE,
+    chartDir,
+    "-n",
+    NAMESPACE,
+    "-f",
+    profile,
+    "--set",
+    `image.tag=${image.upgradeTag}`,
+    "--set",
+    insecure.join(","),
+    "--wait",
+    "--timeout",
+    "10m",
+  ]);
+  const runId = `clr${Date.now().toString(36)}`;
+  const t0 = new Date();
+  const load = new SwitchingLoad(`http://${payoutsIp}:7400`, `https://${payoutsIp}:7400`, runId, {
+    concurrency: 4,
+    accounts: 10,
+    pauseMs: 100,
+  }).start();
+  await sleep(5000);
+  const u0 = Date.now();
+  // The upgrade makes the CA: the client's certificate (identity default) is issued from it as
+  // soon as it exists, and the load tries TLS whenever cleartext fails.
+  let tlsAsDefault: ReturnType<typeof issueClientCertificate> | undefined;
+  let upgrading = true;
+  const issuing = (async () => {
+    while (upgrading && !tlsAsDefault) {
+      if (k.kubectl(["-n", NAMESPACE, "get", "secret", `${RELEASE}-tls-ca`]).status === 0) {
+        tlsAsDefault = issueClientCertificate(k, NAMESPACE, `${RELEASE}-tls-ca`, "default", `${RELEASE}-payouts`, work);
+        load.enableTls(tlsAsDefault);
+      } else await sleep(500);
+    }
+  })();
+  const up = await k.helmAsync([
+    "upgrade",
+    RELEASE,
+    chartDir,
+    "-n",
+    NAMESPACE,
+    "-f",
+    profile,
+    "--set",
+    `image.tag=${image.tag}`,
+    // The migrating clients' identity (payouts.defaultClientId) keeps their keys' scope.
+    "--set",
+    "tls.payoutsClientIdentities={client,operator,default}",
+    "--wait",
+    "--timeout",
+    "10m",
+  ]);
+  const u1 = Date.now();
+  upgrading = false;
+  await issuing;
+  await sleep(5000);
+  await load.stop();
+  if (!tlsAsDefault) throw new Error("the upgrade made no CA to issue the client's certificate from");
+  if (up.status !== 0) throw new Error(`helm upgrade to the secure defaults failed: ${up.stderr}`);
+  securityMode(k);
+  const during = load.intents.filter((i) => i.createdAt && i.createdAt >= u0 && i.createdAt <= u1).length;
+  if (during < 10) throw new Error(`only ${during} payouts were created while the upgrade ran`);
+  const lost = load.intents.filter((i) => !i.payoutId);
+  if (lost.length)
+    throw new Error(
+      `${lost.length} intents never got a payout: ${lost
+        .slice(0, 3)
+        .map((i) => `${i.clientReference} ${i.errors.slice(-1)[0]}`)
+        .join("; ")}`,
+    );
+  const dup = await query<{ client_reference: string; n: number }>(
+    d,
+    "paydb",
+    "SELECT client_reference, count(*)::int AS n FROM payouts WHERE client_reference LIKE $1 GROUP BY client_reference HAVING count(*) <> 1",
+    [`${runId}-%`],
+  );
+  if (dup.length) throw new Error(`client references with more than one payout: ${dup.map((x) => x.client_reference).join(", ")}`);
+  const states = await waitSettled(
+    `https://${payoutsIp}:7400`,
+    load.intents.map((i) => i.payoutId!),
+    180_000,
+    tlsAsDefault,
+  );
+  const unsettled = load.intents.filter((i) => ![PayoutState.PAID, PayoutState.FAILED, PayoutState.UNKNOWN].includes(states.get(i.payoutId!)!));
+  if (unsettled.length) throw new Error(`${unsettled.length} payouts not settled after the upgrade`);
+  const checked = await reconcileAndCheck(k, d, "cleartext-upgrade", `${new Date(t0.getTime() - 60_000).toISOString().slice(0, 19)}Z`);
+  const switched = load.intents.filter((i) => new Set(i.modes).size > 1).length;
+  const lastMode = (m: string) => load.intents.filter((i) => i.modes.at(-1) === m).length;
+  const paid = load.intents.filter((i) => states.get(i.payoutId!) === PayoutState.PAID).length;
+  const summary = `cleartext + unsigned -> mutual TLS + signed in ${((u1 - u0) / 1000).toFixed(0)} s under load: ${load.intents.length} payouts (${during} during the rollout; ${lastMode("cleartext")} created over cleartext, ${lastMode("tls")} over TLS, ${switched} retried across the switch), none lost, none doubled, ${paid} PAID; audit ${checked.violations} violations`;
+  const details = [
+    `The release was first moved to the old defaults (\`${insecure.join(" ")}\`, the signing key deleted from paydb), then \`helm upgrade\` to the chart's defaults ran while 4 clients created payouts, each switching transport on a failed attempt and retrying with its Idempotency-Key under the certificate identity \`default\`.`,
+    "",
+    `- ${load.intents.length} payouts, ${during} while the rollout ran; ${switched} intents were retried across the switch; every intent got exactly one payout`,
+    `- settled: ${paid} PAID, ${load.intents.length - paid} other before reconciliation`,
+    "",
+    checked.details,
+  ].join("\n");
+  return { summary, details };
 }
 
 async function drillSteps(k: Kube, image: ImageRef, databases: Databases): Promise<void> {
@@ -256,11 +430,27 @@ function parseAuditReport(text: string): AuditReport | undefined {
 }
 
 /**
+ * Audit Jobs whose pod could not reach rail-proxy at all (exit 3, "cannot reach"): under enforced
+ * NetworkPolicy a fresh pod may call before the policy controller has admitted its address. Such
+ * a run read nothing and is not a verdict; it is run once more and counted in the report.
+ */
+const unreachableAudits: string[] = [];
+
+/**
  * One run of the release's audit, exactly as the drill makes it: a Job from the audit CronJob
  * (the image's `railfence check`, the auditor's login and its Secret, the statement through the
- * rail-proxy Service), over this run's window, --quiescent. Returns its exit code and report.
+ * rail-proxy Service), over this run's window, --quiescent. Returns its exit code and report;
+ * a run that could not reach rail-proxy at all is run once more (unreachableAudits).
  */
 async function auditJob(k: Kube, name: string, since = auditSince): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
+  const first = await auditJobOnce(k, name, since);
+  if (first.code !== 3 || !/cannot reach/.test(first.log)) return first;
+  unreachableAudits.push(name);
+  log(`   audit Job audit-${name} could not reach rail-proxy (exit 3): once more`);
+  return auditJobOnce(k, `${name}-again`, since);
+}
+
+async function auditJobOnce(k: Kube, name: string, since: string): Promise<{ code: number; report: AuditReport | undefined; log: string }> {
   const job = `audit-${name}`;
   const spec = k.must(["-n", NAMESPACE, "create", "job", job, `--from=cronjob/${RELEASE}-audit`, "--dry-run=client", "-o", "json"]);
   const command = (JSON.parse(spec) as { spec: { template: { spec: { containers: Array<{ command: string[] }> } } } }).spec.template.spec.containers[0]!
@@ -419,9 +609,9 @@ function everyPodReady(k: Kube): string {
     spec: {
       containers: Array<{
         name: string;
-        readinessProbe?: { grpc?: unknown };
-        livenessProbe?: { grpc?: unknown; httpGet?: unknown };
-        startupProbe?: { grpc?: unknown };
+        readinessProbe?: { grpc?: unknown; httpGet?: { path?: string } };
+        livenessProbe?: { grpc?: unknown; httpGet?: { path?: string } };
+        startupProbe?: { grpc?: unknown; httpGet?: { path?: string } };
       }>;
     };
   };
@@ -454,18 +644,86 @@ function everyPodReady(k: Kube): string {
     for (const c of p.spec.containers) {
       if (comp === "executor") {
         if (!c.livenessProbe?.httpGet) problems.push(`${p.metadata.name}/${c.name}: no HTTP liveness probe`);
-      } else if (!c.readinessProbe?.grpc || !c.livenessProbe?.grpc || !c.startupProbe?.grpc) {
-        problems.push(`${p.metadata.name}/${c.name}: not gRPC probes`);
+      } else if (
+        c.readinessProbe?.httpGet?.path !== "/readyz" ||
+        c.livenessProbe?.httpGet?.path !== "/healthz" ||
+        c.startupProbe?.httpGet?.path !== "/healthz"
+      ) {
+        // Mutual TLS: the kubelet has no client certificate, so the servers are probed on their
+        // plain-HTTP metrics port (/readyz mirrors grpc.health.v1).
+        problems.push(`${p.metadata.name}/${c.name}: not the metrics port's /healthz and /readyz probes`);
       } else grpcPods++;
     }
   }
   if (deploys.items.length < 5) problems.push(`only ${deploys.items.length} Deployments`);
   if (problems.length) throw new Error(problems.join("; "));
-  return `${deploys.items.length} Deployments, ${pods.items.length} pods Ready; ${grpcPods} with gRPC startup/readiness/liveness probes (grpc.health.v1), executors with their HTTP liveness probe`;
+  return `${deploys.items.length} Deployments, ${pods.items.length} pods Ready; ${grpcPods} gRPC servers serving mutual TLS only, probed on their metrics port (/healthz startup and liveness, /readyz readiness mirroring grpc.health.v1), executors with their HTTP liveness probe`;
+}
+
+/**
+ * The executor's login (what a compromised executor pod holds) on paydb: the signing key and the
+ * rail-proxy's ledger are refused (42501); the payouts it works on are readable (the control).
+ */
+async function executorGrants(d: Databases): Promise<string> {
+  const role = LOGINS.find((l) => l.component === "executor")!.role;
+  const c = new pg.Client({ connectionString: d.nodeUrl("paydb", role) });
+  await c.connect();
+  try {
+    const attempt = async (sql: string) => {
+      try {
+        await c.query(sql);
+        return "allowed";
+      } catch (err) {
+        return (err as { code?: string }).code ?? "error";
+      }
+    };
+    const refused = {
+      fence_signing_key: await attempt("SELECT * FROM fence_signing_key"),
+      rail_submissions: await attempt("SELECT * FROM rail_submissions LIMIT 1"),
+    };
+    const control = await attempt("SELECT payout_id FROM payouts LIMIT 1");
+    const wrong = Object.entries(refused).filter(([, v]) => v !== "42501");
+    if (wrong.length || control !== "allowed") throw new Error(`as ${role}: ${JSON.stringify({ ...refused, payouts: control })}`);
+    return `as ${role}: fence_signing_key 42501, rail_submissions 42501; payouts readable (control)`;
+  } finally {
+    await c.end();
+  }
+}
+
+/** Which transport and token mode the release runs, read from the Deployments themselves. */
+function securityMode(k: Kube): string {
+  const deploys = k.json<
+    KubeList<{ metadata: { name: string }; spec: { template: { spec: { containers: Array<{ env?: Array<{ name: string; value?: string }> }> } } } }>
+  >(["-n", NAMESPACE, "get", "deploy", "-l", SEL]);
+  const rows = deploys.items.map((d) => {
+    const env = Object.fromEntries((d.spec.template.spec.containers[0]!.env ?? []).map((e) => [e.name, e.value ?? ""]));
+    const transport = env.TLS_CERT_FILE ? `mutual TLS (client auth ${env.TLS_CLIENT_AUTH})` : `cleartext (ALLOW_INSECURE=${env.ALLOW_INSECURE})`;
+    const tokens = env.LOCK_TOKEN_SIGNING_KEY_FILE ? "signs tokens" : env.RAIL_PROXY_TOKEN_KEY_FILE ? "verifies token signatures" : "";
+    return `| ${d.metadata.name} | ${transport} | ${tokens || "-"} |`;
+  });
+  const cleartext = rows.filter((r) => r.includes("cleartext")).length;
+  if (cleartext) throw new Error(`${cleartext} Deployments run cleartext: the chart's defaults are mutual TLS`);
+  return [
+    "Installed with the chart's defaults (no tls or tokenSigning values): mutual TLS from the chart's own CA, fencing tokens signed with the key it generated.",
+    "",
+    "| Deployment | transport | tokens |",
+    "|---|---|---|",
+    ...rows,
+  ].join("\n");
+}
+
+/** sha256 of each Secret the chart generates and must keep across upgrades. */
+function keptSecrets(k: Kube): Record<string, string> {
+  const names = [
+    `${RELEASE}-tls-ca`,
+    `${RELEASE}-token-signing`,
+    ...["lock", "rail-proxy", "payouts", "executor", "reconciler", "audit", "rail-stub"].map((c) => `${RELEASE}-${c}-tls`),
+  ];
+  return Object.fromEntries(names.map((n) => [n, k.must(["-n", NAMESPACE, "get", "secret", n, "-o", "jsonpath={.data}"]).trim()]));
 }
 
 async function payoutAndTrace(payoutsUrl: string, otlp: OtlpReceiver): Promise<string> {
-  const client = payoutsClient(payoutsUrl);
+  const client = payoutsClient(payoutsUrl, clientTls);
   const created = await until(
     async () => {
       try {
@@ -517,6 +775,8 @@ async function replicaKillDrill(k: Kube, image: ImageRef, d: Databases) {
     NAMESPACE,
     RELEASE,
     IMAGE: `${image.repository}:${image.tag}`,
+    // Under the chart's mutual TLS the load Job presents an API client's certificate.
+    CLIENT_TLS_SECRET,
     PAYOUTS: process.env.CLUSTER_DRILL_PAYOUTS ?? "600",
     ACCOUNTS: "20",
     CONCURRENCY: "8",
@@ -713,7 +973,8 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const runId = `upg${Date.now().toString(36)}`;
   const t0 = new Date();
   const watcher = new PodWatcher(k, NAMESPACE, SEL);
-  const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }).start();
+  const kept = keptSecrets(k);
+  const load = new HostLoad(payoutsUrl, runId, { concurrency: 4, accounts: 10, pauseMs: 100 }, clientTls).start();
   await sleep(5000);
   const u0 = Date.now();
   // Asynchronous: a synchronous child would freeze this process's load clients for the whole
@@ -776,7 +1037,11 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   );
   if (dup.length) throw new Error(`client references with more than one payout: ${dup.map((x) => x.client_reference).join(", ")}`);
   const ids = load.intents.map((i) => i.payoutId!);
-  const states = await waitSettled(payoutsUrl, ids, 120_000);
+  const states = await waitSettled(payoutsUrl, ids, 120_000, clientTls);
+  // The chart's CA, certificates and signing key are kept across the upgrade (lookup).
+  const after = keptSecrets(k);
+  const changed = Object.keys(kept).filter((n) => kept[n] !== after[n]);
+  if (changed.length) throw new Error(`helm upgrade replaced ${changed.join(", ")}: the chart must keep its CA, certificates and signing key`);
   const unsettled = ids.filter((id) => ![PayoutState.PAID, PayoutState.FAILED, PayoutState.UNKNOWN].includes(states.get(id)!));
   if (unsettled.length) throw new Error(`${unsettled.length} payouts not settled after the upgrade`);
 
@@ -815,7 +1080,7 @@ async function rollingUpgrade(k: Kube, profile: string, image: ImageRef, payouts
   const errors = new Map<string, number>();
   for (const i of load.intents) for (const e of i.errors) errors.set(e.split(":")[0]!, (errors.get(e.split(":")[0]!) ?? 0) + 1);
   const paid = ids.filter((id) => states.get(id) === PayoutState.PAID).length;
-  const summary = `${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), audit ${checked.violations} violations`;
+  const summary = `CA, ${Object.keys(kept).length - 2} certificates and the signing key kept; ${image.tag} -> ${image.upgradeTag} in ${upgradeSeconds.toFixed(0)} s under load: ${load.intents.length} payouts created (${duringUpgrade} during the rollout), none lost, ${retried.length} needed a retry, ${ambiguous.length} ambiguous (each while a pod was stopping mid-call; resolved), audit ${checked.violations} violations`;
   const details = [
     `\`helm upgrade --set image.tag=${image.upgradeTag}\` (from ${image.tag}; the same image content under a second tag, so the rollout itself is what is tested) took ${upgradeSeconds.toFixed(1)} s with the pre-upgrade migration hook, while ${load.intents.length} payouts were created through the payouts Service (4 concurrent clients, one Idempotency-Key per payout, retried with the same key).`,
     "",

@@ -17,7 +17,7 @@ import { GLOBAL_OPTIONS } from "../../services/cli/args.js";
 import { resolveEndpoints } from "../../services/cli/endpoints.js";
 import { fileSource, securityViolations } from "./chart-checks.js";
 import { helm } from "./helm-tool.js";
-import { containerEnv } from "./pod-env.js";
+import { containerEnv, renderedSecrets } from "./pod-env.js";
 import { byKind, component, podSpecs, render, templateArgs, type K8sObject } from "./render.js";
 
 const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
@@ -76,18 +76,19 @@ describe("audit CronJob: what it runs", () => {
   });
 
   it("reads paydb as the auditor's own login with its own password only, and the statement through the rail-proxy Service", () => {
-    const env = containerEnv(pod, container, { "db-auditor": { password: "pw" } }, mkdtempSync(join(dir, "env-")));
+    const env = containerEnv(pod, container, { ...renderedSecrets(objects), "db-auditor": { password: "pw" } }, mkdtempSync(join(dir, "env-")));
     const endpoints = resolveEndpoints({ flags: {}, env, cwd: dir });
     expect(endpoints.paydbAudit?.source).toBe("env");
     expect(new URL(endpoints.paydbAudit!.value).username).toBe("railfence_auditor_login");
     expect(new URL(endpoints.paydbAudit!.value).password).toBe("");
     const proxy = byKind(objects, "Service").find((s) => component(s) === "rail-proxy")!;
     const port = proxy.spec.ports.find((p: any) => p.name === "grpc").port;
-    expect(endpoints.railProxy).toEqual({ value: [`http://${proxy.metadata.name}:${port}`], source: "env" });
-    expect(endpoints.tls).toBeUndefined();
+    // Mutual TLS by default: the statement over https, as the auditor's certificate.
+    expect(endpoints.railProxy).toEqual({ value: [`https://${proxy.metadata.name}:${port}`], source: "env" });
+    expect(endpoints.tls?.source).toBe("env");
     expect(fileSource(pod, container, envOf(container).PAYDB_PASSWORD_FILE!)).toBe("db-auditor/password");
     const secrets = (pod.volumes ?? []).filter((v: any) => v.secret).map((v: any) => v.secret.secretName);
-    expect(secrets).toEqual(["db-auditor"]);
+    expect(secrets).toEqual(["rf-railfence-audit-tls", "db-auditor"]);
     // Telemetry off explicitly (the NetworkPolicy gives it no collector), named as its component.
     expect(envOf(container)).toMatchObject({ OTEL_SDK_DISABLED: "true", OTEL_SERVICE_NAME: "audit" });
   });
@@ -103,7 +104,7 @@ describe("audit CronJob: what it runs", () => {
       podSpecs([cronJob(objects)!])[0]!
         .spec.volumes.map((v: any) => v.name)
         .sort(),
-    ).toEqual(["paydb-auditor-password", "tmp"]);
+    ).toEqual(["paydb-auditor-password", "tls", "tmp"]);
   });
 
   it("reaches rail-proxy, DNS and PostgreSQL only, serves nothing, and rail-proxy admits it", () => {

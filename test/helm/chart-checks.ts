@@ -216,11 +216,20 @@ export function probeViolations(objects: K8sObject[]): string[] {
   for (const p of podSpecs(objects)) {
     for (const c of p.spec.containers ?? []) {
       const grpcPort = (c.ports ?? []).find((x: any) => x.name === "grpc")?.containerPort;
+      // Under mutual TLS the kubelet cannot probe the service port (it presents no certificate):
+      // the probes move to the plain-HTTP metrics port, /readyz mirroring grpc.health.v1.
+      const tls = (c.env ?? []).some((e: any) => e.name === "TLS_CERT_FILE");
       for (const kind of ["startupProbe", "readinessProbe", "livenessProbe"]) {
         const probe = c[kind];
         if (!probe) continue;
         if (probe.exec || probe.tcpSocket) out.push(`${p.component}/${c.name}: ${kind} uses exec/tcpSocket`);
-        if (grpcPort !== undefined && probe.grpc?.port !== grpcPort) out.push(`${p.component}/${c.name}: ${kind} is not gRPC on port ${grpcPort}`);
+        if (grpcPort !== undefined && tls) {
+          const path = kind === "readinessProbe" ? "/readyz" : "/healthz";
+          if (probe.grpc) out.push(`${p.component}/${c.name}: ${kind} is a gRPC probe on a mutual-TLS port`);
+          if (probe.httpGet?.path !== path || probe.httpGet?.port !== "metrics")
+            out.push(`${p.component}/${c.name}: ${kind} is not ${path} on the metrics port`);
+        }
+        if (grpcPort !== undefined && !tls && probe.grpc?.port !== grpcPort) out.push(`${p.component}/${c.name}: ${kind} is not gRPC on port ${grpcPort}`);
         if (grpcPort === undefined && !(probe.httpGet?.path === "/healthz" && probe.httpGet?.port === "metrics"))
           out.push(`${p.component}/${c.name}: ${kind} is not /healthz`);
       }

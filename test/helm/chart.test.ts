@@ -88,7 +88,7 @@ describe.each(variants)("helm template: $name", ({ opts, railCidrs }) => {
     expect(networkPolicyViolations(objects, railCidrs)).toEqual([]);
   });
 
-  it("probes every gRPC server over gRPC", () => {
+  it("probes every gRPC server: the metrics port under mutual TLS, gRPC probes in cleartext", () => {
     expect(probeViolations(objects)).toEqual([]);
   });
 

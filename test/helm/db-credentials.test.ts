@@ -134,8 +134,9 @@ describe("database credentials: one per component", () => {
       ).toEqual([]);
     expect(passwordSources(off)["migrate/migrate-paydb"]).toEqual(["db-paydb-migrations/password"]);
     expect(passwordSources(off)["migrate/migrate-lockdb"]).toEqual(["db-paydb-migrations/password"]);
-    // One volume per database's owner credential (here both name the same Secret).
-    expect(job.spec.volumes.filter((v: any) => v.secret).map((v: any) => [v.name, v.secret.secretName])).toEqual([
+    // One volume per database's owner credential (here both name the same Secret); besides them
+    // only the token-signing key (test/helm/token-signing.test.ts).
+    expect(job.spec.volumes.filter((v: any) => v.secret && v.name !== "token-signing").map((v: any) => [v.name, v.secret.secretName])).toEqual([
       ["lockdb-migrations-password", "db-paydb-migrations"],
       ["paydb-migrations-password", "db-paydb-migrations"],
     ]);

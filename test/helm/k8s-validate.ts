@@ -8,6 +8,7 @@
  * validator enumerates (maps such as labels) count as fully known.
  */
 import { createRequire } from "node:module";
+import { crdProblems as againstVendoredCrd, hasCrd } from "./crd-schema.js";
 import type { K8sObject } from "./render.js";
 
 // CommonJS require keeps the per-group model modules out of the bundler's static analysis.
@@ -19,8 +20,10 @@ interface ModelClass {
 }
 
 /**
- * Custom resources the chart may render (not in kubernetes-models): the fields we use, per
- * path, as a small closed schema. `*` marks a map with free keys.
+ * Custom resources the chart may render (not in kubernetes-models) whose CRDs are not vendored
+ * under test/helm/crds: the fields we use, per path, as a small closed schema. `*` marks a map
+ * with free keys. Those with a vendored CRD (External Secrets) are checked against it instead
+ * (crd-schema.ts).
  */
 const crdShapes: Record<string, Record<string, string[]>> = {
   "monitoring.coreos.com/v1/ServiceMonitor": {
@@ -36,25 +39,6 @@ const crdShapes: Record<string, Record<string, string[]>> = {
     "spec.groups[].rules[]": ["alert", "record", "expr", "for", "labels", "annotations"],
     "spec.groups[].rules[].labels": ["*"],
     "spec.groups[].rules[].annotations": ["*"],
-  },
-  "external-secrets.io/v1beta1/ExternalSecret": {
-    spec: ["refreshInterval", "secretStoreRef", "target", "data"],
-    "spec.secretStoreRef": ["name", "kind"],
-    "spec.target": ["name", "creationPolicy", "deletionPolicy"],
-    "spec.data[]": ["secretKey", "remoteRef"],
-    "spec.data[].remoteRef": ["key", "property", "version"],
-  },
-  "external-secrets.io/v1beta1/SecretStore": {
-    spec: ["provider"],
-    "spec.provider": ["gcpsm", "aws"],
-    "spec.provider.gcpsm": ["projectID", "auth"],
-    "spec.provider.gcpsm.auth": ["workloadIdentity"],
-    "spec.provider.gcpsm.auth.workloadIdentity": ["clusterLocation", "clusterName", "serviceAccountRef"],
-    "spec.provider.gcpsm.auth.workloadIdentity.serviceAccountRef": ["name"],
-    "spec.provider.aws": ["service", "region", "auth"],
-    "spec.provider.aws.auth": ["jwt"],
-    "spec.provider.aws.auth.jwt": ["serviceAccountRef"],
-    "spec.provider.aws.auth.jwt.serviceAccountRef": ["name"],
   },
 };
 
@@ -138,6 +122,7 @@ export async function validateObject(o: K8sObject): Promise<string[]> {
   const id = `${o.kind}/${o.metadata?.name}`;
   const problems: string[] = [];
   if (!o.metadata?.name) problems.push(`${id}: metadata.name missing`);
+  if (hasCrd(o.apiVersion, o.kind)) return [...problems, ...againstVendoredCrd(o).problems];
   const crd = crdShapes[`${o.apiVersion}/${o.kind}`];
   if (crd) {
     for (const k of Object.keys(o)) if (!["apiVersion", "kind", "metadata", "spec"].includes(k)) problems.push(`${id}: unknown top-level field ${k}`);

@@ -39,3 +39,12 @@ export function containerEnv(podSpec: any, container: any, secrets: Secrets, bas
   }
   return env;
 }
+
+/** The Secrets a rendering creates itself (decoded): the chart's certificates, its signing key, development passwords. */
+export function renderedSecrets(objects: Array<{ kind: string; metadata: { name: string }; data?: Record<string, string> }>): Secrets {
+  return Object.fromEntries(
+    objects
+      .filter((o) => o.kind === "Secret")
+      .map((o) => [o.metadata.name, Object.fromEntries(Object.entries(o.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString()]))]),
+  );
+}

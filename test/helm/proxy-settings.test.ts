@@ -13,7 +13,7 @@ import { readConfig as readProxyConfig } from "../../services/rail-proxy/config.
 import { guardsFrom } from "../../services/rail-proxy/negative-controls.js";
 import { readConfig as readReconcilerConfig } from "../../services/reconciler/config.js";
 import { helm } from "./helm-tool.js";
-import { containerEnv } from "./pod-env.js";
+import { containerEnv, renderedSecrets } from "./pod-env.js";
 import { podSpecs, render, templateArgs } from "./render.js";
 
 const MINIMAL = ["rail.url=https://rail.example.com", "rail.existingSecret=rail-cred", "rail.egress.cidrs={203.0.113.0/24}"];
@@ -23,10 +23,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The env each service would start with, from a rendering (secret files materialized). */
 function envs(set: string[]): { proxy: Record<string, string>; reconciler: Record<string, string> } {
-  const pods = podSpecs(render({ set: [...MINIMAL, ...set] }));
+  const objects = render({ set: [...MINIMAL, ...set] });
+  const pods = podSpecs(objects);
   const of = (name: string) => {
     const p = pods.find((x) => x.component === name)!;
-    return containerEnv(p.spec, p.spec.containers[0], SECRETS, mkdtempSync(join(dir, `${name}-`)));
+    return containerEnv(p.spec, p.spec.containers[0], { ...SECRETS, ...renderedSecrets(objects) }, mkdtempSync(join(dir, `${name}-`)));
   };
   return { proxy: of("rail-proxy"), reconciler: of("reconciler") };
 }

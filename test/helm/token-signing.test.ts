@@ -1,5 +1,5 @@
 /**
- * Signed fencing tokens in the chart: off by default; when on, the key reaches lock and rail-proxy,
+ * Signed fencing tokens in the chart: on by default (test/helm/secure-defaults.test.ts); the key reaches lock and rail-proxy,
  * and the migration Job's paydb container (which installs it into paydb, where every payout fence
  * is verified with it: migration 014), and nothing else.
  */
@@ -13,8 +13,8 @@ const mounting = (objects: ReturnType<typeof render>, secret: string) =>
     .sort();
 
 describe("token signing", () => {
-  it("is off by default: no pod gets a signing key", () => {
-    const objects = render();
+  it("with the named escape hatch (development only), no pod gets a signing key", () => {
+    const objects = render({ set: ["railStub.enabled=true", "tokenSigning.enabled=false", "tokenSigning.insecureAcceptForgedTokens=true"] });
     const envNames = podSpecs(objects).flatMap((p) => containers(p.spec).flatMap((c: any) => (c.env ?? []).map((e: any) => e.name)));
     expect(envNames).not.toContain("LOCK_TOKEN_SIGNING_KEY_FILE");
     expect(envNames).not.toContain("RAIL_PROXY_TOKEN_KEY_FILE");

@@ -74,9 +74,9 @@ describe("helm: tls.enabled", () => {
   });
 });
 
-describe("helm: tls disabled (default)", () => {
+describe("helm: tls disabled (the named escape hatch; mutual TLS is the default)", () => {
   it("makes the cleartext choice explicit (ALLOW_INSECURE) and mounts no TLS Secret", () => {
-    const all = podSpecs(render({ set: MINIMAL }));
+    const all = podSpecs(render({ set: [...MINIMAL, "railStub.enabled=true", "tls.enabled=false", "tls.insecureCleartextWithoutIdentities=true"] }));
     const audit = all.find((p) => p.component === "audit")!;
     expect((audit.spec.volumes ?? []).some((v: any) => v.name === "tls")).toBe(false);
     expect(Object.keys(envOf(containers(audit.spec)[0])).filter((k) => k.includes("TLS"))).toEqual([]);

@@ -92,10 +92,10 @@ Returns the credential as JSON (use `include ... | fromJson`).
 {{- end -}}
 {{- end -}}
 
-{{/* True ("true") when the credential has a password file (a Secret exists or is created). */}}
+{{/* True ("true") when the credential has a password file (a Secret exists, is created, or is synced by External Secrets). */}}
 {{- define "railfence.dbHasPassword" -}}
 {{- $cred := include "railfence.dbCred" . | fromJson -}}
-{{- if or $cred.existingSecret $cred.password -}}true{{- end -}}
+{{- if or $cred.existingSecret $cred.password (dig "externalSecret" "key" "" $cred) -}}true{{- end -}}
 {{- end -}}
 
 {{/* Where the credential's password file is mounted (its own directory: one Secret per mount). */}}
@@ -280,9 +280,123 @@ serve cleartext h2c, which they refuse on 0.0.0.0 unless ALLOW_INSECURE is expli
 - name: TLS_RELOAD_INTERVAL_MS
   value: {{ $t.reloadIntervalMs | quote }}
 {{- else }}
+{{- /* Only reachable with tls.insecureCleartextWithoutIdentities (templates/validate.yaml). */}}
 - name: ALLOW_INSECURE
-  value: {{ $t.allowInsecure | toString | quote }}
+  value: "true"
 {{- end }}
+{{- end -}}
+
+{{/*
+The components that get a certificate, with their identity (docs/security.md) and tls.secrets key.
+Returns a JSON list; reconciler, audit and rail-stub only when enabled.
+*/}}
+{{- define "railfence.tlsComponents" -}}
+{{- $list := list (dict "component" "lock" "identity" "lock" "server" true) (dict "component" "rail-proxy" "identity" "rail-proxy" "server" true) (dict "component" "payouts" "identity" "payouts" "server" true) (dict "component" "executor" "identity" "executor" "server" false) -}}
+{{- if .Values.reconciler.enabled -}}
+{{- $list = append $list (dict "component" "reconciler" "identity" "reconciler" "server" false) -}}
+{{- end -}}
+{{- if .Values.audit.enabled -}}
+{{- $list = append $list (dict "component" "audit" "identity" "auditor" "server" false) -}}
+{{- end -}}
+{{- if .Values.railStub.enabled -}}
+{{- $list = append $list (dict "component" "rail-stub" "identity" "rail" "server" true) -}}
+{{- end -}}
+{{- $list | toJson -}}
+{{- end -}}
+
+{{/*
+Where one component's certificate comes from: "external-secret" (tls.externalSecrets.<key>,
+synced by External Secrets), "secret" (tls.secrets.<key>, the operator's),
+"cert-manager" (tls.certManager.issuerRef.name), else "generated" (the chart's CA).
+*/}}
+{{- define "railfence.tlsSource" -}}
+{{- $key := .component | camelcase | untitle -}}
+{{- if index .root.Values.tls.externalSecrets $key | default "" -}}external-secret
+{{- else if index .root.Values.tls.secrets $key | default "" -}}secret
+{{- else if .root.Values.tls.certManager.issuerRef.name -}}cert-manager
+{{- else -}}generated
+{{- end -}}
+{{- end -}}
+
+{{/*
+DNS names of a component's certificate. The first is the identity: the chart's generator
+(sprig) cannot write URI SANs, and a certificate without spiffe://railfence/<identity> is read by
+its first DNS SAN (services/shared/identity.ts). Servers add the names clients dial.
+*/}}
+{{- define "railfence.tlsDnsNames" -}}
+{{- $names := list .identity -}}
+{{- if .server -}}
+{{- $svc := include "railfence.componentName" (dict "root" .root "component" .component) -}}
+{{- $ns := .root.Release.Namespace -}}
+{{- $names = concat $names (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) -}}
+{{- if eq .component "payouts" -}}
+{{- $names = concat $names .root.Values.tls.payoutsDnsNames -}}
+{{- end -}}
+{{- end -}}
+{{- $names | toJson -}}
+{{- end -}}
+
+{{/*
+The chart's own certificates (tls source "generated"), computed once per render and shared by
+every template (cached in .Values: the keys are random, a second computation would differ).
+Kept across upgrades: the CA is read back from its Secret (lookup) and signs nothing new while
+it exists; a component's certificate is re-used while its Secret says it was issued by this CA
+for these DNS names (annotation railfence.dev/issued-for), and re-issued otherwise (deleted,
+names changed, CA replaced): docs/deploy.md "Rotating certificates". Returns JSON:
+{"ca": {crt, key}, "<component>": {crt, key, ca, issuedFor}}, base64 values; {} when nothing is generated.
+*/}}
+{{- define "railfence.tlsGenerated" -}}
+{{- if not (hasKey .Values "__railfenceTlsGenerated") -}}
+{{- $out := dict -}}
+{{- $need := list -}}
+{{- range $c := include "railfence.tlsComponents" . | fromJsonArray -}}
+{{- if eq (include "railfence.tlsSource" (dict "root" $ "component" $c.component)) "generated" -}}
+{{- $need = append $need $c -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.tls.enabled $need -}}
+{{- $caSecret := lookup "v1" "Secret" .Release.Namespace (include "railfence.tlsCaSecretName" .) -}}
+{{- $ca := dict -}}
+{{- if and (dig "data" "tls.crt" "" $caSecret) (dig "data" "tls.key" "" $caSecret) -}}
+{{- $ca = buildCustomCert (dig "data" "tls.crt" "" $caSecret) (dig "data" "tls.key" "" $caSecret) -}}
+{{- else -}}
+{{- $ca = genCA (printf "%s-ca" (include "railfence.fullname" .)) (int .Values.tls.generated.caValidityDays) -}}
+{{- end -}}
+{{- $caCrt := $ca.Cert | b64enc -}}
+{{- $_ := set $out "ca" (dict "crt" $caCrt "key" ($ca.Key | b64enc)) -}}
+{{- range $c := $need -}}
+{{- $dns := include "railfence.tlsDnsNames" (merge (dict "root" $) $c) | fromJsonArray -}}
+{{- $issuedFor := printf "%s|%s" ($ca.Cert | sha256sum) (join "," $dns) | sha256sum | trunc 32 -}}
+{{- $existing := lookup "v1" "Secret" $.Release.Namespace (include "railfence.tlsSecretName" (dict "root" $ "component" $c.component)) -}}
+{{- if and (eq (dig "metadata" "annotations" "railfence.dev/issued-for" "" $existing) $issuedFor) (dig "data" "tls.crt" "" $existing) (dig "data" "tls.key" "" $existing) -}}
+{{- $_ := set $out $c.component (dict "crt" (dig "data" "tls.crt" "" $existing) "key" (dig "data" "tls.key" "" $existing) "ca" $caCrt "issuedFor" $issuedFor) -}}
+{{- else -}}
+{{- $cert := genSignedCert $c.identity nil $dns (int $.Values.tls.generated.certValidityDays) $ca -}}
+{{- $_ := set $out $c.component (dict "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "ca" $caCrt "issuedFor" $issuedFor) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set .Values "__railfenceTlsGenerated" $out -}}
+{{- end -}}
+{{- index .Values "__railfenceTlsGenerated" | toJson -}}
+{{- end -}}
+
+{{/* The chart's CA Secret (generated certificates only). */}}
+{{- define "railfence.tlsCaSecretName" -}}
+{{- include "railfence.componentName" (dict "root" . "component" "tls-ca") -}}
+{{- end -}}
+
+{{/*
+Pod annotation for components that read their certificate only at start (clients: executor,
+rail-proxy towards the rail): a re-issued chart certificate rolls them on the upgrade that
+re-issues it. Servers reload their files without a restart (tls.reloadIntervalMs).
+*/}}
+{{- define "railfence.tlsRestartAnnotation" -}}
+{{- if and .root.Values.tls.enabled (eq (include "railfence.tlsSource" .) "generated") -}}
+{{- $generated := include "railfence.tlsGenerated" .root | fromJson -}}
+{{- $mine := index $generated .component | default dict -}}
+railfence.dev/tls-certificate: {{ $mine.crt | default "" | sha256sum | trunc 16 | quote }}
+{{- end -}}
 {{- end -}}
 
 {{/* The component's TLS Secret: tls.secrets.<key>, or <fullname>-<component>-tls. */}}
@@ -312,6 +426,49 @@ serve cleartext h2c, which they refuse on 0.0.0.0 unless ALLOW_INSECURE is expli
       - {key: tls.key, path: tls.key}
       - {key: ca.crt, path: ca.crt}
 {{- end }}
+{{- end -}}
+
+{{/* Signed fencing tokens are on (tokenSigning.enabled): "true" or "". */}}
+{{- define "railfence.tokenSigningOn" -}}
+{{- if .Values.tokenSigning.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The chart generates the signing key: on, neither existingSecret nor an External Secrets key. "true" or "". */}}
+{{- define "railfence.tokenSigningChartKey" -}}
+{{- with .Values.tokenSigning -}}
+{{- if and .enabled (not .existingSecret) (not (dig "externalSecret" "key" "" .)) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The signing key's Secret: tokenSigning.existingSecret, or the chart's <fullname>-token-signing. */}}
+{{- define "railfence.tokenSigningSecretName" -}}
+{{- if .Values.tokenSigning.existingSecret -}}
+{{- .Values.tokenSigning.existingSecret -}}
+{{- else -}}
+{{- include "railfence.componentName" (dict "root" . "component" "token-signing") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The chart's generated signing key (base64), once per render (cached in .Values like the
+certificates): the one in its Secret (lookup), else a new random 64-character key.
+*/}}
+{{- define "railfence.tokenSigningGenerated" -}}
+{{- if not (hasKey .Values "__railfenceTokenKey") -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "railfence.tokenSigningSecretName" .) -}}
+{{- $_ := set .Values "__railfenceTokenKey" (dig "data" .Values.tokenSigning.key "" $existing | default (randAlphaNum 64 | b64enc)) -}}
+{{- end -}}
+{{- index .Values "__railfenceTokenKey" -}}
+{{- end -}}
+
+{{/*
+Pod annotation of lock and rail-proxy with the chart's own key: a new key (its Secret deleted,
+then helm upgrade) rolls both onto it in the same upgrade that installs it into paydb.
+*/}}
+{{- define "railfence.tokenSigningRestartAnnotation" -}}
+{{- if include "railfence.tokenSigningChartKey" . -}}
+railfence.dev/token-signing-key: {{ include "railfence.tokenSigningGenerated" . | sha256sum | trunc 16 | quote }}
+{{- end -}}
 {{- end -}}
 
 {{/* URL scheme of in-cluster gRPC calls. */}}
@@ -464,7 +621,7 @@ only pod that does.
     {{- end }}
     {{- end }}
     {{- /* Signed tokens: paydb verifies every payout fence with the lock's key (migration 014). */}}
-    {{- if and (eq $db "paydb") $root.Values.tokenSigning.existingSecret }}
+    {{- if and (eq $db "paydb") (include "railfence.tokenSigningOn" $root) }}
     - name: TOKEN_SIGNING_KEY_FILE
       value: /var/run/secrets/railfence/token-signing/{{ $root.Values.tokenSigning.key }}
     {{- end }}
@@ -474,7 +631,7 @@ only pod that does.
     {{- include "railfence.containerSecurityContext" $root | nindent 4 }}
   volumeMounts:
     {{- include "railfence.tmpVolumeMount" $root | nindent 4 }}
-    {{- if and (eq $db "paydb") $root.Values.tokenSigning.existingSecret }}
+    {{- if and (eq $db "paydb") (include "railfence.tokenSigningOn" $root) }}
     - name: token-signing
       mountPath: /var/run/secrets/railfence/token-signing
       readOnly: true
