@@ -42,6 +42,7 @@ describe("chart: rail-proxy and reconciler timing", () => {
       "railProxy.admissionTimeoutMs=2500",
       "railProxy.forwardBudgetMs=1000",
       "reconciler.contradictionWatchMs=1209600000",
+      "reconciler.unrecordedPaymentWatchMs=172800000",
     ]);
     expect(proxy).toMatchObject({ RAIL_DEADLINE_MS: "4000", AMBIGUITY_MARGIN_MS: "3000", ADMISSION_TIMEOUT_MS: "2500", RAIL_FORWARD_BUDGET_MS: "1000" });
     expect(reconciler).toMatchObject({
@@ -50,11 +51,12 @@ describe("chart: rail-proxy and reconciler timing", () => {
       ADMISSION_TIMEOUT_MS: "2500",
       SETTLEMENT_WINDOW_MS: "3600000",
       CONTRADICTION_WATCH_MS: "1209600000",
+      UNRECORDED_PAYMENT_WATCH_MS: "172800000",
     });
     const p = readProxyConfig(proxy);
     const r = readReconcilerConfig(reconciler);
     expect([p.railDeadlineMs, p.ambiguityMarginMs, p.admissionTimeoutMs, p.forwardBudgetMs]).toEqual([4000, 3000, 2500, 1000]);
-    expect([r.settlementWindowMs, r.contradictionWatchMs]).toEqual([3600000, 1209600000]);
+    expect([r.settlementWindowMs, r.contradictionWatchMs, r.unrecordedWatchMs]).toEqual([3600000, 1209600000, 172800000]);
     // The clocks' allowances: the proxy's against paydb, the reconciler's added to the window.
     expect([readProxyConfig(defaults.proxy).clockSkewAllowanceMs, readReconcilerConfig(defaults.reconciler).clockSkewAllowanceMs]).toEqual([100, 1000]);
   });
@@ -74,6 +76,7 @@ describe("chart: rail-proxy and reconciler timing", () => {
     expect(config.disabledGuards).toEqual([]);
     expect(config.markStore).toBe("paydb");
     expect(readReconcilerConfig(defaults.reconciler).contradictionWatchMs).toBe(7 * 86_400_000);
+    expect(readReconcilerConfig(defaults.reconciler).unrecordedWatchMs).toBe(86_400_000);
   });
 
   // [values, the env they would give] — the chart must refuse exactly what the services refuse.

@@ -45,6 +45,7 @@ describe("values.schema.json", () => {
     ["railProxy.forwardBudgetMs=0", "railProxy.forwardBudgetMs"],
     ["reconciler.settlementWindowMs=0", "reconciler.settlementWindowMs"],
     ["reconciler.contradictionWatchMs=0", "reconciler.contradictionWatchMs"],
+    ["reconciler.unrecordedPaymentWatchMs=0", "reconciler.unrecordedPaymentWatchMs"],
     // Database URLs carry neither user nor password; users are role names.
     ["database.paydb.url=postgresql://railfence@db:5432/paydb", "database.paydb.url"],
     ["database.lockdb.url=postgresql://db:5432/lockdb?user=railfence", "database.lockdb.url"],
@@ -85,6 +86,7 @@ describe("values.schema.json", () => {
       "railProxy.forwardBudgetMs=500",
       "reconciler.settlementWindowMs=60000",
       "reconciler.contradictionWatchMs=86400000",
+      "reconciler.unrecordedPaymentWatchMs=86400000",
       "database.paydb.url=postgresql://db.example:5432/paydb?sslmode=verify-full",
       "database.paydb.credentials.executor.user=_exec_login_2",
       "database.paydb.credentials.auditor.user=x",
