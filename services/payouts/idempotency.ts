@@ -23,6 +23,12 @@ export const REPLAYED_HEADER = "idempotency-replayed";
  * Millisecond precision, rounded down from paydb's microseconds: never later than the truth.
  */
 export const EXPIRES_AT_HEADER = "idempotency-key-expires-at";
+/**
+ * How long this server keeps a key (whole seconds, rounded down), on every CreatePayout answer
+ * that stored one: a client applies it to keys it sent but never heard back about, whose own
+ * expiry it therefore never learned (decision 051).
+ */
+export const RETENTION_HEADER = "railfence-idempotency-retention-seconds";
 export const MAX_KEY_LENGTH = 255;
 /** Visible ASCII only (0x21-0x7E): no spaces, no control characters, no look-alikes. */
 const KEY_PATTERN = /^[\x21-\x7e]+$/;

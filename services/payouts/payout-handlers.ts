@@ -10,7 +10,7 @@ import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/p
 import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
 import type { CallerIdentity } from "./caller-identity.js";
 import { KeyReusedError, type CreatePayout } from "./create-payout.js";
-import { checkIdempotencyKey, EXPIRES_AT_HEADER, readIdempotencyKey, REPLAYED_HEADER } from "./idempotency.js";
+import { checkIdempotencyKey, EXPIRES_AT_HEADER, readIdempotencyKey, REPLAYED_HEADER, RETENTION_HEADER } from "./idempotency.js";
 import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
 import { stateName, toPayout } from "./payout-message.js";
 import type { PayoutStore } from "./payout-store.js";
@@ -33,7 +33,8 @@ export function readTraceparent(headers: Headers): string | null {
 /** Reads never change money, but must still say "unavailable" clearly (and retryably). */
 const readPaydb = <T>(fn: () => Promise<T>) => dbCall("PAYDB", fn);
 
-export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: PayoutStore; callerIdentity: CallerIdentity }) {
+export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: PayoutStore; callerIdentity: CallerIdentity; keyRetentionMs: number }) {
+  const retentionSeconds = String(Math.floor(deps.keyRetentionMs / 1000));
   const { createPayout, payouts, callerIdentity } = deps;
   return (router: ConnectRouter) =>
     router.service(PayoutService, {
@@ -63,11 +64,13 @@ export function payoutRoutes(deps: { createPayout: CreatePayout; payouts: Payout
           if (err instanceof KeyReusedError) {
             const refusal = toConnectError(err);
             refusal.metadata.set(EXPIRES_AT_HEADER, err.keyExpiresAt.toISOString());
+            refusal.metadata.set(RETENTION_HEADER, retentionSeconds);
             throw refusal;
           }
           throw err;
         }
         ctx.responseHeader.set(EXPIRES_AT_HEADER, result.keyExpiresAt.toISOString());
+        ctx.responseHeader.set(RETENTION_HEADER, retentionSeconds);
         if (result.replayed) ctx.responseHeader.set(REPLAYED_HEADER, "true");
         return result.response;
       },

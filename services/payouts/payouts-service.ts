@@ -80,7 +80,7 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     port: config.port,
     metricsPort: config.metricsPort,
     serviceNames: [PayoutService.typeName],
-    routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId) }),
+    routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId), keyRetentionMs: config.retentionMs }),
     registry,
     logger,
     readMaxBytes: REQUEST_MAX_BYTES.payouts,

@@ -14,7 +14,8 @@ import { errorInfo, errorReason } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { admitRequest, methodNotFound, type GateLimits, type Refusal } from "./request-gate.js";
 import { writeRefusal } from "./refusal.js";
-import { formatClientTimeout } from "./wire-protocol.js";
+import { formatClientTimeout, requestProtocol } from "./wire-protocol.js";
+import { checkedRequestStream } from "./request-stream.js";
 import { createUnaryServer, directUnaryEnabled, recordUnaryImpls, servedDirectly } from "./grpc-unary-server.js";
 
 export interface GatedAdapterOptions extends ConnectRouterOptions {
@@ -61,8 +62,18 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
     const method: DescMethod = handler.method;
     if (method.methodKind === "bidi_streaming" || method.methodKind === "client_streaming") {
       // Streams of requests (gRPC reflection is the only one railfence serves) have no single body
-      // to gate: connect-node reads them as they come, under the framework's own limits.
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, opts.contextValues?.(req));
+      // to gate: connect-node reads them as they come, each message first checked as the gate
+      // checks one (request-stream.ts), so a malformed one is invalid_argument, not internal.
+      const protocol = requestProtocol(one(req.headers[":method"]), one(req.headers["content-type"]), true);
+      const body = protocol?.enveloped
+        ? checkedRequestStream(req, {
+            input: method.input,
+            binary: protocol.binary,
+            encoding: one(req.headers[protocol.encodingHeader]),
+            maxMessageBytes: opts.limits.maxMessageBytes,
+          })
+        : undefined;
+      const uReq = universalRequestFromNodeRequest(req, res, body as never, opts.contextValues?.(req));
       void handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((err: unknown) =>

@@ -10,25 +10,39 @@
  *
  * Register it last (`registerReflection(router)` after every other service), so its answers
  * are read from the router's handlers at call time and always match what is really served.
+ *
+ * Besides the services' files it serves every file a response can mention without importing it:
+ * google/rpc/error_details.proto (the ErrorInfo and RetryInfo on every refusal) and
+ * google/rpc/status.proto (grpc-status-details-bin), so grpcurl and buf curl print a refusal's
+ * details decoded instead of "google.rpc.ErrorInfo is not recognized".
  */
 import { toBinary, type DescFile, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, type ConnectRouter } from "@connectrpc/connect";
 import { ServerReflection as ReflectionV1, type ServerReflectionRequest } from "./gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1Alpha } from "./gen/grpc/reflection/v1alpha/reflection_pb.js";
+import { file_google_rpc_error_details } from "./gen/google/rpc/error_details_pb.js";
+import { file_google_rpc_status } from "./gen/google/rpc/status_pb.js";
+
+/** Files no service imports but every answer may carry: error details and the status around them. */
+const RESPONSE_FILES: readonly DescFile[] = [file_google_rpc_status, file_google_rpc_error_details];
 
 /** Fully qualified names of the reflection services (authz.ts opens them to identified callers). */
 export const REFLECTION_SERVICES: readonly string[] = [ReflectionV1.typeName, ReflectionV1Alpha.typeName];
 
-/** The files behind the router's services, with every file they import, by file name. */
+/**
+ * The files behind the router's services, with every file they import, by file name as clients
+ * ask for it: "google/rpc/status.proto" (the descriptor's name; DescFile.name drops ".proto").
+ */
 function filesOf(services: Iterable<DescService>): Map<string, DescFile> {
   const files = new Map<string, DescFile>();
   const add = (f: DescFile) => {
-    if (files.has(f.name)) return;
-    files.set(f.name, f);
+    if (files.has(f.proto.name)) return;
+    files.set(f.proto.name, f);
     for (const dep of f.dependencies) add(dep);
   };
   for (const s of services) add(s.file);
+  for (const f of RESPONSE_FILES) add(f);
   return files;
 }
 

@@ -46,8 +46,25 @@ describe("decodeJsonRequest", () => {
     });
   });
 
-  it("accepts well-formed surrogate pairs and ignores unknown fields (as connect-node does)", () => {
-    expect(decodeJsonRequest(AcquireRequestSchema, utf8('{"owner":"\\ud83d\\ude00","extra":1}')).owner).toBe("\u{1f600}");
+  it("accepts well-formed surrogate pairs", () => {
+    expect(decodeJsonRequest(AcquireRequestSchema, utf8('{"owner":"\\ud83d\\ude00"}')).owner).toBe("\u{1f600}");
+  });
+
+  it("refuses a key that names no field, at any depth, naming it (decision 050)", () => {
+    expect(refusal(() => decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"accountId":"a","clientRefrence":"order-1"}')))).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: "UNKNOWN_FIELD",
+      field: "clientRefrence",
+    });
+    expect(refusal(() => decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"amount":{"amountMinr":"5","currency":"EUR"}}')))).toMatchObject({
+      reason: "UNKNOWN_FIELD",
+      field: "amount.amountMinr",
+    });
+    // A long key is echoed shortened: the refusal stays small.
+    expect(refusal(() => decodeJsonRequest(AcquireRequestSchema, utf8(`{"${"k".repeat(500)}":1}`)))).toMatchObject({ field: `${"k".repeat(64)}...` });
+    // Both spellings of a real field are fields: the proto name and the JSON name.
+    expect(decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"client_reference":"r1"}')).clientReference).toBe("r1");
+    expect(decodeJsonRequest(CreatePayoutRequestSchema, utf8('{"clientReference":"r2"}')).clientReference).toBe("r2");
   });
 
   it("never lets decoder text through: any bytes decode or refuse with our own words", () => {
@@ -55,7 +72,9 @@ describe("decodeJsonRequest", () => {
       fc.property(fc.oneof(fc.uint8Array({ maxLength: 60 }), fc.json().map(utf8)), (bytes) => {
         for (const decode of [decodeJsonRequest, decodeBinaryRequest]) {
           const r = refusal(() => decode(AcquireRequestSchema, bytes));
-          if (r) {
+          if (r?.reason === "UNKNOWN_FIELD") {
+            expect(r.message).toMatch(/^unknown field ".*" in railfence\.lock\.v1\.AcquireRequest$/s);
+          } else if (r) {
             expect(r.reason).toBe("MALFORMED_REQUEST");
             expect(r.message).toMatch(/^malformed request: [a-z0-9 ]+( \(field [a-z_.]+\))?$/);
           }

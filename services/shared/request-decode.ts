@@ -48,8 +48,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /**
  * Decodes a Connect JSON body: strict UTF-8 (a replacement character would silently change the
- * text), no lone surrogates in any string (they cannot be represented in protobuf), unknown
- * fields ignored as connect-node does; throws malformedRequest.
+ * text), no lone surrogates in any string (they cannot be represented in protobuf), and no key
+ * that names no field: a typo ("clientRefrence") would otherwise drop the value silently and
+ * run the request without it (decision 050). Throws malformedRequest or unknownField.
  */
 export function decodeJsonRequest<D extends DescMessage>(desc: D, bytes: Uint8Array): MessageShape<D> {
   let json: unknown;
@@ -59,11 +60,48 @@ export function decodeJsonRequest<D extends DescMessage>(desc: D, bytes: Uint8Ar
     throw malformedRequest(err instanceof SyntaxError ? "invalid_json" : "invalid_utf8", undefined, err);
   }
   if (hasLoneSurrogate(json)) throw malformedRequest("invalid_utf8");
+  const unknown = unknownJsonField(desc, json);
+  if (unknown !== undefined) throw unknownField(desc, unknown);
   try {
-    return fromJson(desc, json as never, { ignoreUnknownFields: true });
+    // Strict as well: an unknown enum name is refused (invalid_value), not read as unset.
+    return fromJson(desc, json as never, { ignoreUnknownFields: false });
   } catch (err) {
     throw malformedRequest("invalid_value", isFieldError(err) ? err.field().name : jsonErrorField(desc, err), err);
   }
+}
+
+/** Longest unknown key echoed back (the client wrote it; a refusal must stay small). */
+const MAX_ECHOED_KEY = 64;
+
+/** The refusal for a JSON key that names no field; `path` is the key as written, under its parents. */
+export function unknownField(desc: DescMessage, path: string): DomainError {
+  const field = path.length > MAX_ECHOED_KEY ? `${path.slice(0, MAX_ECHOED_KEY)}...` : path;
+  return new DomainError(REASONS.UNKNOWN_FIELD, `unknown field ${JSON.stringify(field)} in ${desc.typeName}`, { field });
+}
+
+/**
+ * The first key of a JSON request that is neither the proto name nor the JSON name of a field,
+ * looked for through nested messages (lists and maps of messages included), as a dotted path:
+ * parents by proto name, the unknown key as the client wrote it. Well-known types have JSON
+ * forms of their own and are left to fromJson, which refuses their unknown keys too.
+ */
+export function unknownJsonField(desc: DescMessage, json: unknown, prefix = ""): string | undefined {
+  if (json === null || typeof json !== "object" || Array.isArray(json) || desc.typeName.startsWith("google.protobuf.")) return undefined;
+  for (const [key, value] of Object.entries(json)) {
+    const field = desc.fields.find((f) => f.name === key || f.jsonName === key);
+    if (!field) return `${prefix}${key}`;
+    if (value === null || typeof value !== "object") continue;
+    const path = `${prefix}${field.name}.`;
+    let found: string | undefined;
+    if (field.fieldKind === "message") found = unknownJsonField(field.message, value, path);
+    else if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
+      for (const item of value) found ??= unknownJsonField(field.message, item, path);
+    } else if (field.fieldKind === "map" && field.mapKind === "message") {
+      for (const [k, item] of Object.entries(value)) found ??= unknownJsonField(field.message, item, `${path}${k}.`);
+    }
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /**

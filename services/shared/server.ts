@@ -196,6 +196,9 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
     },
     logger: opts.logger,
     acceptCompression: [compressionGzip, compressionBrotli],
+    // The gate already refuses unknown JSON keys (request-decode.ts, decision 050); connect-node
+    // reads streamed requests itself, and must not drop a typo there either.
+    jsonOptions: { ignoreUnknownFields: false },
     readMaxBytes: opts.readMaxBytes,
     writeMaxBytes: LIMITS.writeMaxBytes,
     maxTimeoutMs: LIMITS.maxTimeoutMs,

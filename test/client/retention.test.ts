@@ -8,9 +8,18 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PayoutService } from "../../clients/typescript/src/gen/railfence/payouts/v1/payouts_pb.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { FileKeyStore, IntentExpiredError, requestFingerprint, type PayoutRequest } from "../../clients/typescript/src/index.js";
+import {
+  FileKeyStore,
+  IDEMPOTENCY_KEY_HEADER,
+  IntentExpiredError,
+  RETENTION_HEADER,
+  requestFingerprint,
+  type PayoutRequest,
+} from "../../clients/typescript/src/index.js";
 import { eventually } from "../support/clients.js";
 import { countPayouts, createPaydb, dropPaydb, sql, startPayouts } from "../payouts/support.js";
 import { library } from "./support.js";
@@ -102,5 +111,47 @@ describe("a key never outlives the server's memory of it", () => {
     await eventually(async () => svc.lines.some((l) => l.includes("LookupPayout")), "the lookup in the server's log");
     expect(createAttempts()).toBe(creates);
     expect(await countPayouts(paydb, "account_id = 'acct-never-answered'")).toBe(0);
+  });
+
+  it("a key never answered, older than the retention the server announced but younger than the client's default, is not sent (decision 051)", async () => {
+    const request = body("acct-announced");
+    // Minted 5 s ago, then the process died before any answer: its own expiry is unknown, and the
+    // client's default (23 h) would still send it, while this server forgot such a key after 3 s.
+    const mint = async (dirName: string) => {
+      const store = new FileKeyStore(join(dir, dirName));
+      await store.putIfAbsent("order-young", { key: `k-young-${dirName}`, fingerprint: requestFingerprint(request), createdAt: Date.now() - 5000 });
+      return store;
+    };
+    const rf = client({ keyStore: await mint("announced") });
+    // Any answer announces the retention: an unrelated payout by the same client.
+    const other = await rf.payouts.create(body("acct-announcer"));
+    expect(other.payout.payoutId).not.toBe("");
+    const creates = createAttempts();
+    const err = await rf.payouts.create(request, { id: "order-young" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(IntentExpiredError);
+    expect(err).toMatchObject({ intentId: "order-young", idempotencyKey: "k-young-announced" });
+    expect(createAttempts()).toBe(creates);
+    expect(await countPayouts(paydb, "account_id = 'acct-announced'")).toBe(0);
+
+    // Control: a client that has heard no announcement sends the same young key (the check can fail).
+    const unaware = client({ keyStore: await mint("unaware") });
+    const sent = await unaware.payouts.create(request, { id: "order-young" });
+    expect(sent.lookedUp).toBeFalsy();
+    expect(await countPayouts(paydb, "account_id = 'acct-announced'")).toBe(1);
+  });
+
+  it("every CreatePayout answer that stored a key announces the server's retention in whole seconds", async () => {
+    const rf = client();
+    let announced: string | null = null;
+    const intent = await rf.payouts.intent(body("acct-header"));
+    const transport = rf.transport(svc.url);
+    await createClient(PayoutService, transport).createPayout(
+      { ...intent.request, amount: { ...intent.request.amount } },
+      { headers: { [IDEMPOTENCY_KEY_HEADER]: intent.key }, onHeader: (h) => (announced = h.get(RETENTION_HEADER)) },
+    );
+    expect(announced).toBe(String(RETENTION_MS / 1000));
   });
 });

@@ -6,10 +6,12 @@
  * without a certificate can.
  */
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { fromBinary } from "@bufbuild/protobuf";
-import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { create, createFileRegistry, fromBinary, toJson } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { Pki } from "../../tools/harness/pki.js";
@@ -145,5 +147,89 @@ describe("gRPC reflection", () => {
       case: "allExtensionNumbersResponse",
       value: { baseTypeName: "railfence.railproxy.v1.Submission", extensionNumber: [] },
     });
+  });
+
+  it("serves the files a refusal mentions: google.rpc.ErrorInfo and google.rpc.Status, with their imports", async () => {
+    const client = mesh.client(ServerReflection, mesh.payouts!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    async function* requests() {
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "google.rpc.ErrorInfo" } };
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "google.rpc.RetryInfo" } };
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "google.rpc.Status" } };
+      yield { host: "", messageRequest: { case: "fileByFilename" as const, value: "google/rpc/error_details.proto" } };
+    }
+    const files = [];
+    for await (const a of client.serverReflectionInfo(requests())) {
+      expect(a.messageResponse.case).toBe("fileDescriptorResponse");
+      files.push(
+        (a.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name),
+      );
+    }
+    expect(files).toEqual([
+      ["google/protobuf/duration.proto", "google/rpc/error_details.proto"],
+      ["google/protobuf/duration.proto", "google/rpc/error_details.proto"],
+      ["google/protobuf/any.proto", "google/rpc/status.proto"],
+      ["google/protobuf/duration.proto", "google/rpc/error_details.proto"],
+    ]);
+  });
+
+  it("a tool with nothing but reflection decodes a refusal's ErrorInfo (what grpcurl does with an Any it meets)", async () => {
+    // buf curl prints each detail as type + base64 value (its error writer decodes only types
+    // compiled into it); grpcurl resolves the type through reflection, as done here.
+    const r = await bufCurl(["--protocol", "grpc", "-d", "{}", `${mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
+    expect(r.code).not.toBe(0);
+    const printed = JSON.parse(r.stderr) as { code: string; details: { type: string; value: string }[] };
+    expect(printed.code).toBe("invalid_argument");
+    const detail = printed.details.find((d) => d.type === "google.rpc.ErrorInfo")!;
+
+    const client = mesh.client(ServerReflection, mesh.lock!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    async function* requests() {
+      yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: detail.type } };
+    }
+    const protos = [];
+    for await (const a of client.serverReflectionInfo(requests())) {
+      expect(a.messageResponse.case, JSON.stringify(a.messageResponse.value)).toBe("fileDescriptorResponse");
+      for (const b of (a.messageResponse.value as { fileDescriptorProto: Uint8Array[] }).fileDescriptorProto)
+        protos.push(fromBinary(FileDescriptorProtoSchema, b));
+    }
+    const registry = createFileRegistry(create(FileDescriptorSetSchema, { file: protos }));
+    const type = registry.getMessage(detail.type);
+    expect(type, `reflection did not describe ${detail.type}`).toBeDefined();
+    const info = toJson(type!, fromBinary(type!, Buffer.from(detail.value, "base64")));
+    expect(info).toEqual({ reason: "FIELD_REQUIRED", domain: "railfence.dev", metadata: { field: "key" } });
+  });
+
+  it("a malformed reflection message is invalid_argument MALFORMED_REQUEST, for a plain grpc-js client; a well-formed one is answered", async () => {
+    const op = mesh.identityFiles("operator");
+    const creds = grpc.credentials.createSsl(readFileSync(op.ca), readFileSync(op.key), readFileSync(op.cert));
+    const client = new grpc.Client(mesh.proxies[0]!.url.replace("https://", ""), creds);
+    const raw = (b: Buffer) => b;
+    /** Sends one message of raw bytes on the reflection stream; resolves with the answers and the final status. */
+    const exchange = (message: Buffer) =>
+      new Promise<{ answers: number; status: grpc.StatusObject }>((resolve) => {
+        let answers = 0;
+        const call = client.makeBidiStreamRequest("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", raw, raw);
+        call.on("data", () => answers++);
+        call.on("error", () => {});
+        call.on("status", (status: grpc.StatusObject) => resolve({ answers, status }));
+        call.write(message);
+        call.end();
+      });
+    try {
+      // list_services = "" (field 7, length 0): well-formed, answered.
+      const ok = await exchange(Buffer.from([0x3a, 0x00]));
+      expect(ok.status.code, ok.status.details).toBe(grpc.status.OK);
+      expect(ok.answers).toBe(1);
+      // host (field 1) declares 5 bytes and carries 1: truncated.
+      const truncated = await exchange(Buffer.from([0x0a, 0x05, 0x61]));
+      expect(truncated.status.code, truncated.status.details).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(truncated.answers).toBe(0);
+      const details = truncated.status.metadata.get("grpc-status-details-bin")[0] as Buffer;
+      expect(details.toString("latin1")).toContain("MALFORMED_REQUEST");
+      // file_by_filename (field 3, a string) sent as a varint: the wrong wire type.
+      const wrongType = await exchange(Buffer.from([0x18, 0x01]));
+      expect(wrongType.status.code, wrongType.status.details).toBe(grpc.status.INVALID_ARGUMENT);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -65,6 +65,7 @@ export function createRailfenceClient(o: RailfenceClientOptions): RailfenceClien
     deadlineMs,
     timeoutMs,
     keyRetentionMs: o.keyRetentionMs ?? 23 * 3_600_000,
+    announced: {},
   });
   const railProxy = new RailProxyClient({ urls: o.railProxyUrls ?? [], transports, policy, deadlineMs, timeoutMs });
   return { payouts, railProxy, transport: (url) => transports.get(url), close: () => transports.close() };

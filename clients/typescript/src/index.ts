@@ -10,6 +10,7 @@ export {
   IDEMPOTENCY_KEY_HEADER,
   REPLAYED_HEADER,
   EXPIRES_AT_HEADER,
+  RETENTION_HEADER,
   type CreatePayoutResult,
   type IntentOptions,
   type PayoutRequest,

@@ -23,6 +23,8 @@ export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
 export const REPLAYED_HEADER = "idempotency-replayed";
 /** When the server forgets the key (RFC 3339 UTC), on every CreatePayout answer tied to a stored key. */
 export const EXPIRES_AT_HEADER = "idempotency-key-expires-at";
+/** How long the server keeps keys, in whole seconds, on every CreatePayout answer that stored one. */
+export const RETENTION_HEADER = "railfence-idempotency-retention-seconds";
 
 /**
  * How long before the server's stated expiry a key stops being sent: clocks differ and a request
@@ -77,6 +79,12 @@ export interface PayoutsSettings {
    * (its `idempotency-key-expires-at` header replaces this once it answers); default 23 h.
    */
   keyRetentionMs: number;
+  /**
+   * The retention the server last announced (`railfence-idempotency-retention-seconds`), shared
+   * by every intent of this client: a key whose own expiry was never learned (no answer came
+   * back) is not sent once it is older than this, even if keyRetentionMs is longer (decision 051).
+   */
+  announced: { retentionMs?: number };
 }
 
 /** sha256 of the request's fields: the body the key is bound to. */
@@ -113,10 +121,13 @@ export class PayoutIntent {
 
   /**
    * The moment from which this key is no longer sent: the server's stated expiry less a margin,
-   * or, while the server has not said, `keyRetentionMs` after the key was minted.
+   * or, while the server has not said, `keyRetentionMs` (or the shorter retention the server
+   * last announced) after the key was minted: the key was minted before the server first saw
+   * it, so the server remembers it at least that long.
    */
   get usableUntil(): Date {
-    if (this.expiresAt === undefined) return new Date(this.createdAt + this.s.keyRetentionMs);
+    if (this.expiresAt === undefined)
+      return new Date(this.createdAt + Math.min(this.s.keyRetentionMs, this.s.announced.retentionMs ?? Number.POSITIVE_INFINITY));
     const margin = Math.min(EXPIRY_MARGIN_MS, Math.max(0, (this.expiresAt - this.createdAt) / 2));
     return new Date(this.expiresAt - margin);
   }
@@ -147,6 +158,8 @@ export class PayoutIntent {
               replayed = h.get(REPLAYED_HEADER) === "true";
               const at = Date.parse(h.get(EXPIRES_AT_HEADER) ?? "");
               if (Number.isFinite(at)) expiresAt = at;
+              const seconds = h.get(RETENTION_HEADER);
+              if (seconds !== null && /^\d{1,10}$/.test(seconds)) s.announced.retentionMs = Number(seconds) * 1000;
             },
           },
         );

@@ -101,6 +101,12 @@ const DEFINITIONS = {
     area: "gate",
     meaning: "The body is not exactly one well-formed message of the method's type (metadata problem, and field when one is at fault).",
   },
+  UNKNOWN_FIELD: {
+    code: Code.InvalidArgument,
+    retry: "final",
+    area: "gate",
+    meaning: "A JSON request names a field the method's message does not have (metadata field, its path); a typo is refused, never dropped: nothing ran.",
+  },
 
   // --- field validation (validation.ts and the handlers) ---
   FIELD_REQUIRED: { code: Code.InvalidArgument, retry: "final", area: "fields", meaning: "A required field is empty (metadata field)." },
