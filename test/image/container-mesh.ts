@@ -48,8 +48,16 @@ export class ContainerMesh {
 
   constructor(readonly image: string) {}
 
+  /** The test's Secrets, and those the chart renders itself (the token-signing key it generates). */
   get secrets() {
-    return secrets(this.logins, this.railCredential);
+    const rendered: Record<string, Record<string, string>> = {};
+    for (const o of this.objects.filter((x) => x.kind === "Secret")) {
+      const data: Record<string, string> = {};
+      for (const [k, v] of Object.entries((o.data ?? {}) as Record<string, string>)) data[k] = Buffer.from(v, "base64").toString("utf8");
+      Object.assign(data, (o.stringData ?? {}) as Record<string, string>);
+      rendered[o.metadata.name] = data;
+    }
+    return { ...rendered, ...secrets(this.logins, this.railCredential) };
   }
 
   /** Network, receiver, PostgreSQL, the chart rendered, migrations, then every Deployment ready. */
