@@ -15,6 +15,7 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import pg from "pg";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { root } from "../helm/helm-tool.js";
+import { renderedSecrets } from "../helm/pod-env.js";
 import { render, type K8sObject } from "../helm/render.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";
 import { chartContainers, containerOptions, find, graceSeconds, readinessProbe, type ChartContainer } from "./chart-pods.js";
@@ -50,14 +51,7 @@ export class ContainerMesh {
 
   /** The test's Secrets, and those the chart renders itself (the token-signing key it generates). */
   get secrets() {
-    const rendered: Record<string, Record<string, string>> = {};
-    for (const o of this.objects.filter((x) => x.kind === "Secret")) {
-      const data: Record<string, string> = {};
-      for (const [k, v] of Object.entries((o.data ?? {}) as Record<string, string>)) data[k] = Buffer.from(v, "base64").toString("utf8");
-      Object.assign(data, (o.stringData ?? {}) as Record<string, string>);
-      rendered[o.metadata.name] = data;
-    }
-    return { ...rendered, ...secrets(this.logins, this.railCredential) };
+    return { ...renderedSecrets(this.objects), ...secrets(this.logins, this.railCredential) };
   }
 
   /** Network, receiver, PostgreSQL, the chart rendered, migrations, then every Deployment ready. */

@@ -19,7 +19,7 @@ import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { databaseUrl } from "../../services/shared/config.js";
 import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
-import { containerEnv, type Secrets } from "../helm/pod-env.js";
+import { containerEnv, renderedSecrets, type Secrets } from "../helm/pod-env.js";
 import { containers, podSpecs, render } from "../helm/render.js";
 
 const OWNER = "rf_owner";
@@ -72,6 +72,11 @@ function chart(): ReturnType<typeof render> {
   return rendered;
 }
 
+/** The test's Secrets and those the release renders itself (its generated signing key, CA, certificates). */
+function withChartSecrets(): Secrets {
+  return { ...renderedSecrets(chart()), ...secrets };
+}
+
 function secretsNow(): Secrets {
   // rail-proxy's pod also mounts the rail credential.
   return {
@@ -95,7 +100,7 @@ async function runJob(): Promise<Array<{ container: string; code: number | null;
   const out = [];
   for (const c of containers(job.spec)) {
     expect(c.command.slice(0, 3)).toEqual(["node", "--max-old-space-size=96", "dist/services/migrate/main.js"]);
-    const r = await migrateProcess(containerEnv(job.spec, c, secrets, base), c.command.slice(3));
+    const r = await migrateProcess(containerEnv(job.spec, c, withChartSecrets(), base), c.command.slice(3));
     out.push({ container: c.name, ...r });
     if (r.code !== 0) break;
   }
@@ -106,7 +111,7 @@ async function runJob(): Promise<Array<{ container: string; code: number | null;
 function componentUrl(component: ServiceRole): string {
   const w = WORKLOAD[component];
   const pod = podSpecs(chart()).find((p) => p.component === w.pod)!;
-  const env = containerEnv(pod.spec, pod.spec.containers[0], secrets, mkdtempSync(join(dir, `${component}-`)));
+  const env = containerEnv(pod.spec, pod.spec.containers[0], withChartSecrets(), mkdtempSync(join(dir, `${component}-`)));
   return databaseUrl(env[w.url]!, env[w.file], w.file);
 }
 
