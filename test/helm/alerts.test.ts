@@ -84,49 +84,62 @@ function balanced(expr: string): boolean {
 
 describe("alert rules", () => {
   it.each([
-    ["RailDuplicateSubmissionAttempted", /increase\(rail_duplicate_attempted_total\[5m\]\)\) > 0/, "page"],
-    ["RailProxyFencingDisabled", /min\(rail_proxy_fencing_enabled\) < 1/, "page"],
-    ["RailProxyPaydbNotDurable", /min\(rail_proxy_paydb_durable\) < 1/, "page"],
-    ["RailAmbiguousSubmissionUnresolved", /max\(rail_ambiguous_oldest_age_seconds\) > \d+/, undefined],
-    ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\[5m\]\)/, undefined],
-    ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
-    ["RailProxyReplicasLow", /count\(up\{job=~"\.\*rail-proxy\.\*"\} == 1\).*< 2/, "page"],
-    ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\[5m\]\)\) > 0/, "page"],
-    ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\[10m\]\)/, "ticket"],
+    ["RailDuplicateSubmissionAttempted", /increase\(rail_duplicate_attempted_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
+    ["RailProxyFencingDisabled", /min by \(namespace\) \(rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
+    ["RailProxyPaydbNotDurable", /min by \(namespace\) \(rail_proxy_paydb_durable\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
+    ["RailAmbiguousSubmissionUnresolved", /max by \(namespace\) \(rail_ambiguous_oldest_age_seconds\{namespace="RELEASE_NAMESPACE"\}\) > \d+/, undefined],
+    ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)/, undefined],
+    ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{namespace="RELEASE_NAMESPACE", outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
+    [
+      "RailProxyReplicasLow",
+      /^\(sum by \(namespace\) \(up\{namespace="RELEASE_NAMESPACE", job=~"\.\+-rail-proxy"\}\) or 0 \* absent\(up\{namespace="RELEASE_NAMESPACE", job=~"\.\+-rail-proxy"\}\)\) < 2$/,
+      "page",
+    ],
+    ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
+    ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\{namespace="RELEASE_NAMESPACE"\}\[10m\]\)/, "ticket"],
     // Issue 12: late answers, contradictions, binding refusals, guards, payouts held for a human.
-    ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
+    ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{namespace="RELEASE_NAMESPACE", previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
     [
       "RailResolutionContradicted",
-      /increase\(rail_resolution_contradicted_total\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\[15m\]\)\) > 0/,
+      /increase\(rail_resolution_contradicted_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/,
       "page",
     ],
-    ["ReconcilerPaidButFailed", /increase\(reconciler_paid_but_failed_total\[15m\]\)\) > 0/, "page"],
-    ["ReconcilerPaymentsWithoutIntent", /increase\(reconciler_payments_without_intent_total\[15m\]\)\) > 0/, "page"],
+    ["ReconcilerPaidButFailed", /increase\(reconciler_paid_but_failed_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
+    ["ReconcilerPaymentsWithoutIntent", /increase\(reconciler_payments_without_intent_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
     [
       "RailProxyBindingRefusedCallerMisbehaviour",
-      /rail_proxy_binding_refused_total\{reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
+      /rail_proxy_binding_refused_total\{namespace="RELEASE_NAMESPACE", reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
       "page",
     ],
-    ["RailProxyGuardDisabled", /min by \(guard\) \(rail_proxy_guard_enabled\) < 1/, "page"],
+    ["RailProxyGuardDisabled", /min by \(namespace, guard\) \(rail_proxy_guard_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
     [
       "ExecutorPayoutNeedsAttentionMoneyAtRisk",
-      /executor_needs_attention_total\{reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "page",
     ],
     [
       "ExecutorPayoutNeedsAttention",
-      /executor_needs_attention_total\{reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
       "ticket",
     ],
-    ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\[15m\]\)\) > 0/, "ticket"],
-    ["RailLateAnswerAfterSweep", /rail_late_answer_total\{previous_state="TIMEOUT"\}/, "ticket"],
-    ["RailProxyRequestSentLate", /increase\(rail_proxy_request_sent_late_total\[1h\]\)\) > 0/, "ticket"],
-    ["RailProxyStaleBindingRefusals", /rail_proxy_binding_refused_total\{reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/, "ticket"],
+    ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "ticket"],
+    ["RailLateAnswerAfterSweep", /rail_late_answer_total\{namespace="RELEASE_NAMESPACE", previous_state="TIMEOUT"\}/, "ticket"],
+    ["RailProxyRequestSentLate", /increase\(rail_proxy_request_sent_late_total\{namespace="RELEASE_NAMESPACE"\}\[1h\]\)\) > 0/, "ticket"],
+    [
+      "RailProxyStaleBindingRefusals",
+      /rail_proxy_binding_refused_total\{namespace="RELEASE_NAMESPACE", reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/,
+      "ticket",
+    ],
+    // One absent() per scraped component, scoped to the release's namespace (decision 055).
+    ["RailProxyMetricsAbsent", /^absent\(rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    ["LockMetricsAbsent", /^absent\(lock_grants_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "ticket"],
+    ["PayoutsMetricsAbsent", /^absent\(payouts_created_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    ["ExecutorMetricsAbsent", /^absent\(executor_in_flight\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
     // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
-    ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{job_name=~"[^"]+"\}\) > 0$/, "page"],
+    ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{namespace="RELEASE_NAMESPACE", job_name=~"[^"]+"\}\) > 0$/, "page"],
     [
       "RailfenceAuditNotSucceeding",
-      /time\(\) - \(max by \(namespace, cronjob\) \(kube_cronjob_status_last_successful_time\{cronjob=~"[^"]+"\}\) or max by \(namespace, cronjob\) \(kube_cronjob_created\{cronjob=~"[^"]+"\}\)\)\) > 129600/,
+      /time\(\) - \(max by \(namespace, cronjob\) \(kube_cronjob_status_last_successful_time\{namespace="RELEASE_NAMESPACE", cronjob=~"[^"]+"\}\) or max by \(namespace, cronjob\) \(kube_cronjob_created\{namespace="RELEASE_NAMESPACE", cronjob=~"[^"]+"\}\)\)\) > 129600/,
       "ticket",
     ],
   ])("%s is defined with the expected expression", (name, pattern, severity) => {
@@ -214,8 +227,11 @@ describe("alert rules", () => {
     expect(failedJob.test("rf-railfence-audit")).toBe(false);
   });
 
-  it("the PrometheusRule ships exactly the rules in files/alerts.yaml", () => {
-    const rule = render({ set: ["prometheusRule.enabled=true"] }).find((o) => o.kind === "PrometheusRule")!;
-    expect(rule.spec).toEqual(parse(text));
+  it("the PrometheusRule ships the rules in files/alerts.yaml with the release's namespace put in", () => {
+    for (const namespace of ["payments", "staging"]) {
+      const rule = render({ namespace, set: ["prometheusRule.enabled=true"] }).find((o) => o.kind === "PrometheusRule")!;
+      expect(rule.spec).toEqual(parse(text.replaceAll("RELEASE_NAMESPACE", namespace)));
+      expect(JSON.stringify(rule.spec)).not.toContain("RELEASE_NAMESPACE");
+    }
   });
 });
