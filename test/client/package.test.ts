@@ -14,13 +14,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../services/shared/project-root.js";
+import { countPayouts, createPaydb, dropPaydb, startPayouts } from "../payouts/support.js";
 
 const pkgDir = join(projectRoot(), "clients", "typescript");
 const pkg = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as {
   name: string;
   version: string;
   dependencies: Record<string, string>;
-  exports: Record<string, { types: string; import: string }>;
+  exports: Record<string, { types: string; default: string }>;
 };
 
 let dir: string;
@@ -51,24 +52,57 @@ afterAll(() => {
 });
 
 /** A fresh consumer project with these tarballs installed offline; returns its folder. */
-function consumer(name: string, tarballs: string[]): string {
-  const app = join(dir, name);
-  mkdirSync(app, { recursive: true });
-  writeFileSync(join(app, "package.json"), JSON.stringify({ name, version: "1.0.0", private: true, type: "module" }));
-  npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", ...tarballs], app);
-  return app;
+function consumer(name: string, tarballs: string[], type: "module" | "commonjs" = "module"): string {
+  const appDir = join(dir, name);
+  mkdirSync(appDir, { recursive: true });
+  writeFileSync(join(appDir, "package.json"), JSON.stringify({ name, version: "1.0.0", private: true, type }));
+  npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", ...tarballs], appDir);
+  return appDir;
+}
+
+/** The ES module consumer with the real tarball, installed once for the tests that use it. */
+let installedApp: string | undefined;
+function app(): string {
+  installedApp ??= consumer("app", [tarball, ...deps.values()]);
+  return installedApp;
 }
 
 function walk(d: string): string[] {
   return readdirSync(d).flatMap((f) => (statSync(join(d, f)).isDirectory() ? walk(join(d, f)) : [join(d, f)]));
 }
 
-/** Runs an ES module script inside app (so imports resolve from app/node_modules only). */
-function runIn(app: string, script: string): string {
-  const file = join(app, "use.mjs");
-  writeFileSync(file, script);
-  return execFileSync(process.execPath, [file], { cwd: app, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+/** Runs a script inside app (so imports resolve from app/node_modules only): ES module, or CommonJS. */
+function runIn(appDir: string, script: string, file = "use.mjs", env: Record<string, string> = {}): string {
+  writeFileSync(join(appDir, file), script);
+  return execFileSync(process.execPath, [join(appDir, file)], {
+    cwd: appDir,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  }).trim();
 }
+
+/** The same use from CommonJS: require() of the package by name (Node >= 20.19 loads its ES modules). */
+const USE_CJS = `
+const { createRailfenceClient, REASONS } = require("@railfence/client");
+const rf = createRailfenceClient({ payoutsUrl: "http://127.0.0.1:1" });
+rf.payouts.intent({ accountId: "a", amount: { amountMinor: 5n, currency: "EUR" }, beneficiary: "b" }, { id: "order-1" }).then((i) => {
+  rf.close();
+  console.log(JSON.stringify({ key: typeof i.key, reason: REASONS.FENCED_OUT.reason }));
+});
+`;
+
+/** Against a running payouts service: one intent created twice is one payout; it serialises to JSON. */
+const USE_MESH = `
+import { createRailfenceClient, payoutToJson } from "@railfence/client";
+const rf = createRailfenceClient({ payoutsUrl: process.env.PAYOUTS_URL });
+const intent = await rf.payouts.intent({ accountId: "acct-packed", amount: { amountMinor: 1234n, currency: "EUR" }, beneficiary: "ben-packed" }, { id: "packed-1" });
+const first = await intent.submit();
+const again = await rf.payouts.intent({ accountId: "acct-packed", amount: { amountMinor: 1234n, currency: "EUR" }, beneficiary: "ben-packed" }, { id: "packed-1" }).then((i) => i.submit());
+const read = await rf.payouts.get(first.payout.payoutId);
+rf.close();
+console.log(JSON.stringify({ first: payoutToJson(first.payout), replayed: again.replayed, same: again.payout.payoutId === first.payout.payoutId, read: read.payoutId }));
+`;
 
 const USE = `
 import { createRailfenceClient, IntentMismatchError } from "@railfence/client";
@@ -93,15 +127,14 @@ describe("@railfence/client, packed and installed", () => {
       .map((f) => f.replace(/^package\//, ""));
     expect(files).toContain("README.md");
     expect(files).toContain("package.json");
-    expect(files).toContain(pkg.exports["."]!.import.replace(/^\.\//, ""));
+    expect(files).toContain(pkg.exports["."]!.default.replace(/^\.\//, ""));
     expect(files).toContain(pkg.exports["."]!.types.replace(/^\.\//, ""));
     expect(files.filter((f) => !f.startsWith("dist/") && f !== "README.md" && f !== "package.json")).toEqual([]);
     expect(files.some((f) => f.includes(".test."))).toBe(false);
   });
 
   it("installs offline from the tarball with only its declared dependencies, and the consumer imports and uses it by name", () => {
-    const app = consumer("app", [tarball, ...deps.values()]);
-    const installed = join(app, "node_modules", "@railfence", "client");
+    const installed = join(app(), "node_modules", "@railfence", "client");
     expect(JSON.parse(readFileSync(join(installed, "package.json"), "utf8"))).toMatchObject({ name: pkg.name, version: pkg.version });
     // Every bare import of the installed build is a declared dependency (pinned exactly) or a built-in.
     for (const v of Object.values(pkg.dependencies)) expect(v).toMatch(/^\d+\.\d+\.\d+$/);
@@ -115,7 +148,7 @@ describe("@railfence/client, packed and installed", () => {
       const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
       expect(Object.keys(pkg.dependencies), `${spec} is imported but not a dependency`).toContain(name);
     }
-    const used = JSON.parse(runIn(app, USE)) as { where: string; names: string[]; sameKey: boolean; mismatch: boolean };
+    const used = JSON.parse(runIn(app(), USE)) as { where: string; names: string[]; sameKey: boolean; mismatch: boolean };
     expect(used.where.startsWith(`file://${installed}`)).toBe(true); // the installed copy, not the repository's
     for (const n of [
       "createRailfenceClient",
@@ -145,7 +178,46 @@ describe("@railfence/client, packed and installed", () => {
     const res = JSON.parse(npm(["pack", broken, "--pack-destination", join(dir, "broken-pack"), "--json", "--ignore-scripts"], dir)) as Array<{
       filename: string;
     }>;
-    const app = consumer("broken-app", [join(dir, "broken-pack", res[0]!.filename), ...[...deps.entries()].filter(([n]) => n !== dropped).map(([, t]) => t)]);
-    expect(() => runIn(app, USE)).toThrow(/Cannot find package '@opentelemetry\/api'/);
+    const brokenApp = consumer("broken-app", [
+      join(dir, "broken-pack", res[0]!.filename),
+      ...[...deps.entries()].filter(([n]) => n !== dropped).map(([, t]) => t),
+    ]);
+    expect(() => runIn(brokenApp, USE)).toThrow(/Cannot find package '@opentelemetry\/api'/);
+  });
+  it("a CommonJS consumer requires it by name; with an import-only exports map it could not (control)", () => {
+    const cjsApp = consumer("cjs-app", [tarball, ...deps.values()], "commonjs");
+    expect(JSON.parse(runIn(cjsApp, USE_CJS, "use.cjs"))).toEqual({ key: "string", reason: "FENCED_OUT" });
+    // Control: the same build whose exports map names only the "import" condition.
+    const importOnly = join(dir, "import-only-src");
+    mkdirSync(join(dir, "import-only-pack"), { recursive: true });
+    mkdirSync(importOnly, { recursive: true });
+    const exportsImportOnly = { ".": { types: pkg.exports["."]!.types, import: pkg.exports["."]!.default } };
+    writeFileSync(join(importOnly, "package.json"), JSON.stringify({ ...pkg, exports: exportsImportOnly, scripts: {} }));
+    cpSync(join(pkgDir, "README.md"), join(importOnly, "README.md"));
+    cpSync(join(pkgDir, "dist"), join(importOnly, "dist"), { recursive: true });
+    const res = JSON.parse(npm(["pack", importOnly, "--pack-destination", join(dir, "import-only-pack"), "--json", "--ignore-scripts"], dir)) as Array<{
+      filename: string;
+    }>;
+    const broken = consumer("cjs-broken-app", [join(dir, "import-only-pack", res[0]!.filename), ...deps.values()], "commonjs");
+    expect(() => runIn(broken, USE_CJS, "use.cjs")).toThrow(/ERR_PACKAGE_PATH_NOT_EXPORTED|No "exports" main defined/);
+  });
+
+  it("the installed package works against a running payouts service: an intent sent twice is one payout, readable, and serialises to JSON", async () => {
+    const paydb = await createPaydb();
+    const payouts = await startPayouts(paydb, {}, "payouts-packed");
+    try {
+      const out = JSON.parse(runIn(app(), USE_MESH, "mesh.mjs", { PAYOUTS_URL: payouts.url })) as {
+        first: { payoutId: string; accountId: string; amount: { amountMinor: string } };
+        replayed: boolean;
+        same: boolean;
+        read: string;
+      };
+      expect(out.first).toMatchObject({ accountId: "acct-packed", amount: { amountMinor: "1234" } });
+      expect(out).toMatchObject({ replayed: true, same: true, read: out.first.payoutId });
+      expect(await countPayouts(paydb, "account_id = 'acct-packed'")).toBe(1);
+    } finally {
+      await payouts.stop(5000);
+      await dropPaydb(paydb);
+    }
   });
 });

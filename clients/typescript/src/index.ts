@@ -24,7 +24,8 @@ export { FileKeyStore, MemoryKeyStore, type IntentKeyStore, type StoredIntentKey
 export { classifyOutcome, isConfigurationFailure, isRetryable, type Outcome } from "./outcome.js";
 export { isTransient, backoffMs, RetryBudget, type RetryOptions } from "./retry.js";
 export type { CallOptions } from "./attempts.js";
-export { tlsFromFiles, type TlsOptions, type TransportOptions } from "./transport.js";
+export { tlsFromFiles, type TlsFiles, type TlsOptions, type TransportOptions } from "./transport.js";
+export { payoutToJson, payoutFromJson, bigintReplacer } from "./json.js";
 export { tracingInterceptor } from "./tracing.js";
 // The contracts, generated from the repository's protos (src/gen): messages, enums, services.
 export * from "./gen/railfence/payouts/v1/payouts_pb.js";
