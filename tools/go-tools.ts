@@ -11,10 +11,11 @@
  * `tsx tools/go-tools.ts install protoc-gen-go protoc-gen-go-grpc` installs the named tools (the
  * generate script does); a tool already built at its pinned version is kept.
  */
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { projectRoot } from "../services/shared/project-root.js";
 
 /** Each tool's main package and pinned version (`go install <package>@<version>`). */
@@ -79,20 +80,22 @@ function builtVersion(binary: string): string | undefined {
  * It builds into a private folder and renames the result into place, so two test files asking
  * at once never see half a binary.
  */
-export function ensureGoTool(tool: GoTool): string {
+export async function ensureGoTool(tool: GoTool): Promise<string> {
   const { pkg, version } = GO_TOOLS[tool];
   const target = goToolPath(tool);
   if (existsSync(target) && builtVersion(target) === version) return target;
   mkdirSync(join(goHome(), "bin"), { recursive: true });
   const scratch = mkdtempSync(join(goHome(), "install-"));
   try {
-    // Outside any module, so the tool's own go.mod decides its dependencies.
-    execFileSync(goBinary(), ["install", `${pkg}@${version}`], {
+    // Outside any module, so the tool's own go.mod decides its dependencies. Asynchronous: a
+    // cold build takes minutes, and a test worker must keep answering meanwhile.
+    const { stderr } = await promisify(execFile)(goBinary(), ["install", `${pkg}@${version}`], {
       cwd: scratch,
       env: goEnv({ GOBIN: scratch, GOFLAGS: "-modcacherw" }),
-      stdio: ["ignore", "inherit", "inherit"],
-      timeout: 15 * 60_000,
+      timeout: 30 * 60_000,
+      maxBuffer: 16 * 1024 * 1024,
     });
+    if (stderr.trim()) process.stderr.write(stderr);
     renameSync(join(scratch, tool), target);
   } finally {
     rmSync(scratch, { recursive: true, force: true });
@@ -107,5 +110,5 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     console.error(`usage: tsx tools/go-tools.ts install <${Object.keys(GO_TOOLS).join("|")}>...${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
     process.exit(2);
   }
-  for (const t of tools) ensureGoTool(t as GoTool);
+  for (const t of tools) await ensureGoTool(t as GoTool);
 }
