@@ -9,13 +9,14 @@
  * they skip, which the wrapper refuses to count as a pass.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { Pki } from "../../tools/harness/pki.js";
+import { projectRoot } from "../../services/shared/project-root.js";
 import { goBinary, goEnv } from "../../tools/go-tools.js";
 import { sql } from "../payouts/support.js";
 import { testMesh } from "../support/test-mesh.js";
@@ -71,6 +72,14 @@ describe("Go client against a mutual TLS mesh", () => {
     },
     COLD_BUILD_MS,
   );
+
+  it("docs/go-client.md shows the code of Example() in example_test.go, which go test compiles", () => {
+    const example = readFileSync(join(GO_MODULE_DIR, "railfence", "example_test.go"), "utf8");
+    const body = /^func Example\(\) \{\n([\s\S]*?)^\}/m.exec(example)?.[1];
+    expect(body).toContain("DialMutualTLS");
+    const unindented = body!.replace(/^\t/gm, "").trimEnd();
+    expect(readFileSync(join(projectRoot(), "docs", "go-client.md"), "utf8")).toContain(`\`\`\`go\n${unindented}\n\`\`\``);
+  });
 
   it("the Go sources are gofmt-clean (generated ones included)", async () => {
     const { stdout } = await promisify(execFile)(join(dirname(goBinary()), "gofmt"), ["-l", "."], { cwd: GO_MODULE_DIR, env: goEnv() });

@@ -11,7 +11,7 @@ import (
 )
 
 // TLSFiles names the PEM files of a mutual TLS identity: this service's certificate and key
-// (issued for its railfence identity, e.g. spiffe://railfence.dev/client) and the CA that signed
+// (issued for its railfence identity, e.g. spiffe://railfence/client) and the CA that signed
 // the railfence servers' certificates.
 type TLSFiles struct {
 	CertFile string
