@@ -21,8 +21,8 @@ import { projectRoot } from "../services/shared/project-root.js";
 /** Each tool's main package and pinned version (`go install <package>@<version>`). */
 export const GO_TOOLS = {
   "protoc-gen-go": { pkg: "google.golang.org/protobuf/cmd/protoc-gen-go", version: "v1.36.12" },
-  "protoc-gen-go-grpc": { pkg: "google.golang.org/grpc/cmd/protoc-gen-go-grpc", version: "v1.6.2" },
-  grpcurl: { pkg: "github.com/fullstorydev/grpcurl/cmd/grpcurl", version: "v1.9.4" },
+  "protoc-gen-go-grpc": { pkg: "google.golang.org/grpc/cmd/protoc-gen-go-grpc", version: "v1.6.1" },
+  grpcurl: { pkg: "github.com/fullstorydev/grpcurl/cmd/grpcurl", version: "v1.9.3" },
 } as const;
 export type GoTool = keyof typeof GO_TOOLS;
 
