@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file railfence/common/v1/money.proto.
  */
 export const file_railfence_common_v1_money: GenFile = /*@__PURE__*/
-  fileDesc("Ch9yYWlsZmVuY2UvY29tbW9uL3YxL21vbmV5LnByb3RvEhNyYWlsZmVuY2UuY29tbW9uLnYxIi8KBU1vbmV5EhQKDGFtb3VudF9taW5vchgBIAEoAxIQCghjdXJyZW5jeRgCIAEoCWIGcHJvdG8z");
+  fileDesc("Ch9yYWlsZmVuY2UvY29tbW9uL3YxL21vbmV5LnByb3RvEhNyYWlsZmVuY2UuY29tbW9uLnYxIi8KBU1vbmV5EhQKDGFtb3VudF9taW5vchgBIAEoAxIQCghjdXJyZW5jeRgCIAEoCUJMWkpnaXRodWIuY29tL3JhaWxmZW5jZS9yYWlsZmVuY2UvY2xpZW50cy9nby9nZW4vcmFpbGZlbmNlL2NvbW1vbi92MTtjb21tb252MWIGcHJvdG8z");
 
 /**
  * Money is an amount in integer minor units of an ISO-4217 currency.
