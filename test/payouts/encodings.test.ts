@@ -100,9 +100,9 @@ describe("request fingerprint across encodings", () => {
     const binary = create(t.c.grpc, req, key);
     await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the binary request's claim");
     const json = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
-    expect(json.status).toBe(409);
+    expect(json.status).toBe(503);
     const err = JSON.parse(json.body);
-    expect(err.code).toBe("aborted");
+    expect(err.code).toBe("unavailable");
     expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
     expect(Number(json.headers["retry-after"])).toBeGreaterThanOrEqual(1);
     expect((await keyRow(t.paydb, key))?.state).toBe("IN_PROGRESS"); // still the binary request's
