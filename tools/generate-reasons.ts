@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
-import { RETRY_CLASSES_BY_CODE, retryClassesFor, sendsRetryHint } from "../services/shared/code-rule.js";
+import { RETRY_CLASSES_BY_CODE, retryClassesFor, SPEC_CODE_EXCEPTIONS, sendsRetryHint } from "../services/shared/code-rule.js";
 import { ALL_REASONS, AREAS, type Area, type Retry } from "../services/shared/reasons.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -65,7 +65,7 @@ export function renderDocTables(): string {
   const sections = (Object.keys(AREAS) as Area[]).map((area) => {
     const rows = ALL_REASONS.filter((e) => e.area === area).map(
       (e) =>
-        `| \`${e.reason}\` | \`${codeName(e.code)}\` | ${codeToHttpStatus(e.code)} | ${HINT_TEXT(e.code)} | ${RETRY_TEXT[e.retry]} | ${e.meaning.replaceAll("|", "\\|")} |`,
+        `| \`${e.reason}\` | \`${codeName(e.code)}\` | ${codeToHttpStatus(e.code)} | ${SPEC_CODE_EXCEPTIONS.has(e.id) ? "yes (SPEC exception)" : HINT_TEXT(e.code)} | ${RETRY_TEXT[e.retry]} | ${e.meaning.replaceAll("|", "\\|")} |`,
     );
     return [`### ${AREAS[area]}`, "", "| reason | code | HTTP | Retry-After | retry | meaning |", "|---|---|---|---|---|---|", ...rows].join("\n");
   });

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { describe, expect, it } from "vitest";
-import { codeRuleViolations, sendsRetryHint } from "./code-rule.js";
+import { codeRuleViolations, SPEC_CODE_EXCEPTIONS, sendsRetryHint } from "./code-rule.js";
 import { DomainError, railError, toConnectError } from "./errors.js";
 import { RetryInfoSchema } from "./gen/google/rpc/error_details_pb.js";
 import { ALL_REASONS, REASONS } from "./reasons.js";
@@ -21,8 +21,9 @@ describe("rule C1: codes follow the retry class (decision 053)", () => {
     for (const e of ALL_REASONS) expect(sendsRetryHint(e.code), e.id).toBe(RETRIED_BY_MIDDLEWARE.has(codeToHttpStatus(e.code)));
   });
 
-  it("aborted is never transient: a 409 is not repeated as is", () => {
-    expect(ALL_REASONS.filter((e) => e.code === Code.Aborted && e.retry === "transient").map((e) => e.id)).toEqual([]);
+  it("aborted is transient only for the SPEC's IDEMPOTENCY_CONFLICT (409 by the contract), and that one names its retry hint", () => {
+    expect(ALL_REASONS.filter((e) => e.code === Code.Aborted && e.retry === "transient").map((e) => e.id)).toEqual(["IDEMPOTENCY_CONFLICT"]);
+    expect([...SPEC_CODE_EXCEPTIONS.keys()]).toEqual(["IDEMPOTENCY_CONFLICT"]);
   });
 
   it("negative control: a planted final reason coded resource_exhausted, and a transient one coded aborted, are caught", () => {
@@ -41,7 +42,7 @@ describe("every 429 and 503 refusal carries a retry hint", () => {
   const hinted = ALL_REASONS.filter((e) => sendsRetryHint(e.code));
 
   it("covers the transient and rate-limit reasons", () => {
-    expect(hinted.map((e) => e.id)).toEqual(expect.arrayContaining(["PAYDB_UNAVAILABLE", "IDEMPOTENCY_CONFLICT", "CLIENT_RATE_LIMITED", "SHUTTING_DOWN"]));
+    expect(hinted.map((e) => e.id)).toEqual(expect.arrayContaining(["PAYDB_UNAVAILABLE", "CLIENT_RATE_LIMITED", "SHUTTING_DOWN"]));
   });
 
   it("railError and DomainError add RetryInfo, Retry-After and grpc-retry-pushback-ms, with a default when the throw site named none", () => {

@@ -32,10 +32,10 @@ describe("the reason catalogue", () => {
     expect(findReason(Code.Aborted, "PAYOUT_NOT_FOUND")).toBeUndefined();
   });
 
-  it("calls every unavailable answer transient, and only unavailable and deadline answers (code-rule.ts)", () => {
+  it("calls every unavailable answer transient, and only unavailable, deadline and IDEMPOTENCY_CONFLICT answers (code-rule.ts)", () => {
     for (const e of ALL_REASONS) {
       if (e.code === Code.Unavailable) expect(e.retry, e.id).toBe("transient");
-      if (e.retry === "transient") expect([Code.Unavailable, Code.DeadlineExceeded].includes(e.code), e.id).toBe(true);
+      if (e.retry === "transient") expect([Code.Unavailable, Code.DeadlineExceeded].includes(e.code) || e === REASONS.IDEMPOTENCY_CONFLICT, e.id).toBe(true);
     }
     expect([...TRANSIENT_REASONS]).toContain("IDEMPOTENCY_CONFLICT");
     expect([...TRANSIENT_REASONS]).not.toContain("LOCK_HELD");

@@ -304,7 +304,9 @@ const DEFINITIONS = {
     meaning: "The key was already used with a different request body (the IETF draft's 422); a new payout needs a new key.",
   },
   IDEMPOTENCY_CONFLICT: {
-    code: Code.Unavailable,
+    // aborted (409) is the SPEC's answer (the Idempotency-Key table); retryable by its reason and
+    // hint, never by the status (code-rule.ts: the one named exception).
+    code: Code.Aborted,
     retry: "transient",
     area: "payouts",
     meaning: "The first request with this key is still in progress; retry with the same key shortly.",

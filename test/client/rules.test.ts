@@ -70,7 +70,7 @@ describe("rule: mint the key once per intent and reuse it for every retry", () =
     expect(await countPayouts(f.paydb, "account_id = 'acct-once'")).toBe(1);
   });
 
-  it("a retry after a 503 IDEMPOTENCY_CONFLICT uses the same key and ends with the first request's answer", async () => {
+  it("a retry after a 409 IDEMPOTENCY_CONFLICT uses the same key and ends with the first request's answer", async () => {
     const rf = client();
     const first = await rf.payouts.intent(req("acct-conflict"));
     const hold = await holdPayoutInserts(f.paydb);

@@ -153,10 +153,10 @@ describe("PayoutService", () => {
             expect(res.value.payout?.payoutId).toBeTruthy();
             return;
           }
-          // A reused random key may legitimately replay, conflict (unavailable IDEMPOTENCY_CONFLICT) or
+          // A reused random key may legitimately replay, conflict (aborted IDEMPOTENCY_CONFLICT) or
           // be refused as reused; a huge amount meets the daily limit (429, or failed_precondition
           // PAYOUT_ABOVE_DAILY_LIMIT when it alone exceeds it).
-          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Unavailable, Code.ResourceExhausted, Code.FailedPrecondition] }, "CreatePayout any");
+          expectCleanError(res.error, { codes: [Code.InvalidArgument, Code.Aborted, Code.ResourceExhausted, Code.FailedPrecondition] }, "CreatePayout any");
         },
       ),
       { numRuns: runs(50) },

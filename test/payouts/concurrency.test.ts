@@ -28,7 +28,7 @@ describe("concurrent requests with the same keys", () => {
     results.forEach((r, i) => {
       const { key } = calls[i]!;
       if (r.error) {
-        expect(r.error.code).toBe(Code.Unavailable);
+        expect(r.error.code).toBe(Code.Aborted);
         expect(r.reason).toBe("IDEMPOTENCY_CONFLICT");
         conflicts++;
       } else {

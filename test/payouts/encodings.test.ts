@@ -90,7 +90,7 @@ describe("request fingerprint across encodings", () => {
     expect(await countPayouts(t.paydb, "account_id = 'acct-enc3'")).toBe(1);
   });
 
-  it("503: a JSON request while the same key's gRPC binary request is in progress (and the reverse) is IDEMPOTENCY_CONFLICT; one payout", async () => {
+  it("409: a JSON request while the same key's gRPC binary request is in progress (and the reverse) is IDEMPOTENCY_CONFLICT; one payout", async () => {
     const body = `{"accountId":"acct-enc4","amount":{"amountMinor":"7","currency":"EUR"},"beneficiary":"b"}`;
     const req = { accountId: "acct-enc4", amount: { amountMinor: 7n, currency: "EUR" }, beneficiary: "b", clientReference: "" };
 
@@ -100,9 +100,9 @@ describe("request fingerprint across encodings", () => {
     const binary = create(t.c.grpc, req, key);
     await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the binary request's claim");
     const json = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
-    expect(json.status).toBe(503);
+    expect(json.status).toBe(409);
     const err = JSON.parse(json.body);
-    expect(err.code).toBe("unavailable");
+    expect(err.code).toBe("aborted");
     expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
     expect(Number(json.headers["retry-after"])).toBeGreaterThanOrEqual(1);
     expect((await keyRow(t.paydb, key))?.state).toBe("IN_PROGRESS"); // still the binary request's
@@ -121,7 +121,7 @@ describe("request fingerprint across encodings", () => {
     const jsonFirst = postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key2 });
     await eventually(async () => (await keyRow(t.paydb, key2))?.state === "IN_PROGRESS", "the JSON request's claim");
     const second = await create(t.c.grpc, req, key2);
-    expect(second.error?.code).toBe(Code.Unavailable);
+    expect(second.error?.code).toBe(Code.Aborted);
     expect(second.reason).toBe("IDEMPOTENCY_CONFLICT");
     await release2();
     expect((await jsonFirst).status).toBe(200);

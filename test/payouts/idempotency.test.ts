@@ -63,7 +63,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     expect(await metric(t.svc.ready!.metricsPort, "idempotency_replays_total")).toBe(replays + 2);
   });
 
-  it("answers UNAVAILABLE IDEMPOTENCY_CONFLICT (with a retry hint) at once while the first request with the key is in progress", async () => {
+  it("answers ABORTED IDEMPOTENCY_CONFLICT at once while the first request with the key is in progress", async () => {
     const key = newKey();
     const req = validRequest({ accountId: "acct-busy" });
     // Hold the first request inside its transaction: the payout insert waits on this lock.
@@ -80,7 +80,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
       const overJson = await create(t.c.json, req, key);
 
       for (const r of [second, overJson]) {
-        expect(r.error?.code).toBe(Code.Unavailable);
+        expect(r.error?.code).toBe(Code.Aborted);
         expect(r.reason).toBe("IDEMPOTENCY_CONFLICT");
         // A retry hint: "wait briefly, retry with the same key".
         expect(r.error!.findDetails(RetryInfoSchema)).toHaveLength(1);

@@ -90,7 +90,7 @@ describe("the in-progress marker's lease", () => {
     // (Not a skipped branch: if the restart ever outlived most of the lease, this says so.)
     expect(await leaseRemainingMs(key), "lease left after the restart (ms)").toBeGreaterThan(2000);
     const early = await create(crashC.grpc, req, key);
-    expect(early.error?.code).toBe(Code.Unavailable);
+    expect(early.error?.code).toBe(Code.Aborted);
     expect(early.reason).toBe("IDEMPOTENCY_CONFLICT");
     expect(await keyRow(paydb, key)).toMatchObject({ state: "IN_PROGRESS", claim_id: claimed });
     expect(await countPayouts(paydb, "account_id = 'acct-crash'")).toBe(0);
@@ -123,7 +123,7 @@ describe("the in-progress marker's lease", () => {
 
     const [s, f] = await Promise.all([slow, fast]);
     expect(f.error).toBeUndefined();
-    expect(s.error?.code).toBe(Code.Unavailable);
+    expect(s.error?.code).toBe(Code.Aborted);
     expect(s.reason).toBe("IDEMPOTENCY_CONFLICT");
     expect(await countPayouts(paydb, "account_id = 'acct-slow'")).toBe(1);
     // The slow client's retry gets the winner's answer.

@@ -60,7 +60,7 @@ describe("the rules for clients: what is transient", () => {
     ["network error (unavailable, no server answer)", transport(Code.Unavailable), true],
     ["503 IDEMPOTENCY_UNAVAILABLE", answer(Code.Unavailable, "IDEMPOTENCY_UNAVAILABLE", 1000), true],
     ["503 LIMITS_UNAVAILABLE", answer(Code.Unavailable, "LIMITS_UNAVAILABLE", 1000), true],
-    ["503 IDEMPOTENCY_CONFLICT", answer(Code.Unavailable, "IDEMPOTENCY_CONFLICT", 200), true],
+    ["409 IDEMPOTENCY_CONFLICT", answer(Code.Aborted, "IDEMPOTENCY_CONFLICT", 200), true],
     ["504 deadline", transport(Code.DeadlineExceeded), true],
     ["a transport failure reported as internal", transport(Code.Internal), true],
     ["a server's own internal error", answer(Code.Internal, "INTERNAL"), false],
@@ -148,7 +148,7 @@ describe("the rules for clients: what is transient", () => {
   });
 
   it("nothing is transient for a call without duplicate protection", () => {
-    for (const err of [transport(Code.Unavailable), transport(Code.DeadlineExceeded), answer(Code.Unavailable, "IDEMPOTENCY_CONFLICT")])
+    for (const err of [transport(Code.Unavailable), transport(Code.DeadlineExceeded), answer(Code.Aborted, "IDEMPOTENCY_CONFLICT")])
       expect(isTransient(err, false)).toBe(false);
   });
 });
