@@ -15,6 +15,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Code } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
+import { RETRY_CLASSES_BY_CODE, retryClassesFor, SPEC_CODE_EXCEPTIONS, sendsRetryHint } from "../services/shared/code-rule.js";
 import { ALL_REASONS, AREAS, type Area, type Retry } from "../services/shared/reasons.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -43,15 +44,32 @@ const RETRY_TEXT: Record<Retry, string> = {
   final: "no",
 };
 
-/** The generated part of docs/errors.md: one table per area, every entry of the catalogue. */
+const HINT_TEXT = (code: Code) => (sendsRetryHint(code) ? "yes" : "no");
+
+/** Rule C1 (services/shared/code-rule.ts): the retry classes each code may carry, and whether it carries a hint. */
+export function renderCodeRuleTable(): string {
+  const codes = [...RETRY_CLASSES_BY_CODE.keys()];
+  const rows = codes.map((c) => `| \`${codeName(c)}\` | ${codeToHttpStatus(c)} | ${HINT_TEXT(c)} | ${retryClassesFor(c).join(", ")} |`);
+  rows.push("| every other code | 400, 401, 403, 404, 500, 501, ... | no | final |");
+  return [
+    "### Codes by retry class (rule C1, decision 053)",
+    "",
+    "| code | HTTP | Retry-After, RetryInfo, grpc-retry-pushback-ms | retry classes it may carry |",
+    "|---|---|---|---|",
+    ...rows,
+  ].join("\n");
+}
+
+/** The generated part of docs/errors.md: the code rule, then one table per area, every entry of the catalogue. */
 export function renderDocTables(): string {
   const sections = (Object.keys(AREAS) as Area[]).map((area) => {
     const rows = ALL_REASONS.filter((e) => e.area === area).map(
-      (e) => `| \`${e.reason}\` | \`${codeName(e.code)}\` | ${codeToHttpStatus(e.code)} | ${RETRY_TEXT[e.retry]} | ${e.meaning.replaceAll("|", "\\|")} |`,
+      (e) =>
+        `| \`${e.reason}\` | \`${codeName(e.code)}\` | ${codeToHttpStatus(e.code)} | ${SPEC_CODE_EXCEPTIONS.has(e.id) ? "yes (SPEC exception)" : HINT_TEXT(e.code)} | ${RETRY_TEXT[e.retry]} | ${e.meaning.replaceAll("|", "\\|")} |`,
     );
-    return [`### ${AREAS[area]}`, "", "| reason | code | HTTP | retry | meaning |", "|---|---|---|---|---|", ...rows].join("\n");
+    return [`### ${AREAS[area]}`, "", "| reason | code | HTTP | Retry-After | retry | meaning |", "|---|---|---|---|---|---|", ...rows].join("\n");
   });
-  return sections.join("\n\n");
+  return [renderCodeRuleTable(), ...sections].join("\n\n");
 }
 
 /** docs/errors.md with its generated part replaced. */

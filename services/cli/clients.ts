@@ -12,7 +12,8 @@
  * could not be reached at all (no railfence ErrorInfo), never after a server answered, so no
  * call is ever sent twice after it may have been processed.
  */
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { randomUUID } from "node:crypto";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
 import { errorInfo } from "../shared/errors.js";
@@ -37,6 +38,15 @@ export class CallFailed extends Error {
   }
 }
 
+/**
+ * Every call the CLI makes carries a fresh x-request-id: the server echoes it and logs it on each
+ * line of the call, so an operator can quote it (the error report prints it) and grep for it.
+ */
+const mintRequestId: Interceptor = (next) => (req) => {
+  if (!req.header.has("x-request-id")) req.header.set("x-request-id", `cli-${randomUUID()}`);
+  return next(req);
+};
+
 /** Transport failures carry no railfence ErrorInfo: the request never reached a handler. */
 export function isUnreachable(err: ConnectError): boolean {
   return err.code === Code.Unavailable && !errorInfo(err);
@@ -60,7 +70,7 @@ export class Connections {
       session = new Http2SessionManager(baseUrl, undefined, this.tls);
       this.sessions.set(baseUrl, session);
     }
-    return createClient(service, createGrpcTransport({ baseUrl, sessionManager: session, defaultTimeoutMs: this.timeoutMs }));
+    return createClient(service, createGrpcTransport({ baseUrl, sessionManager: session, defaultTimeoutMs: this.timeoutMs, interceptors: [mintRequestId] }));
   }
 
   /** Runs one call against baseUrl; a failure becomes CallFailed naming the endpoint. */
@@ -99,6 +109,7 @@ export class Connections {
         railProxyUrls: endpoints.railProxy ?? [],
         deadlineMs: this.timeoutMs,
         timeoutMs: this.timeoutMs,
+        interceptors: [mintRequestId],
         ...(this.tls ? { tls: this.tls } : {}),
       });
       this.libraries.set(id, library);

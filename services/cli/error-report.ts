@@ -28,6 +28,10 @@ export interface ErrorReport {
   exitCode: number;
   /** Which endpoint was called, when known. */
   endpoint?: string;
+  /** The server's trace id for the call (railfence-trace-id), to find its log lines and spans. */
+  traceId?: string;
+  /** The request id the server echoed (x-request-id; the CLI sends one per call). */
+  requestId?: string;
 }
 
 /** "NotFound" -> "not_found": the spelling Connect and gRPC documentation use. */
@@ -139,7 +143,15 @@ export function describeError(thrown: unknown, endpoint?: string, hasEffect = fa
     hint: hintFor(reason, err, retryAfter, endpoint, hasEffect),
     exitCode: exitCodeFor(err, hasEffect),
     endpoint,
+    ...callIdsOf(err),
   };
+}
+
+/** The call's ids the server sent back (decision 054); none when no server answered. */
+function callIdsOf(err: ConnectError): { traceId?: string; requestId?: string } {
+  const traceId = err.metadata.get("railfence-trace-id") ?? undefined;
+  const requestId = err.metadata.get("x-request-id") ?? undefined;
+  return { ...(traceId ? { traceId } : {}), ...(requestId ? { requestId } : {}) };
 }
 
 /** The stderr text of a report for humans (the --json form is the report itself). */
@@ -156,6 +168,7 @@ export function formatErrorReport(r: ErrorReport): string {
   const meta = Object.entries(r.metadata).map(([k, v]) => `${k}=${v}`);
   if (meta.length) lines.push(`  details: ${meta.join(" ")}`);
   if (r.endpoint) lines.push(`  endpoint: ${r.endpoint}`);
+  if (r.traceId || r.requestId) lines.push(`  trace id: ${r.traceId ?? "(none)"}  request id: ${r.requestId ?? "(none)"}`);
   if (r.hint) lines.push(`hint: ${r.hint}`);
   return lines.join("\n");
 }

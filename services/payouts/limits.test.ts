@@ -38,7 +38,10 @@ describe("limit refusals", () => {
     expect(r.metadata).toMatchObject({ limit: "client_rate", limit_value: "5" });
   });
 
-  it("give no retry hint when the payout alone is over the daily limit", () => {
-    expect(limitExceeded({ kind: "exceeded", limit: "ACCOUNT_DAILY_AMOUNT", used: 0n, limitValue: 99n, resetsAt }, req).retryAfterMs).toBeUndefined();
+  it("are final, with no retry hint, when the payout alone is over the daily limit", () => {
+    const e = limitExceeded({ kind: "exceeded", limit: "ACCOUNT_DAILY_AMOUNT", used: 0n, limitValue: 99n, resetsAt }, req);
+    expect(e.retryAfterMs).toBeUndefined();
+    expect(e.reason).toBe("PAYOUT_ABOVE_DAILY_LIMIT");
+    expect(e.code).toBe(Code.FailedPrecondition);
   });
 });

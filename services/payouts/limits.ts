@@ -89,10 +89,11 @@ export function limitExceeded(
       Math.max(1, d.resetsAt.getTime() - now),
     );
   }
-  // A payout larger than the whole day's limit can never pass: no retry hint.
+  // A payout larger than the whole day's limit can never pass: a final refusal with its own
+  // reason and a code no retry middleware repeats (decision 053), and no retry hint.
   const never = req.amountMinor > d.limitValue;
   return new DomainError(
-    REASONS.ACCOUNT_DAILY_LIMIT_EXCEEDED,
+    never ? REASONS.PAYOUT_ABOVE_DAILY_LIMIT : REASONS.ACCOUNT_DAILY_LIMIT_EXCEEDED,
     never
       ? `this payout alone exceeds this client's daily limit on the account for ${req.currency} (${d.limitValue} minor units)`
       : `this client's daily limit on the account for ${req.currency} (${d.limitValue} minor units) would be exceeded; it resets at ${resets}`,

@@ -2,7 +2,8 @@
  * The transport every service-to-service client uses: gRPC, W3C trace context on every call
  * (clientTracing first, so later interceptors run inside the client span), one HTTP/2
  * connection kept warm between calls, and, with TLS, this process's certificate as its
- * identity. No retries here: where a retry is safe the caller does it explicitly.
+ * identity. A call made while serving one carries that call's x-request-id on (decision 054). No
+ * retries here: where a retry is safe the caller does it explicitly.
  */
 import type { Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -10,6 +11,14 @@ import { createUnaryGrpcTransport } from "./grpc-unary-client.js";
 import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
+import { currentCall, REQUEST_ID_HEADER } from "./call-context.js";
+
+/** Passes the served call's request id on to the service it calls, so one id spans the hops. */
+const requestIdPropagation: Interceptor = (next) => (req) => {
+  const requestId = currentCall()?.requestId;
+  if (requestId !== undefined && !req.header.has(REQUEST_ID_HEADER)) req.header.set(REQUEST_ID_HEADER, requestId);
+  return next(req);
+};
 
 /** Connection timing of one client (defaults: PING every 30 s, 10 s to connect). */
 export interface ConnectionTiming {
@@ -30,7 +39,7 @@ export function serviceTransport(
   const nodeOptions = clientTlsOptions(tls);
   const options = {
     baseUrl,
-    interceptors: [clientTracing, ...interceptors],
+    interceptors: [clientTracing, requestIdPropagation, ...interceptors],
     pingIntervalMs: timing.pingIntervalMs ?? 30_000,
     idleConnectionTimeoutMs: 300_000,
     ...(timing.connectTimeoutMs !== undefined ? { connectTimeoutMs: timing.connectTimeoutMs } : {}),

@@ -5,14 +5,16 @@
  * google.rpc.ErrorInfo (domain "railfence.dev", an UPPER_SNAKE reason). Reasons and their codes
  * come from the catalogue (reasons.ts): a throw site names an entry, `REASONS.FENCED_OUT`, and
  * never picks a code or spells a reason itself. Clients branch on code + reason, never on
- * message text. `unavailable` answers also carry a RetryInfo and a Retry-After header so
- * callers know when to come back. The real cause is kept on the error (`cause`) for logs and is
+ * message text. `unavailable` (503) and `resource_exhausted` (429) answers always carry a RetryInfo,
+ * a Retry-After header and a grpc-retry-pushback-ms trailer, so that callers, gRPC's own retry and
+ * generic HTTP retry middleware know when to come back (code-rule.ts, decision 053). The real cause is kept on the error (`cause`) for logs and is
  * never sent to the client.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { DurationSchema } from "@bufbuild/protobuf/wkt";
 import { ErrorInfoSchema, RetryInfoSchema, type ErrorInfo } from "./gen/google/rpc/error_details_pb.js";
+import { DEFAULT_RETRY_HINT_MS, sendsRetryHint } from "./code-rule.js";
 import { ALL_REASONS, findReason, isReason, REASONS, type Reason, type ReasonEntry } from "./reasons.js";
 
 export { ALL_REASONS, REASONS, findReason, type Reason, type ReasonEntry, type ReasonId } from "./reasons.js";
@@ -56,9 +58,28 @@ function errorInfoDetail(entry: ReasonEntry, metadata: Record<string, string>) {
   return { desc: ErrorInfoSchema, value: { reason: entry.reason, domain: ERROR_DOMAIN, metadata } };
 }
 
+/** The RetryInfo detail of a refusal with a retry hint. */
+function retryInfoDetail(retryAfterMs: number) {
+  const seconds = BigInt(Math.floor(retryAfterMs / 1000));
+  const nanos = (retryAfterMs % 1000) * 1_000_000;
+  return { desc: RetryInfoSchema, value: { retryDelay: create(DurationSchema, { seconds, nanos }) } };
+}
+
 /**
- * Builds a ConnectError with the entry's code and an ErrorInfo carrying its reason (plus RetryInfo
- * and Retry-After when retryAfterMs is set). Throws a TypeError for anything but a catalogue entry.
+ * The hint's headers: Retry-After in whole seconds (RFC 9110; Connect sends error metadata as
+ * response headers) and grpc-retry-pushback-ms (gRPC's retry design, A6; gRPC sends error metadata
+ * as trailers). Each protocol's clients read their own and ignore the other.
+ */
+function setRetryHeaders(headers: Headers, retryAfterMs: number): void {
+  if (!headers.has("retry-after")) headers.set("retry-after", String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+  if (!headers.has("grpc-retry-pushback-ms")) headers.set("grpc-retry-pushback-ms", String(Math.max(0, Math.round(retryAfterMs))));
+}
+
+/**
+ * Builds a ConnectError with the entry's code and an ErrorInfo carrying its reason, plus RetryInfo,
+ * Retry-After and grpc-retry-pushback-ms when retryAfterMs is set, and always for a code that
+ * generic retry middleware repeats (503, 429: DEFAULT_RETRY_HINT_MS when the throw site named no
+ * hint). Throws a TypeError for anything but a catalogue entry.
  */
 export function railError(
   entry: ReasonEntry,
@@ -67,14 +88,13 @@ export function railError(
   options: { retryAfterMs?: number; cause?: unknown } = {},
 ): ConnectError {
   if (!isCatalogued(entry)) throw new TypeError(`reason ${String(entry?.reason)} is not an entry of the catalogue (reasons.ts)`);
-  const { retryAfterMs, cause } = options;
+  const { cause } = options;
+  const retryAfterMs = options.retryAfterMs ?? (sendsRetryHint(entry.code) ? DEFAULT_RETRY_HINT_MS : undefined);
   const details: { desc: typeof ErrorInfoSchema | typeof RetryInfoSchema; value: object }[] = [errorInfoDetail(entry, metadata)];
   const headers = new Headers();
   if (retryAfterMs !== undefined) {
-    const seconds = BigInt(Math.floor(retryAfterMs / 1000));
-    const nanos = (retryAfterMs % 1000) * 1_000_000;
-    details.push({ desc: RetryInfoSchema, value: { retryDelay: create(DurationSchema, { seconds, nanos }) } });
-    headers.set("retry-after", String(Math.max(1, Math.ceil(retryAfterMs / 1000))));
+    details.push(retryInfoDetail(retryAfterMs));
+    setRetryHeaders(headers, retryAfterMs);
   }
   // The cast is needed because details is a heterogeneous list of (schema, init) pairs.
   return new ConnectError(message, entry.code, headers, details as never, cause);
@@ -89,13 +109,39 @@ const INTERNAL_MESSAGE = "internal error";
  * error", whatever the cause said.
  */
 export function toConnectError(err: unknown): ConnectError {
+  return withRetryHint(refusalFor(err));
+}
+
+/**
+ * A 503 or 429 that reached the boundary without a hint (a framework refusal, or one relayed from
+ * a dependency) gets the default one: no such answer leaves a railfence server without it.
+ */
+function withRetryHint(err: ConnectError): ConnectError {
+  if (!sendsRetryHint(err.code)) return err;
+  const info = err.findDetails(RetryInfoSchema)[0]?.retryDelay;
+  const hasHeaders = err.metadata.has("retry-after") && err.metadata.has("grpc-retry-pushback-ms");
+  if (info && hasHeaders) return err;
+  const retryAfterMs = info ? Number(info.seconds) * 1000 + Math.round(info.nanos / 1e6) : DEFAULT_RETRY_HINT_MS;
+  const headers = new Headers(err.metadata);
+  setRetryHeaders(headers, retryAfterMs);
+  const details = info ? err.details : [...err.details, retryInfoDetail(retryAfterMs)];
+  return new ConnectError(err.rawMessage, err.code, headers, details as never, err.cause);
+}
+
+function refusalFor(err: unknown): ConnectError {
   if (err instanceof ConnectError) {
+    // A framework size limit says resource_exhausted (429), which retry middleware would repeat;
+    // the message will be as large next time: answered invalid_argument (decision 053).
+    const answered = err.findDetails(ErrorInfoSchema).length > 0;
+    if (err.code === Code.ResourceExhausted && !answered) {
+      return railError(REASONS.MESSAGE_TOO_LARGE, err.rawMessage, {}, { cause: err.cause ?? err });
+    }
     const framework = frameworkReason(err.code);
-    if (err.code === Code.Internal || err.code === Code.Unknown || !framework) {
+    if (err.code === Code.Internal || err.code === Code.Unknown || (!framework && !answered)) {
       if (err.rawMessage === INTERNAL_MESSAGE && errorReason(err) === REASONS.INTERNAL.reason) return err;
       return railError(REASONS.INTERNAL, INTERNAL_MESSAGE, {}, { cause: err.cause ?? err });
     }
-    if (err.findDetails(ErrorInfoSchema).length > 0) return err;
+    if (answered || !framework) return err;
     const info = errorInfoDetail(framework, {});
     return new ConnectError(err.rawMessage, err.code, err.metadata, [...err.details, info] as never, err.cause ?? err);
   }
@@ -110,7 +156,10 @@ export function toConnectError(err: unknown): ConnectError {
   return railError(REASONS.INTERNAL, INTERNAL_MESSAGE, {}, { cause: err });
 }
 
-/** The catalogue's entry for a framework refusal with `code`: reason DEADLINE_EXCEEDED for Code.DeadlineExceeded, and so on. */
+/**
+ * The catalogue's entry for a framework refusal with `code`: reason DEADLINE_EXCEEDED for
+ * Code.DeadlineExceeded, and so on (resource_exhausted has none: toConnectError re-codes it).
+ */
 export function frameworkReason(code: Code): ReasonEntry | undefined {
   const name = (Code[code] ?? "UNKNOWN").replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
   return findReason(code, name);

@@ -10,6 +10,7 @@ import type http2 from "node:http2";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, createConnectRouter, createContextValues, type ConnectRouter, type ConnectRouterOptions, type ContextValues } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { callIdsFor, runInCall, stampResponses } from "./call-context.js";
 import { errorInfo, errorReason } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { admitRequest, methodNotFound, type GateLimits, type Refusal } from "./request-gate.js";
@@ -55,7 +56,14 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
     );
   };
 
+  // Every call runs with its ids (call-context.ts): each answer carries them, each log line too.
   return (req, res) => {
+    const ids = callIdsFor(req.headers);
+    stampResponses(req.stream, ids);
+    runInCall(ids, () => serve(req, res));
+  };
+
+  function serve(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
     const path = (req.url ?? "").split("?", 1)[0]!;
     const handler = handlers.get(path);
     if (!handler) return refuse(req, methodNotFound(req.headers), "(unknown)");
@@ -112,7 +120,7 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
         // A write failure after the client left; nothing to answer any more.
         opts.logger.debug({ event: "rpc_write_failed", procedure: path, error: err instanceof Error ? err.message : String(err) }, "response not delivered");
       });
-  };
+  }
 }
 
 const one = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);

@@ -41,7 +41,7 @@ export function renderLimitsTable(): string {
     ...Object.entries(REQUEST_MAX_BYTES).map(([server, bytes]): [string, string, string] => [
       `request message, ${server}`,
       size(bytes),
-      "`resource_exhausted` `REQUEST_TOO_LARGE`; the stream is reset",
+      "`invalid_argument` `REQUEST_TOO_LARGE`; the stream is reset",
     ]),
     [
       "request body arrival",

@@ -4,6 +4,7 @@
  */
 import { isSpanContextValid, trace } from "@opentelemetry/api";
 import { pino, type Logger } from "pino";
+import { currentCall } from "./call-context.js";
 
 export type { Logger };
 
@@ -13,10 +14,15 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? "
     base: { service, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
-    // Every line logged inside a traced call carries its trace and span ids.
+    // Every line logged inside a served call carries its trace id (the span's when tracing runs)
+    // and the caller's request id (call-context.ts, decision 054).
     mixin() {
       const ctx = trace.getActiveSpan()?.spanContext();
-      return ctx && isSpanContextValid(ctx) ? { trace_id: ctx.traceId, span_id: ctx.spanId } : {};
+      const call = currentCall();
+      const ids: Record<string, string> = ctx && isSpanContextValid(ctx) ? { trace_id: ctx.traceId, span_id: ctx.spanId } : {};
+      if (!ids.trace_id && call) ids.trace_id = call.traceId;
+      if (call?.requestId !== undefined) ids.request_id = call.requestId;
+      return ids;
     },
   });
 }

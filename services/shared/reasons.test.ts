@@ -32,7 +32,7 @@ describe("the reason catalogue", () => {
     expect(findReason(Code.Aborted, "PAYOUT_NOT_FOUND")).toBeUndefined();
   });
 
-  it("calls every unavailable answer transient, and only unavailable, deadline and IDEMPOTENCY_CONFLICT answers", () => {
+  it("calls every unavailable answer transient, and only unavailable, deadline and IDEMPOTENCY_CONFLICT answers (code-rule.ts)", () => {
     for (const e of ALL_REASONS) {
       if (e.code === Code.Unavailable) expect(e.retry, e.id).toBe("transient");
       if (e.retry === "transient") expect([Code.Unavailable, Code.DeadlineExceeded].includes(e.code) || e === REASONS.IDEMPOTENCY_CONFLICT, e.id).toBe(true);
@@ -59,13 +59,14 @@ describe("errors.ts builds refusals from the catalogue only", () => {
     }
   });
 
-  it("gives a framework error of any code a catalogued reason (the code's name; internal and unknown become INTERNAL)", () => {
+  it("gives a framework error of any code a catalogued reason (the code's name; internal and unknown become INTERNAL, resource_exhausted MESSAGE_TOO_LARGE)", () => {
     for (const code of CODES) {
       const ce = toConnectError(new ConnectError("from the framework", code));
       const reason = errorInfo(ce)?.reason ?? "";
       const entry = findReason(ce.code, reason);
       expect(entry, `${Code[code]} -> ${Code[ce.code]} ${reason}`).toBeDefined();
       if (code === Code.Internal || code === Code.Unknown) expect(entry).toBe(REASONS.INTERNAL);
+      else if (code === Code.ResourceExhausted) expect(entry).toBe(REASONS.MESSAGE_TOO_LARGE);
       else {
         expect(ce.code).toBe(code);
         expect(frameworkReason(code)).toBe(entry);

@@ -58,7 +58,7 @@ interface Definition {
 const DEFINITIONS = {
   // --- the request gate (request-gate.ts, request-decode.ts) ---
   REQUEST_TOO_LARGE: {
-    code: Code.ResourceExhausted,
+    code: Code.InvalidArgument,
     retry: "final",
     area: "gate",
     meaning: "The request message is larger than the server's limit (metadata limit_bytes); refused at the first bytes that prove it.",
@@ -304,6 +304,8 @@ const DEFINITIONS = {
     meaning: "The key was already used with a different request body (the IETF draft's 422); a new payout needs a new key.",
   },
   IDEMPOTENCY_CONFLICT: {
+    // aborted (409) is the SPEC's answer (the Idempotency-Key table); retryable by its reason and
+    // hint, never by the status (code-rule.ts: the one named exception).
     code: Code.Aborted,
     retry: "transient",
     area: "payouts",
@@ -326,7 +328,14 @@ const DEFINITIONS = {
     retry: "later",
     area: "payouts",
     meaning:
-      "This client's daily amount on the account in this currency would be exceeded (metadata used: this client's own spending only); retry after the hint (none: this payout alone exceeds the limit).",
+      "This client's daily amount on the account in this currency would be exceeded (metadata used: this client's own spending only); retry after the hint (the day's reset) with the same key.",
+  },
+  PAYOUT_ABOVE_DAILY_LIMIT: {
+    code: Code.FailedPrecondition,
+    retry: "final",
+    area: "payouts",
+    meaning:
+      "This payout alone is larger than the client's whole daily limit on the account in this currency (metadata limit_value): it can never pass while the limit stands; nothing was executed.",
   },
   LIMITS_CONTENDED: {
     code: Code.Unavailable,
@@ -376,7 +385,8 @@ const DEFINITIONS = {
   RAIL_CREDENTIAL_INVALID: { code: Code.Unauthenticated, retry: "final", area: "rail", meaning: "The rail's bearer credential is missing or wrong." },
 
   // --- the framework: a ConnectError without ErrorInfo gets its code's name (errors.ts) ---
-  // PERMISSION_DENIED and INTERNAL are above; UNKNOWN is always answered as INTERNAL.
+  // PERMISSION_DENIED and INTERNAL are above; UNKNOWN is always answered as INTERNAL, and a
+  // framework resource_exhausted (a message size limit) as MESSAGE_TOO_LARGE.
   CANCELED: {
     code: Code.Canceled,
     retry: "final",
@@ -402,11 +412,12 @@ const DEFINITIONS = {
     area: "framework",
     meaning: "From the framework; railfence's own checks always give this code a reason.",
   },
-  RESOURCE_EXHAUSTED: {
-    code: Code.ResourceExhausted,
+  MESSAGE_TOO_LARGE: {
+    code: Code.InvalidArgument,
     retry: "final",
     area: "framework",
-    meaning: "A framework limit was reached (a message size, a stream count).",
+    meaning:
+      "A message passed the framework's own size limit (its resource_exhausted, answered invalid_argument: it will not shrink). The gate usually refuses first.",
   },
   FAILED_PRECONDITION: {
     code: Code.FailedPrecondition,

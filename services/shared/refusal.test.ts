@@ -21,14 +21,14 @@ describe("encodeRefusal", () => {
       expect(body).toBeUndefined();
       expect(headers[":status"]).toBe(200);
       const read = findTrailerError(headersOf(headers));
-      expect(read?.code).toBe(Code.ResourceExhausted);
+      expect(read?.code).toBe(Code.InvalidArgument);
       expect(errorInfo(read)?.reason).toBe("REQUEST_TOO_LARGE");
     }
   });
 
-  it("Connect unary: the code's HTTP status and a Connect error body; streaming: an end-stream message", () => {
+  it("Connect unary: the code's HTTP status (400 for invalid_argument) and a Connect error body; streaming: an end-stream message", () => {
     const unary = encodeRefusal(error, requestProtocol("POST", "application/proto", false));
-    expect(unary.headers[":status"]).toBe(429);
+    expect(unary.headers[":status"]).toBe(400);
     expect(errorInfo(errorFromJsonBytes(unary.body!, undefined, new Error("x") as never))?.metadata).toEqual({ limit_bytes: "16" });
     const stream = encodeRefusal(error, requestProtocol("POST", "application/connect+json", true));
     expect(stream.body![0]).toBe(2);

@@ -57,7 +57,7 @@ describe("admitRequest (on a plain stream, as any server stack would call it)", 
     const body = new PassThrough();
     const outcome = admitRequest(body, GRPC, acquire, limits);
     body.write(Uint8Array.from([0, 0, 0, 1, 0]));
-    expect(refused(await outcome)).toMatchObject({ code: "ResourceExhausted", reason: "REQUEST_TOO_LARGE" });
+    expect(refused(await outcome)).toMatchObject({ code: "InvalidArgument", reason: "REQUEST_TOO_LARGE" });
   });
 
   it("refuses malformed messages and headers before any handler", async () => {

@@ -39,7 +39,7 @@ export interface ServiceServerOptions {
   routes: (router: ConnectRouter) => void;
   registry: Registry;
   logger: Logger;
-  /** Largest request message accepted (bytes, services/shared/limits.ts); larger: resource_exhausted. */
+  /** Largest request message accepted (bytes, services/shared/limits.ts); larger: invalid_argument REQUEST_TOO_LARGE. */
   readMaxBytes: number;
   /** Longest wait for a complete request body (READ_TIMEOUT_MS); at most LIMITS.readTimeoutMs. */
   readTimeoutMs?: number;

@@ -8,6 +8,7 @@
  */
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from "@opentelemetry/api";
+import { currentCall } from "./call-context.js";
 import { errorReason } from "./errors.js";
 import { tracingOn } from "./telemetry.js";
 
@@ -65,7 +66,16 @@ export const clientTracing: Interceptor = (next) => async (req) => {
 /** Server side: the caller's context extracted, the handler run inside a SERVER span. */
 export const serverTracing: Interceptor = (next) => async (req) => {
   if (!tracingOn() || UNTRACED_SERVICES.has(req.service.typeName)) return next(req);
-  return rpcSpan(SpanKind.SERVER, req, propagation.extract(context.active(), req.header, headerGetter), () => next(req));
+  return rpcSpan(SpanKind.SERVER, req, propagation.extract(context.active(), req.header, headerGetter), () => {
+    // The answer and the call's log lines name the span's trace (a new one when the caller sent none).
+    const span = trace.getActiveSpan()?.spanContext();
+    const call = currentCall();
+    if (call && span) {
+      call.traceId = span.traceId;
+      call.spanId = span.spanId;
+    }
+    return next(req);
+  });
 };
 
 /** Adds attributes to the current span (no-op without one). Never pass secrets or bodies. */

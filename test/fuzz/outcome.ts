@@ -63,6 +63,9 @@ export function expectCleanError(err: unknown, opts: CleanErrorOptions, what: st
     if (ce.code === Code.InvalidArgument && info!.reason === "MALFORMED_REQUEST") {
       // A body that is not a message at all may have no field to blame; it names the problem.
       expect(info!.metadata.problem ?? "", `${label}: MALFORMED_REQUEST must name the problem`).not.toBe("");
+    } else if (ce.code === Code.InvalidArgument && info!.reason === "REQUEST_TOO_LARGE") {
+      // The whole message is too large (invalid_argument since decision 053): it names the limit, not a field.
+      expect(info!.metadata.limit_bytes ?? "", `${label}: REQUEST_TOO_LARGE must name the limit`).toMatch(/^\d+$/);
     } else if (ce.code === Code.InvalidArgument) {
       expect(info!.metadata.field ?? "", `${label}: invalid_argument must name the field`).not.toBe("");
       if (opts.field !== undefined) expect(info!.metadata.field, label).toBe(opts.field);

@@ -122,7 +122,7 @@ const anySubmit: fc.Arbitrary<SubmitInit> = fc.record({
 });
 
 describe("SubmitPayout", () => {
-  it("an invalid request is refused with invalid_argument naming the first bad field (or resource_exhausted when too big), and changes nothing", async () => {
+  it("an invalid request is refused with invalid_argument naming the first bad field (REQUEST_TOO_LARGE when too big), and changes nothing", async () => {
     const before = await state();
     const callsBefore = await railCalls();
     await fc.assert(
@@ -135,7 +135,7 @@ describe("SubmitPayout", () => {
           expect(res.ok, `invalid request was accepted: ${JSON.stringify(req, bigintJson)}`).toBe(false);
           if (res.ok) return;
           if (wireSize(req, protocol) > READ_MAX_BYTES) {
-            expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "SubmitPayout oversized");
+            expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["REQUEST_TOO_LARGE"] }, "SubmitPayout oversized");
           } else {
             expectCleanError(
               res.error,
@@ -204,7 +204,7 @@ describe("SubmitPayout", () => {
     expect(check.violations).toEqual([]);
   });
 
-  it("a message larger than readMaxBytes is resource_exhausted over both protocols and changes nothing", async () => {
+  it("a message larger than readMaxBytes is invalid_argument REQUEST_TOO_LARGE over both protocols and changes nothing", async () => {
     const before = await state();
     // Fresh sessions every 40 cases: the *sending* side's HTTP/2 session keeps the unsent rest of
     // each refused body counted against its own maxSessionMemory (10 MB), so at hostile scale one
@@ -234,7 +234,7 @@ describe("SubmitPayout", () => {
           const res = await bounded(settle(sender[protocol].submitPayout(req)), CALL_BOUND_MS, "SubmitPayout oversized");
           tally.recordSettled("SubmitPayout/oversized", res);
           expect(res.ok).toBe(false);
-          expectCleanError(res.ok ? undefined : res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
+          expectCleanError(res.ok ? undefined : res.error, { codes: [Code.InvalidArgument], reasons: ["REQUEST_TOO_LARGE"] }, "oversized");
         },
       ),
       { numRuns: runs(8) },

@@ -300,7 +300,7 @@ async function healthCase(health: Client<typeof Health>, service: string, watch:
     const res = await bounded(settle(health.check({ service })), CALL_BOUND_MS, "Health.Check");
     tally.recordSettled("Health.Check", res);
     if (!res.ok)
-      expectCleanError(res.error, { codes: [Code.NotFound, Code.ResourceExhausted], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
+      expectCleanError(res.error, { codes: [Code.NotFound, Code.InvalidArgument], reasons: ["SERVICE_UNKNOWN", "REQUEST_TOO_LARGE"] }, "Health.Check");
     return;
   }
   const abort = new AbortController();
@@ -320,7 +320,7 @@ async function healthCase(health: Client<typeof Health>, service: string, watch:
   tally.recordSettled("Health.Watch", res);
   if (res.ok) expect(Object.values(HealthCheckResponse_ServingStatus)).toContain(res.value);
   else if (abort.signal.aborted) expectCleanError(res.error, { codes: [Code.Canceled], requireInfo: false }, "Health.Watch cancelled by the client");
-  else expectCleanError(res.error, { codes: [Code.ResourceExhausted], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
+  else expectCleanError(res.error, { codes: [Code.InvalidArgument], reasons: ["REQUEST_TOO_LARGE"] }, "Health.Watch");
 }
 
 describe("after the fuzz runs", () => {

@@ -5,7 +5,7 @@
  * - stalled and trickling bodies get deadline_exceeded (REQUEST_READ_TIMEOUT) at the client's
  *   deadline or the server's read timeout, whichever is first, and the server closes the stream
  *   although the client never finishes sending;
- * - oversized envelopes and bodies get resource_exhausted (REQUEST_TOO_LARGE) at the first bytes
+ * - oversized envelopes and bodies get invalid_argument (REQUEST_TOO_LARGE) at the first bytes
  *   that prove it, and the stream is reset; the documented limit itself is accepted;
  * - truncated envelopes, extra envelopes and broken JSON get invalid_argument MALFORMED_REQUEST;
  * - every refusal a framework makes (unknown method, content type, timeout header, encoding)
@@ -138,7 +138,7 @@ describe("stalled bodies", () => {
 });
 
 describe("oversized envelopes and bodies", () => {
-  it("a message past the limit is resource_exhausted REQUEST_TOO_LARGE at once, and the stream is reset while the client still sends", async () => {
+  it("a message past the limit is invalid_argument REQUEST_TOO_LARGE at once, and the stream is reset while the client still sends", async () => {
     await fc.assert(
       fc.asyncProperty(targetArb, protoArb, fc.integer({ min: 1, max: 100_000 }), fc.boolean(), async (t, proto, excess, claimOnly) => {
         let body: Uint8Array;
@@ -150,7 +150,7 @@ describe("oversized envelopes and bodies", () => {
         }
         const a = await rawRequest(t.url(), { path: t.path, headers: headersFor(t, proto), body, keepOpen: true, boundMs: 8000 });
         const what = `${t.name} ${proto} limit=${t.maxBytes} excess=${excess} claimOnly=${claimOnly}`;
-        tally.record("oversized/refused", expectRefusal(a, Code.ResourceExhausted, "REQUEST_TOO_LARGE", what));
+        tally.record("oversized/refused", expectRefusal(a, Code.InvalidArgument, "REQUEST_TOO_LARGE", what));
         expect(a.stillOpen, `${what}: the server left the stream open`).not.toBe(true);
       }),
       { numRuns: runs(40) },
@@ -180,7 +180,7 @@ describe("oversized envelopes and bodies", () => {
             expect(a.refusal?.code, what).not.toBe(Code.Internal);
             tally.record("limit/exact", a.reason ?? "ok");
           } else {
-            tally.record("limit/exceeded", expectRefusal(a, Code.ResourceExhausted, "REQUEST_TOO_LARGE", what));
+            tally.record("limit/exceeded", expectRefusal(a, Code.InvalidArgument, "REQUEST_TOO_LARGE", what));
           }
         }
       }
@@ -310,7 +310,7 @@ describe("refusals before any handler", () => {
 });
 
 describe("real clients see the same refusals", () => {
-  it("a plain @grpc/grpc-js client reads RESOURCE_EXHAUSTED + REQUEST_TOO_LARGE for an oversized message (the reset does not turn it into INTERNAL)", async () => {
+  it("a plain @grpc/grpc-js client reads INVALID_ARGUMENT + REQUEST_TOO_LARGE for an oversized message (the reset does not turn it into INTERNAL)", async () => {
     const grpc = await import("@grpc/grpc-js");
     const { fromBinary } = await import("@bufbuild/protobuf");
     const { anyUnpack } = await import("@bufbuild/protobuf/wkt");
@@ -331,7 +331,7 @@ describe("real clients see the same refusals", () => {
             (e) => (e ? resolve(e) : reject(new Error("accepted"))),
           );
         });
-        expect(err.code, `${t.name}: ${err.details}`).toBe(grpc.status.RESOURCE_EXHAUSTED);
+        expect(err.code, `${t.name}: ${err.details}`).toBe(grpc.status.INVALID_ARGUMENT);
         const status = fromBinary(StatusSchema, err.metadata.get("grpc-status-details-bin")[0] as Buffer);
         const info = status.details.map((d) => anyUnpack(d, ErrorInfoSchema)).find(Boolean);
         expect(info?.reason, t.name).toBe("REQUEST_TOO_LARGE");

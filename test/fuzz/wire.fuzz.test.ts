@@ -145,12 +145,12 @@ describe("gRPC framing", () => {
     }
   });
 
-  it("a frame past readMaxBytes is resource_exhausted on every service", async () => {
+  it("a frame past readMaxBytes is invalid_argument (REQUEST_TOO_LARGE, never a retryable 429) on every service", async () => {
     for (const t of TARGETS) {
       const big = new Uint8Array(t.readMaxBytes + 100);
       // Field 1 (string) of the right length, so only the size is wrong.
       const a = await rawRequest(t.url(), { path: t.path, headers: GRPC_HEADERS, body: grpcFrame(big), boundMs: 8000 });
-      expect(a.grpcStatus, `${t.name}: ${a.grpcMessage}`).toBe(8);
+      expect(a.grpcStatus, `${t.name}: ${a.grpcMessage}`).toBe(3);
       tally.record("grpc/oversized", expectCleanRaw(a, `${t.name} oversized`));
       // A prefix that merely claims a huge message, with no body behind it.
       const lie = await rawRequest(t.url(), {
@@ -219,7 +219,7 @@ describe("Connect JSON", () => {
     );
   });
 
-  it("a JSON body past readMaxBytes is resource_exhausted on every service", async () => {
+  it("a JSON body past readMaxBytes is invalid_argument on every service", async () => {
     for (const t of TARGETS) {
       const a = await rawRequest(t.url(), {
         path: t.path,
@@ -227,7 +227,7 @@ describe("Connect JSON", () => {
         body: JSON.stringify({ key: "x".repeat(t.readMaxBytes + 10) }),
         boundMs: 8000,
       });
-      expect(a.connectCode, `${t.name}: ${a.status} ${a.body.toString().slice(0, 200)}`).toBe("resource_exhausted");
+      expect(a.connectCode, `${t.name}: ${a.status} ${a.body.toString().slice(0, 200)}`).toBe("invalid_argument");
       tally.record("connect/oversized", expectCleanRaw(a, `${t.name} oversized json`));
     }
   });

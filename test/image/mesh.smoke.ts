@@ -357,7 +357,7 @@ describe("payouts through the containers", () => {
       const ids: string[] = [];
       let next = 0;
       // A well-behaved API client: one Idempotency-Key per payout, and a retryable answer
-      // (UNAVAILABLE with Retry-After, ABORTED IDEMPOTENCY_CONFLICT) retried with the SAME key.
+      // (UNAVAILABLE with Retry-After, IDEMPOTENCY_CONFLICT included; ABORTED from a reset) retried with the SAME key.
       const worker = async () => {
         while ((next < minimum || !killsDone) && next < cap) {
           const i = next++;

@@ -157,10 +157,11 @@ describe("per-account daily amount limit", () => {
     ).toBeUndefined(); // USD: off
   });
 
-  it("gives no retry hint to a payout larger than the whole daily limit", async () => {
+  it("refuses a payout larger than the whole daily limit as final: failed_precondition PAYOUT_ABOVE_DAILY_LIMIT, no retry hint", async () => {
     const { c } = await payouts({ PAYOUTS_DEFAULT_CLIENT_ID: "client-huge", LIMIT_ACCOUNT_DAILY_AMOUNT: "*=500" });
     const r = await create(c.grpc, validRequest({ accountId: "acct-huge", amount: { amountMinor: 501n, currency: "GBP" } }), newKey());
-    expect(r.reason).toBe("ACCOUNT_DAILY_LIMIT_EXCEEDED");
+    expect(r.reason).toBe("PAYOUT_ABOVE_DAILY_LIMIT");
+    expect(r.error?.code).toBe(Code.FailedPrecondition);
     expect(retryMs(r.error)).toBeUndefined();
     expect(await usage("account_daily_amount", "client-huge/acct-huge/GBP")).toBe(0);
   });

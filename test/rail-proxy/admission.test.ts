@@ -82,9 +82,9 @@ describe("step 0: invalid requests are refused before anything is written", () =
     expect(await snapshot(acc)).toEqual(before);
   });
 
-  it("an oversized message is refused with resource_exhausted", async () => {
+  it("an oversized message is refused with invalid_argument REQUEST_TOO_LARGE", async () => {
     const before = await snapshot(acc);
-    await expectRejected(proxyA.submitPayout({ ...request(acc, uid("p"), 5n), beneficiary: "x".repeat(64 * 1024) }), Code.ResourceExhausted);
+    await expectRejected(proxyA.submitPayout({ ...request(acc, uid("p"), 5n), beneficiary: "x".repeat(64 * 1024) }), Code.InvalidArgument, "REQUEST_TOO_LARGE");
     expect(await snapshot(acc)).toEqual(before);
   });
 });

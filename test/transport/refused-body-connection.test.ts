@@ -52,12 +52,12 @@ describe("a connection that sent refused bodies", () => {
         );
       const key = err ? `${Code[err.code]}/${errorReason(err) ?? "-"}` : "answered";
       reasons.set(key, (reasons.get(key) ?? 0) + 1);
-      if (key !== "ResourceExhausted/REQUEST_TOO_LARGE") {
+      if (key !== "InvalidArgument/REQUEST_TOO_LARGE") {
         reasons.set(`${key} ${err?.message}`, 1);
         break;
       }
     }
-    expect(Object.fromEntries(reasons)).toEqual({ "ResourceExhausted/REQUEST_TOO_LARGE": 100 });
+    expect(Object.fromEntries(reasons)).toEqual({ "InvalidArgument/REQUEST_TOO_LARGE": 100 });
     const after = await other.getSubmission({ payoutId: "p-none" }, { timeoutMs: 5000 }).then(
       () => "found",
       (e: unknown) => Code[ConnectError.from(e).code],
