@@ -195,9 +195,14 @@ const (
 	ReasonClientRateLimited Reason = "CLIENT_RATE_LIMITED"
 
 	// ReasonAccountDailyLimitExceeded: This client's daily amount on the account in this currency
-	// would be exceeded (metadata used: this client's own spending only); retry after the hint (none:
-	// this payout alone exceeds the limit).
+	// would be exceeded (metadata used: this client's own spending only); retry after the hint (the
+	// day's reset) with the same key.
 	ReasonAccountDailyLimitExceeded Reason = "ACCOUNT_DAILY_LIMIT_EXCEEDED"
+
+	// ReasonPayoutAboveDailyLimit: This payout alone is larger than the client's whole daily limit on
+	// the account in this currency (metadata limit_value): it can never pass while the limit stands;
+	// nothing was executed.
+	ReasonPayoutAboveDailyLimit Reason = "PAYOUT_ABOVE_DAILY_LIMIT"
 
 	// ReasonLimitsContended: This client and account's limit counter stayed locked by concurrent
 	// payouts past the server's wait (load, not an outage); nothing was executed.
@@ -258,8 +263,9 @@ const (
 	// ReasonAlreadyExists: From the framework; railfence's own checks always give this code a reason.
 	ReasonAlreadyExists Reason = "ALREADY_EXISTS"
 
-	// ReasonResourceExhausted: A framework limit was reached (a message size, a stream count).
-	ReasonResourceExhausted Reason = "RESOURCE_EXHAUSTED"
+	// ReasonMessageTooLarge: A message passed the framework's own size limit (its resource_exhausted,
+	// answered invalid_argument: it will not shrink). The gate usually refuses first.
+	ReasonMessageTooLarge Reason = "MESSAGE_TOO_LARGE"
 
 	// ReasonFailedPrecondition: From the framework; railfence's own checks always give this code a
 	// reason.
@@ -286,7 +292,7 @@ const (
 
 // catalogue holds every (code, reason) pair a server may answer with, and what a caller may do.
 var catalogue = []catalogueEntry{
-	{codes.ResourceExhausted, ReasonRequestTooLarge, RetryFinal},
+	{codes.InvalidArgument, ReasonRequestTooLarge, RetryFinal},
 	{codes.DeadlineExceeded, ReasonRequestReadTimeout, RetryTransient},
 	{codes.InvalidArgument, ReasonTimeoutTooLong, RetryFinal},
 	{codes.Unimplemented, ReasonUnsupportedContentType, RetryFinal},
@@ -337,6 +343,7 @@ var catalogue = []catalogueEntry{
 	{codes.Unavailable, ReasonIdempotencyUnavailable, RetryTransient},
 	{codes.ResourceExhausted, ReasonClientRateLimited, RetryLater},
 	{codes.ResourceExhausted, ReasonAccountDailyLimitExceeded, RetryLater},
+	{codes.FailedPrecondition, ReasonPayoutAboveDailyLimit, RetryFinal},
 	{codes.Unavailable, ReasonLimitsContended, RetryTransient},
 	{codes.Unavailable, ReasonLimitsUnavailable, RetryTransient},
 	{codes.Aborted, ReasonLockHeld, RetryLater},
@@ -354,7 +361,7 @@ var catalogue = []catalogueEntry{
 	{codes.DeadlineExceeded, ReasonDeadlineExceeded, RetryTransient},
 	{codes.NotFound, ReasonNotFound, RetryFinal},
 	{codes.AlreadyExists, ReasonAlreadyExists, RetryFinal},
-	{codes.ResourceExhausted, ReasonResourceExhausted, RetryFinal},
+	{codes.InvalidArgument, ReasonMessageTooLarge, RetryFinal},
 	{codes.FailedPrecondition, ReasonFailedPrecondition, RetryFinal},
 	{codes.Aborted, ReasonAborted, RetryFinal},
 	{codes.OutOfRange, ReasonOutOfRange, RetryFinal},
