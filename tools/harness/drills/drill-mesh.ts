@@ -194,6 +194,22 @@ export class DrillMesh {
   }
 
   /**
+   * The payouts still open, as a failed liveness check should show them: what claims and fences
+   * them, and what the proxy's ledger holds for them (so a stuck payout can be explained).
+   */
+  async describeOpenPayouts(limit = 10): Promise<string[]> {
+    const rows = await this.query<Record<string, unknown>>(
+      `SELECT p.payout_id, p.account_id, p.state, p.fence::text, p.claimed_by, p.claimed_until, p.updated_at,
+              p.lost_submission_ref, p.submission_ref,
+              (SELECT string_agg(s.payout_id || '=' || s.state, ',') FROM rail_submissions s WHERE s.payout_id LIKE p.payout_id || '%') AS intents,
+              (SELECT mark::text FROM rail_high_water h WHERE h.account_id = p.account_id) AS mark, now() AS now
+         FROM payouts p WHERE p.state IN ('PENDING', 'PROCESSING') ORDER BY p.created_at LIMIT $1`,
+      [limit],
+    ).catch((err: unknown) => [{ error: err instanceof Error ? err.message : String(err) }]);
+    return rows.map((r) => JSON.stringify(r));
+  }
+
+  /**
    * Runs the reconciler once, after waiting until every intent is older than the settlement
    * window plus the clock skew allowance (so "absent from the statement" can mean NOT_PAID for
    * all of them).

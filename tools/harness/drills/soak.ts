@@ -159,7 +159,7 @@ export function soak(o: SoakOptions): Scenario {
         for (const e of drill.mesh.executors) e.resume();
 
         const open = await drill.waitSettled(180_000);
-        if (open !== 0) failures.push(`${open} payouts did not settle`);
+        if (open !== 0) failures.push(`${open} payouts did not settle`, ...(await drill.describeOpenPayouts()).map((r) => `  open: ${r}`));
         for (const e of drill.mesh.executors) await e.stop();
         const rec = await drill.reconcile();
         if (rec.code !== 0) failures.push(`reconciler exited ${rec.code}`);
