@@ -12,7 +12,7 @@
  * generate script does); a tool already built at its pinned version is kept.
  */
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -75,16 +75,48 @@ function builtVersion(binary: string): string | undefined {
   }
 }
 
+/** A cold build of a tool takes minutes; past this, a lock left behind is taken as abandoned. */
+const STALE_LOCK_MS = 35 * 60_000;
+
 /**
  * Installs tool at its pinned version unless that build is already there; returns its path.
  * It builds into a private folder and renames the result into place, so two test files asking
- * at once never see half a binary.
+ * at once never see half a binary; and one builds while the others wait (a lock folder beside
+ * the binary), so a cold machine compiles it once, not once per test file.
  */
 export async function ensureGoTool(tool: GoTool): Promise<string> {
-  const { pkg, version } = GO_TOOLS[tool];
+  const { version } = GO_TOOLS[tool];
   const target = goToolPath(tool);
-  if (existsSync(target) && builtVersion(target) === version) return target;
   mkdirSync(join(goHome(), "bin"), { recursive: true });
+  const lock = `${target}.building`;
+  for (;;) {
+    if (existsSync(target) && builtVersion(target) === version) return target;
+    try {
+      mkdirSync(lock);
+    } catch {
+      // Another process is building it: wait for its result (or for an abandoned lock to age out).
+      const age = (() => {
+        try {
+          return Date.now() - statSync(lock).mtimeMs;
+        } catch {
+          return 0;
+        }
+      })();
+      if (age > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
+      await new Promise((r) => setTimeout(r, 1000));
+      continue;
+    }
+    try {
+      if (!(existsSync(target) && builtVersion(target) === version)) await install(tool);
+    } finally {
+      rmSync(lock, { recursive: true, force: true });
+    }
+  }
+}
+
+/** go install of tool's pinned version into a private folder, renamed into place. */
+async function install(tool: GoTool): Promise<void> {
+  const { pkg, version } = GO_TOOLS[tool];
   const scratch = mkdtempSync(join(goHome(), "install-"));
   try {
     // Outside any module, so the tool's own go.mod decides its dependencies. Asynchronous: a
@@ -96,11 +128,10 @@ export async function ensureGoTool(tool: GoTool): Promise<string> {
       maxBuffer: 16 * 1024 * 1024,
     });
     if (stderr.trim()) process.stderr.write(stderr);
-    renameSync(join(scratch, tool), target);
+    renameSync(join(scratch, tool), goToolPath(tool));
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
-  return target;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -28,7 +28,7 @@ if (lockBackend !== "pg" && lockBackend !== "etcd") {
   process.exit(2);
 }
 
-const stateDir = join(projectRoot(), ".railfence");
+const stateDir = process.env.RAILFENCE_STATE_DIR ?? join(projectRoot(), ".railfence");
 const logDir = join(stateDir, "logs");
 mkdirSync(logDir, { recursive: true });
 const logs = new Map<string, WriteStream>();
@@ -104,6 +104,7 @@ async function main(): Promise<void> {
     tls: { ca: mesh.identityFiles("operator").ca, cert: mesh.identityFiles("operator").cert, key: mesh.identityFiles("operator").key },
   };
   writeFileSync(join(stateDir, "endpoints.json"), `${JSON.stringify(endpoints, null, 2)}\n`);
+  writeFileSync(join(stateDir, "env"), shellEnv(new URL(endpoints.payouts), mesh.identityFiles("client")));
 
   console.log(`\nrailfence is up (${((Date.now() - started) / 1000).toFixed(1)} s). Endpoints (also in .railfence/endpoints.json):`);
   console.log(`  payouts API    ${endpoints.payouts}   (gRPC, gRPC-Web, Connect over mutual TLS)`);
@@ -113,6 +114,7 @@ async function main(): Promise<void> {
   console.log(`  paydb          ${endpoints.paydb}`);
   for (const [name, url] of Object.entries(metrics)) console.log(`  metrics        ${name.padEnd(14)} ${url}`);
   console.log(`  certificates   ${mesh.pki!.dir}   (CLI: operator; curl/grpcurl: --cacert ca.crt --cert client.crt --key client.key)`);
+  console.log(`  shell          . ${join(stateDir, "env")}   (RAILFENCE_PAYOUTS_URL, _ADDR, RAILFENCE_CA, _CERT, _KEY: the README's examples)`);
   console.log(`  logs           ${logDir}/<process>.log`);
   console.log(
     `  traces         ${process.env.RAILFENCE_TRACE_FILE ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT}`,
@@ -120,6 +122,24 @@ async function main(): Promise<void> {
   console.log("\nTry:  npx railfence payouts create --account acc-1 --amount 1050 --currency EUR --beneficiary ben-1");
   console.log("      npx railfence payouts get <payout_id>      npx railfence trace <payout_id>");
   console.log("Ctrl-C stops everything.");
+}
+
+/**
+ * What a caller of the payouts API needs, as shell variables: its address and the `client`
+ * identity's certificate (the API's caller; the CLI's operator identity may not create payouts
+ * on another client's behalf). `. .railfence/env` in the README's examples.
+ */
+function shellEnv(payouts: URL, client: { ca: string; cert: string; key: string }): string {
+  const q = (v: string) => `'${v.replaceAll("'", "'\\''")}'`;
+  return [
+    "# Written by npm start for the mesh it runs: `. .railfence/env`, then curl, grpcurl or buf curl (README).",
+    `export RAILFENCE_PAYOUTS_URL=${q(payouts.origin)}`,
+    `export RAILFENCE_PAYOUTS_ADDR=${q(payouts.host)}`,
+    `export RAILFENCE_CA=${q(client.ca)}`,
+    `export RAILFENCE_CERT=${q(client.cert)}`,
+    `export RAILFENCE_KEY=${q(client.key)}`,
+    "",
+  ].join("\n");
 }
 
 main().catch(async (err: unknown) => {
