@@ -254,7 +254,9 @@ describe("the rail credential after every error path", () => {
 
   it("the error paths really ran: refusals of every kind were seen and logged", () => {
     const joined = seenByClients.join("\n");
-    for (const code of ["Unauthenticated", "InvalidArgument", "ResourceExhausted", "AlreadyExists", "Aborted", "Unavailable"]) expect(joined).toContain(code);
+    for (const code of ["Unauthenticated", "InvalidArgument", "AlreadyExists", "Aborted", "Unavailable"]) expect(joined).toContain(code);
+    // The oversized request is invalid_argument REQUEST_TOO_LARGE since decision 053 (it was 429).
+    expect(seenByClients.find((l) => l.startsWith("proxy oversized"))).toMatch(/^proxy oversized InvalidArgument .*REQUEST_TOO_LARGE/);
     const all = [...mesh.allLines(), ...extra.flatMap((p) => p.lines)];
     expect(all.some((l) => l.includes("RAIL_CREDENTIAL_INVALID"))).toBe(true);
     expect(all.some((l) => l.includes('"event":"startup_failed"'))).toBe(true);
