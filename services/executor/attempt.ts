@@ -37,7 +37,7 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
 
     /** Ends the attempt: one log line, one metric. */
     log(outcome: PayOutcome, extra: Record<string, unknown> = {}): PayOutcome {
-      metrics.payouts.inc({ outcome });
+      metrics.payouts.inc({ outcome: outcome.toLowerCase() });
       logger.info(
         {
           event: "payout_attempt",
@@ -76,7 +76,7 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
         metrics.fencedOut.inc({ where: "paydb" });
         return attempt.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb", at: "outcome" });
       }
-      metrics.endToEnd.observe({ state: write.state }, written.ageSeconds);
+      metrics.endToEnd.observe({ state: write.state.toLowerCase() }, written.ageSeconds);
       return attempt.log(write.state, {
         fencing_token: token.toString(),
         rail_reference: write.railReference ?? undefined,
@@ -87,7 +87,7 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
 
     /** A refusal no retry can cure: the payout waits for a human, counted and alerted. */
     needsHuman(token: bigint, ref: string, reason: string, detail: string): Promise<PayOutcome> {
-      metrics.needsAttention.inc({ reason });
+      metrics.needsAttention.inc({ reason: reason.toLowerCase() });
       logger.error({ event: "needs_attention", payout_id: p.payoutId, reason, detail, fencing_token: token.toString() }, "payout needs a human");
       return attempt.record(token, { state: "NEEDS_ATTENTION", attentionReason: reason, attentionDetail: detail, submissionRef: ref });
     },

@@ -5,40 +5,40 @@ export function createExecutorMetrics(registry: Registry) {
   const registers = [registry];
   return {
     payouts: new Counter({
-      name: "executor_payouts_total",
+      name: "railfence_executor_payouts_total",
       help: "Payout attempts by outcome (PAID, FAILED, UNKNOWN, NEEDS_ATTENTION, FENCED_OUT, DEFERRED, ABANDONED)",
       labelNames: ["outcome"] as const,
       registers,
     }),
     endToEnd: new Histogram({
-      name: "payout_end_to_end_seconds",
+      name: "railfence_executor_payout_end_to_end_duration_seconds",
       help: "Payout created_at -> terminal state (PAID, FAILED, UNKNOWN or NEEDS_ATTENTION) recorded by an executor",
       labelNames: ["state"] as const,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
       registers,
     }),
     lockAcquire: new Histogram({
-      name: "executor_lock_acquire_seconds",
+      name: "railfence_executor_lock_acquire_duration_seconds",
       help: "Lock service Acquire latency (including waiting for a held lock)",
       labelNames: ["result"] as const,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     }),
     fencedOut: new Counter({
-      name: "executor_fenced_out_total",
+      name: "railfence_executor_fenced_out_total",
       help: "Work stopped because a newer token owns the payout or account (where: paydb fence or rail-proxy mark)",
       labelNames: ["where"] as const,
       registers,
     }),
-    inFlight: new Gauge({ name: "executor_in_flight", help: "Payouts being worked on now", registers }),
+    inFlight: new Gauge({ name: "railfence_executor_payouts_in_flight", help: "Payouts being worked on now", registers }),
     forgottenIntent: new Counter({
-      name: "executor_forgotten_submissions_total",
+      name: "railfence_executor_forgotten_submissions_total",
       help: "Lost submissions paydb did not know afterwards, by what the rail's statement decided (paid, not-paid, wait, human)",
       labelNames: ["verdict"] as const,
       registers,
     }),
     needsAttention: new Counter({
-      name: "executor_needs_attention_total",
+      name: "railfence_executor_needs_attention_total",
       help: "Payouts put in NEEDS_ATTENTION (a refusal no retry can cure, or a contradicted outcome), by reason",
       labelNames: ["reason"] as const,
       registers,

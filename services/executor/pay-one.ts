@@ -84,7 +84,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         // anyone (forged, or the lock went backwards): flagged, or it is parked for ever.
         const ahead = await fenceAheadOfLock(p.payoutId, key, token).catch(() => undefined);
         if (ahead !== undefined) {
-          metrics.needsAttention.inc({ reason: "FENCE_AHEAD_OF_LOCK" });
+          metrics.needsAttention.inc({ reason: "fence_ahead_of_lock" });
           return a.log("NEEDS_ATTENTION", { fencing_token: token.toString(), where: "paydb", why: "FENCE_AHEAD_OF_LOCK", fence: ahead.toString() });
         }
         return a.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb" });
@@ -168,13 +168,13 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         { timeoutMs: deps.lockWaitMs + deps.callTimeoutMs, signal, headers: a.headers },
       );
       a.step("acquire");
-      metrics.lockAcquire.observe({ result: "GRANTED" }, (performance.now() - lockStarted) / 1000);
+      metrics.lockAcquire.observe({ result: "granted" }, (performance.now() - lockStarted) / 1000);
       if (!res.lease || res.lease.fencingToken <= 0n) return a.defer(fence, jitter(1000), "lock answered without a token");
       return res.lease;
     } catch (err) {
       const reason = errorReason(err);
       const held = hasReason(err, REASONS.LOCK_HELD);
-      metrics.lockAcquire.observe({ result: held ? "LOCK_HELD" : "ERROR" }, (performance.now() - lockStarted) / 1000);
+      metrics.lockAcquire.observe({ result: held ? "lock_held" : "error" }, (performance.now() - lockStarted) / 1000);
       if (signal.aborted) return a.defer(fence, 0, "shutting down", "ABANDONED");
       // A lost Acquire answer may have granted a lease we never saw: it expires on its own.
       return a.defer(fence, held ? jitter(deps.pollIntervalMs) : jitter(1000), reason || `lock ${Code[ConnectError.from(err).code]}`);
@@ -286,7 +286,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
     if (statement.kind !== "found") return a.defer(token, jitter(1000), "GetRailStatement failed for a forgotten submission");
     a.step("statement");
     const v = forgottenIntentVerdict(statement.value.payments, statement.value.coveredUntil, lost.at, deps);
-    metrics.forgottenIntent.inc({ verdict: v.kind });
+    metrics.forgottenIntent.inc({ verdict: v.kind.toLowerCase() });
     const line = { event: "forgotten_submission", payout_id: p.payoutId, reference: lost.ref, lost_at: lost.at.toISOString(), verdict: v.kind };
     switch (v.kind) {
       case "paid":
@@ -315,7 +315,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
   async function settle(a: Attempt, s: Submission, token: bigint): Promise<PayOutcome> {
     const v = verdictFor(s);
     if (v.kind === "record") {
-      if (v.write.state === "NEEDS_ATTENTION") metrics.needsAttention.inc({ reason: v.write.attentionReason ?? "UNSPECIFIED" });
+      if (v.write.state === "NEEDS_ATTENTION") metrics.needsAttention.inc({ reason: (v.write.attentionReason ?? "unspecified").toLowerCase() });
       return a.record(token, { ...v.write, submissionRef: s.payoutId });
     }
     return afterLostAnswer(a, s.payoutId, token, "submission still forwarding");

@@ -4,40 +4,40 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 export function createLockMetrics(registry: Registry, backend: string) {
   const registers = [registry];
   const metrics = {
-    grants: new Counter({ name: "lock_grants_total", help: "Leases granted", labelNames: ["backend"] as const, registers }),
+    grants: new Counter({ name: "railfence_lock_grants_total", help: "Leases granted", labelNames: ["backend"] as const, registers }),
     contention: new Counter({
-      name: "lock_contention_total",
+      name: "railfence_lock_contention_total",
       help: "Acquires refused with LOCK_HELD (still held when wait_ms ran out)",
       labelNames: ["backend"] as const,
       registers,
     }),
     leaseLost: new Counter({
-      name: "lock_lease_lost_total",
+      name: "railfence_lock_leases_lost_total",
       help: "Renewals refused with LEASE_LOST (expired, released or superseded)",
       labelNames: ["backend"] as const,
       registers,
     }),
     releases: new Counter({
-      name: "lock_releases_total",
+      name: "railfence_lock_releases_total",
       help: "Release calls by outcome",
       labelNames: ["backend", "outcome"] as const,
       registers,
     }),
     backendErrors: new Counter({
-      name: "lock_backend_errors_total",
+      name: "railfence_lock_backend_errors_total",
       help: "Calls failed because the lock backend was unavailable",
       labelNames: ["backend", "op"] as const,
       registers,
     }),
     acquireSeconds: new Histogram({
-      name: "lock_acquire_seconds",
+      name: "railfence_lock_acquire_duration_seconds",
       help: "Acquire latency, waiting included",
       labelNames: ["backend", "result"] as const,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     }),
     tokenFloor: new Gauge({
-      name: "lock_token_floor",
+      name: "railfence_lock_token_floor",
       help: "Effective token floor (LOCK_TOKEN_FLOOR ratcheted)",
       labelNames: ["backend"] as const,
       registers,

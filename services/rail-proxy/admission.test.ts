@@ -249,7 +249,7 @@ describe("admission, with a fake ledger and a fake rail", () => {
     const out = await admission(w)(intent);
     expect(w.calls).toEqual(["admit", "rail", "record:ACCEPTED", "late:ACCEPTED"]);
     expect(out).toEqual({ kind: "ANSWERED", row: late });
-    expect(await w.metrics.lateAnswer.get()).toMatchObject({ values: [{ labels: { previous_state: "RESOLVED_NOT_PAID" }, value: 1 }] });
+    expect(await w.metrics.lateAnswer.get()).toMatchObject({ values: [{ labels: { previous_state: "resolved_not_paid" }, value: 1 }] });
   });
 
   it("never invents a row: when the ledger cannot take the answer the outcome is ambiguous", async () => {

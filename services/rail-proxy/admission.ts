@@ -112,7 +112,7 @@ export function createAdmission(deps: AdmissionDeps) {
       metrics.duplicate.inc();
       logger.warn({ event: "duplicate_submission", payout_id: intent.reference }, "payout submitted twice under one reference (caller must not retry)");
     } else {
-      metrics.bindingRefused.inc({ reason: refusal.kind });
+      metrics.bindingRefused.inc({ reason: refusal.kind.toLowerCase() });
       logger.warn(
         { event: "binding_refused", reason: refusal.kind, payout_id: intent.reference, bound_payout_id: intent.payoutId },
         "submission does not match a payable payout",
@@ -125,7 +125,7 @@ export function createAdmission(deps: AdmissionDeps) {
   async function lateAnswer(intent: Intent, state: "ACCEPTED" | "REJECTED", railReference: string, railReason: string | null): Promise<SubmitOutcome> {
     const row = await write("late_answer", intent.reference, () => store.recordLateAnswer(intent.reference, state, railReference, railReason));
     if (row && row !== "FAILED") {
-      metrics.lateAnswer.inc({ previous_state: row.state });
+      metrics.lateAnswer.inc({ previous_state: row.state.toLowerCase() });
       logger.error(
         {
           event: "rail_late_answer",
@@ -158,11 +158,11 @@ export function createAdmission(deps: AdmissionDeps) {
     try {
       admitted = await store.admit(intent, guards);
     } catch (error) {
-      metrics.admissionSeconds.observe({ result: "ERROR" }, (now() - sent) / 1000);
+      metrics.admissionSeconds.observe({ result: "error" }, (now() - sent) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
       return { kind: "PAYDB_UNAVAILABLE", error };
     }
-    metrics.admissionSeconds.observe({ result: admitted.kind }, (now() - sent) / 1000);
+    metrics.admissionSeconds.observe({ result: admitted.kind.toLowerCase() }, (now() - sent) / 1000);
     if (admitted.kind !== "ADMITTED") return refused(admitted, intent);
     metrics.admitted.inc();
     annotate({ "railfence.admission": "ADMITTED" });
@@ -255,8 +255,8 @@ export function createAdmission(deps: AdmissionDeps) {
     // us from recording what the rail did.
     const railStarted = now();
     const observe = (outcome: string) => {
-      metrics.railOutcome.inc({ outcome });
-      metrics.railCallSeconds.observe({ outcome }, (now() - railStarted) / 1000);
+      metrics.railOutcome.inc({ outcome: outcome.toLowerCase() });
+      metrics.railCallSeconds.observe({ outcome: outcome.toLowerCase() }, (now() - railStarted) / 1000);
       annotate({ "railfence.rail_outcome": outcome });
     };
     let answer;
@@ -339,7 +339,7 @@ export function createAdmission(deps: AdmissionDeps) {
     if (!row) return lateAnswer(intent, state, answer.railReference, reason);
     if (row.ambiguity_cause === "STALE_FORWARDING") {
       // Swept as ambiguous while the call was in flight, not yet resolved: the answer closes it.
-      metrics.lateAnswer.inc({ previous_state: "TIMEOUT" });
+      metrics.lateAnswer.inc({ previous_state: "timeout" });
       logger.warn(
         { event: "rail_late_answer", payout_id: intent.reference, previous_state: "TIMEOUT", answer: state },
         "the rail answered a submission the sweeper had declared ambiguous",

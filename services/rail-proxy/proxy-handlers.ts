@@ -238,7 +238,7 @@ export function proxyRoutes(deps: {
         const minAgeMs = req.force ? 0 : deps.notPaidMinAgeMs;
         const row = await readPaydb(() => store.resolve(payoutId, outcome, actor, note, railReference, minAgeMs));
         if (row) {
-          metrics.resolved.inc({ outcome });
+          metrics.resolved.inc({ outcome: outcome.toLowerCase() });
           if (req.force) deps.logger?.warn({ event: "resolution_forced", payout_id: payoutId, actor, note }, "NOT_PAID forced before the floor");
           return { submission: toSubmission(row) };
         }

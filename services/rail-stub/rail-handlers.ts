@@ -57,7 +57,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
     reason: string,
   ) => {
     const p = await ledger.book({ ...req, railReference: `rr_${randomBytes(10).toString("hex")}`, status, reason });
-    metrics.payments.inc({ status });
+    metrics.payments.inc({ status: status.toLowerCase() });
     return p;
   };
   const answer = (p: BookedPayment) => ({

@@ -28,7 +28,7 @@ export async function startRailStub(config: RailStubConfig, deps: { logger: Logg
   const registry = createRegistry("rail-stub");
   const metrics = {
     payments: new Counter({
-      name: "rail_stub_payments_total",
+      name: "railfence_rail_stub_payments_total",
       help: "Payments booked by the stub rail",
       labelNames: ["status"] as const,
       registers: [registry],

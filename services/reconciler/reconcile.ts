@@ -205,7 +205,7 @@ export function createReconciler(deps: ReconcileDeps) {
     };
     const count = (d: DecisionName) => {
       counts[d] += 1;
-      metrics.decisions.inc({ decision: d });
+      metrics.decisions.inc({ decision: d.toLowerCase() });
     };
     const unresolved = await listAll((pageToken) => deps.proxy().listUnresolved({ pageSize: 500, pageToken }, opts()));
     // One window for every page: a page token is bound to the resolved_since it was issued for.
@@ -338,7 +338,7 @@ export function createReconciler(deps: ReconcileDeps) {
           markPaid: deps.dryRun ? async () => false : markPaid,
         });
         counts.UNRECORDED += found.found;
-        metrics.decisions.inc({ decision: "UNRECORDED" }, found.found);
+        metrics.decisions.inc({ decision: "unrecorded" }, found.found);
         statementRead += found.read;
       } catch (err) {
         logger.error(

@@ -6,8 +6,8 @@
  * certificate). gRPC reflection is open to every verified identity (reflection.ts).
  *
  * Denials are permission_denied with ErrorInfo reason PERMISSION_DENIED (metadata: identity,
- * method), counted in rpc_permission_denied_total{service,grpc_service,method} (`service` is the
- * registry's default label, the component; identities stay out of labels: unbounded cardinality)
+ * method), counted in railfence_rpc_permission_denied_total{component,rpc_service,rpc_method} (`component`
+ * is the registry's default label; identities stay out of labels: unbounded cardinality)
  * and logged once, here.
  */
 import type { Interceptor } from "@connectrpc/connect";
@@ -27,15 +27,15 @@ export function allowedIdentities(policy: AuthzPolicy, service: string, method: 
   return policy[`${service}/${method}`] ?? policy[`${service}/*`] ?? [];
 }
 
-function deniedCounter(registry: Registry): Counter<"grpc_service" | "method"> {
-  const name = "rpc_permission_denied_total";
+function deniedCounter(registry: Registry): Counter<"rpc_service" | "rpc_method"> {
+  const name = "railfence_rpc_permission_denied_total";
   // A process may run several servers on one registry (rail-stub + its control API).
   const existing = registry.getSingleMetric(name);
-  if (existing) return existing as Counter<"grpc_service" | "method">;
+  if (existing) return existing as Counter<"rpc_service" | "rpc_method">;
   return new Counter({
     name,
     help: "Calls refused by the authorization policy (or without a verified client certificate)",
-    labelNames: ["grpc_service", "method"] as const,
+    labelNames: ["rpc_service", "rpc_method"] as const,
     registers: [registry],
   });
 }
@@ -51,7 +51,7 @@ export function authorization(policy: AuthzPolicy, registry: Registry, logger: L
     if (identity !== undefined && allowedIdentities(policy, service, method).includes(identity)) return next(req);
     // Reflection describes the schema (public in the repository), never state: any verified identity.
     if (identity !== undefined && REFLECTION_SERVICES.includes(service)) return next(req);
-    denied.inc({ grpc_service: service, method });
+    denied.inc({ rpc_service: service, rpc_method: method });
     const procedure = `${service}/${method}`;
     logger.warn({ event: "permission_denied", identity: identity ?? null, procedure }, "call refused by authorization policy");
     throw railError(

@@ -1,15 +1,27 @@
 /**
  * Prometheus metrics: one Registry per process (passed by hand, no global), default process
- * metrics, and a tiny HTTP server for /metrics on its own port.
+ * metrics, and a tiny HTTP server for /metrics on its own port. Naming: decision 057.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { collectDefaultMetrics, Registry } from "prom-client";
 
-export function createRegistry(service: string): Registry {
+/**
+ * prom-client's gauges named like counters (`promtool check metrics`: "non-counter metrics should
+ * not have _total suffix"). Their per-type siblings (`nodejs_active_handles{type}` etc.) stay and
+ * sum to the same number.
+ */
+const GAUGES_NAMED_LIKE_COUNTERS = ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
+
+/**
+ * A registry whose every series carries `component` (not `service`: a ServiceMonitor sets
+ * `service` to the Kubernetes Service's name, and ours would arrive as `exported_service`).
+ */
+export function createRegistry(component: string): Registry {
   const registry = new Registry();
-  registry.setDefaultLabels({ service });
+  registry.setDefaultLabels({ component });
   collectDefaultMetrics({ register: registry });
+  for (const name of GAUGES_NAMED_LIKE_COUNTERS) registry.removeSingleMetric(name);
   return registry;
 }
 

@@ -6,7 +6,7 @@
  * CreatePayout load at c=1 and c=16, limits off vs on, in two shapes: "spread" (every request
  * its own account: no two requests share an amount counter) and "hot" (every request on one
  * account, one client: every request updates the same two counter rows, the worst case).
- * Prints a markdown table; the limit check's own latency comes from payout_limit_check_seconds.
+ * Prints a markdown table; the limit check's own latency comes from railfence_payouts_limit_check_duration_seconds.
  */
 import type { Client } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
@@ -91,8 +91,8 @@ async function main(): Promise<void> {
         }
       }
     }
-    const mean = await histogramMeanMs(services.on.svc.ready!.metricsPort, "payout_limit_check_seconds");
-    rows.push(`\nmean payout_limit_check_seconds (one consume_payout_limits round trip) over every "on" run: ${mean?.toFixed(2)} ms`);
+    const mean = await histogramMeanMs(services.on.svc.ready!.metricsPort, "railfence_payouts_limit_check_duration_seconds");
+    rows.push(`\nmean railfence_payouts_limit_check_duration_seconds (one consume_payout_limits round trip) over every "on" run: ${mean?.toFixed(2)} ms`);
   } finally {
     for (const s of Object.values(services)) {
       s.sessions.close();

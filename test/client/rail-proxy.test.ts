@@ -51,14 +51,14 @@ async function payableSubmission(token: bigint) {
 
 const duplicates = async () => {
   let total = 0;
-  for (const p of mesh.proxies) total += (await metricValue(p.ready!.metricsPort, "rail_duplicate_attempted_total")) ?? 0;
+  for (const p of mesh.proxies) total += (await metricValue(p.ready!.metricsPort, "railfence_rail_proxy_duplicate_attempted_total")) ?? 0;
   return total;
 };
 
 describe("SubmitPayout (no duplicate protection)", () => {
   it("a lost answer is not retried on the other replica: OutcomeUnknownError after one attempt, and checkStatus() tells what happened", async () => {
     const sub = await payableSubmission(7n);
-    const admittedBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_admitted_total")) ?? 0;
+    const admittedBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_admitted_total")) ?? 0;
     mesh.proxies[0]!.pause(); // the request reaches replica 1's socket; its answer cannot come back in time
     let err: unknown;
     try {
@@ -74,7 +74,7 @@ describe("SubmitPayout (no duplicate protection)", () => {
     expect(unknown.code).toBe(Code.DeadlineExceeded);
     expect(unknown.endpoint).toBe(mesh.proxies[0]!.url);
     // Replica 2 never saw it: a retry there is exactly what must not happen.
-    expect((await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_admitted_total")) ?? 0).toBe(admittedBefore);
+    expect((await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_admitted_total")) ?? 0).toBe(admittedBefore);
 
     const status = await eventually(async () => {
       const s = await (unknown.checkStatus() as Promise<{ state: SubmissionState }>).catch(() => undefined);

@@ -84,57 +84,65 @@ function balanced(expr: string): boolean {
 
 describe("alert rules", () => {
   it.each([
-    ["RailDuplicateSubmissionAttempted", /increase\(rail_duplicate_attempted_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
-    ["RailProxyFencingDisabled", /min by \(namespace\) \(rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
-    ["RailProxyPaydbNotDurable", /min by \(namespace\) \(rail_proxy_paydb_durable\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
-    ["RailAmbiguousSubmissionUnresolved", /max by \(namespace\) \(rail_ambiguous_oldest_age_seconds\{namespace="RELEASE_NAMESPACE"\}\) > \d+/, undefined],
-    ["RailProxyFencedOutSpike", /rate\(rail_proxy_fenced_out_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)/, undefined],
-    ["RailProxyRailErrorRate", /rail_proxy_rail_outcome_total\{namespace="RELEASE_NAMESPACE", outcome=~"TIMEOUT\|REFUSED"\}/, undefined],
+    ["RailDuplicateSubmissionAttempted", /increase\(railfence_rail_proxy_duplicate_attempted_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
+    ["RailProxyFencingDisabled", /min by \(namespace\) \(railfence_rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
+    ["RailProxyPaydbNotDurable", /min by \(namespace\) \(railfence_rail_proxy_paydb_durable\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
+    [
+      "RailAmbiguousSubmissionUnresolved",
+      /max by \(namespace\) \(railfence_rail_proxy_ambiguous_oldest_age_seconds\{namespace="RELEASE_NAMESPACE"\}\) > \d+/,
+      undefined,
+    ],
+    ["RailProxyFencedOutSpike", /rate\(railfence_rail_proxy_fenced_out_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)/, undefined],
+    ["RailProxyRailErrorRate", /railfence_rail_proxy_rail_outcomes_total\{namespace="RELEASE_NAMESPACE", outcome=~"timeout\|refused"\}/, undefined],
     [
       "RailProxyReplicasLow",
       /^\(sum by \(namespace\) \(up\{namespace="RELEASE_NAMESPACE", job=~"\.\+-rail-proxy"\}\) or 0 \* absent\(up\{namespace="RELEASE_NAMESPACE", job=~"\.\+-rail-proxy"\}\)\) < 2$/,
       "page",
     ],
-    ["PayoutLimitStoreUnavailable", /increase\(payout_limit_store_unavailable_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
-    ["PayoutLimitRefusalsHigh", /rate\(payout_limit_refusals_total\{namespace="RELEASE_NAMESPACE"\}\[10m\]\)/, "ticket"],
+    ["PayoutLimitStoreUnavailable", /increase\(railfence_payouts_limit_store_unavailable_total\{namespace="RELEASE_NAMESPACE"\}\[5m\]\)\) > 0/, "page"],
+    ["PayoutLimitRefusalsHigh", /rate\(railfence_payouts_limit_refusals_total\{namespace="RELEASE_NAMESPACE"\}\[10m\]\)/, "ticket"],
     // Issue 12: late answers, contradictions, binding refusals, guards, payouts held for a human.
-    ["RailLateAnswerAfterResolution", /increase\(rail_late_answer_total\{namespace="RELEASE_NAMESPACE", previous_state!="TIMEOUT"\}\[15m\]\)\) > 0/, "page"],
+    [
+      "RailLateAnswerAfterResolution",
+      /increase\(railfence_rail_proxy_late_answers_total\{namespace="RELEASE_NAMESPACE", previous_state!="timeout"\}\[15m\]\)\) > 0/,
+      "page",
+    ],
     [
       "RailResolutionContradicted",
-      /increase\(rail_resolution_contradicted_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0.*increase\(rail_proxy_contradictions_recorded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/,
+      /increase\(railfence_reconciler_contradicted_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0.*increase\(railfence_rail_proxy_contradictions_recorded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/,
       "page",
     ],
-    ["ReconcilerPaidButFailed", /increase\(reconciler_paid_but_failed_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
-    ["ReconcilerPaymentsWithoutIntent", /increase\(reconciler_payments_without_intent_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
+    ["ReconcilerPaidButFailed", /increase\(railfence_reconciler_paid_but_failed_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
+    ["ReconcilerPaymentsWithoutIntent", /increase\(railfence_reconciler_payments_without_intent_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "page"],
     [
       "RailProxyBindingRefusedCallerMisbehaviour",
-      /rail_proxy_binding_refused_total\{namespace="RELEASE_NAMESPACE", reason=~"PAYOUT_ALREADY_SUBMITTED\|PAYOUT_NOT_FOUND\|PAYOUT_MISMATCH"\}\[15m\]\)\) > 0/,
+      /railfence_rail_proxy_binding_refusals_total\{namespace="RELEASE_NAMESPACE", reason=~"payout_already_submitted\|payout_not_found\|payout_mismatch"\}\[15m\]\)\) > 0/,
       "page",
     ],
-    ["RailProxyGuardDisabled", /min by \(namespace, guard\) \(rail_proxy_guard_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
+    ["RailProxyGuardDisabled", /min by \(namespace, guard\) \(railfence_rail_proxy_guard_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
     [
       "ExecutorPayoutNeedsAttentionMoneyAtRisk",
-      /executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason=~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason=~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found"\}/,
       "page",
     ],
     [
       "ExecutorPayoutNeedsAttention",
-      /executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason!~"LATE_RAIL_ANSWER\|RESOLUTION_CONTRADICTED\|MARK_AHEAD_OF_LOCK\|FENCE_AHEAD_OF_LOCK\|FORGOTTEN_SUBMISSION\|PAYOUT_MISMATCH\|PAYOUT_NOT_FOUND"\}/,
+      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason!~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found"\}/,
       "ticket",
     ],
-    ["RailProxyNotForwarding", /increase\(rail_proxy_not_forwarded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "ticket"],
-    ["RailLateAnswerAfterSweep", /rail_late_answer_total\{namespace="RELEASE_NAMESPACE", previous_state="TIMEOUT"\}/, "ticket"],
-    ["RailProxyRequestSentLate", /increase\(rail_proxy_request_sent_late_total\{namespace="RELEASE_NAMESPACE"\}\[1h\]\)\) > 0/, "ticket"],
+    ["RailProxyNotForwarding", /increase\(railfence_rail_proxy_not_forwarded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "ticket"],
+    ["RailLateAnswerAfterSweep", /railfence_rail_proxy_late_answers_total\{namespace="RELEASE_NAMESPACE", previous_state="timeout"\}/, "ticket"],
+    ["RailProxyRequestSentLate", /increase\(railfence_rail_proxy_requests_sent_late_total\{namespace="RELEASE_NAMESPACE"\}\[1h\]\)\) > 0/, "ticket"],
     [
       "RailProxyStaleBindingRefusals",
-      /rail_proxy_binding_refused_total\{namespace="RELEASE_NAMESPACE", reason=~"PAYOUT_NOT_PAYABLE\|PAYOUT_FENCE_MISMATCH"\}/,
+      /railfence_rail_proxy_binding_refusals_total\{namespace="RELEASE_NAMESPACE", reason=~"payout_not_payable\|payout_fence_mismatch"\}/,
       "ticket",
     ],
     // One absent() per scraped component, scoped to the release's namespace (decision 055).
-    ["RailProxyMetricsAbsent", /^absent\(rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
-    ["LockMetricsAbsent", /^absent\(lock_grants_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "ticket"],
-    ["PayoutsMetricsAbsent", /^absent\(payouts_created_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
-    ["ExecutorMetricsAbsent", /^absent\(executor_in_flight\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    ["RailProxyMetricsAbsent", /^absent\(railfence_rail_proxy_fencing_enabled\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    ["LockMetricsAbsent", /^absent\(railfence_lock_grants_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "ticket"],
+    ["PayoutsMetricsAbsent", /^absent\(railfence_payouts_created_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    ["ExecutorMetricsAbsent", /^absent\(railfence_executor_payouts_in_flight\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
     // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
     ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{namespace="RELEASE_NAMESPACE", job_name=~"[^"]+"\}\) > 0$/, "page"],
     [
@@ -177,7 +185,7 @@ describe("alert rules", () => {
     }
   });
 
-  it("the money-at-risk and the ticket rules on executor_needs_attention_total split the reasons without overlap", () => {
+  it("the money-at-risk and the ticket rules on railfence_executor_needs_attention_total split the reasons without overlap", () => {
     const set = (name: string) => /reason[=!]~"([^"]+)"/.exec(byName.get(name)!.expr)![1]!;
     expect(set("ExecutorPayoutNeedsAttentionMoneyAtRisk")).toBe(set("ExecutorPayoutNeedsAttention"));
     expect(byName.get("ExecutorPayoutNeedsAttentionMoneyAtRisk")!.expr).not.toContain("!~");

@@ -259,9 +259,9 @@ describe("the chart's pods as containers", () => {
       expect(ready.at(-1), pod.name).toMatchObject({ fencing_enabled: true, forward_budget_ms: TIMINGS.forwardBudgetMs });
       const metrics = await (await fetch(`${await mesh.url(pod, "metrics")}/metrics`)).text();
       for (const guard of ["mark", "payout_binding", "one_live", "forward_budget"]) {
-        expect(metrics, `${pod.name} ${guard}`).toMatch(new RegExp(`^rail_proxy_guard_enabled\\{[^}]*guard="${guard}"[^}]*\\} 1$`, "m"));
+        expect(metrics, `${pod.name} ${guard}`).toMatch(new RegExp(`^railfence_rail_proxy_guard_enabled\\{[^}]*guard="${guard}"[^}]*\\} 1$`, "m"));
       }
-      expect(metrics).toMatch(/^rail_proxy_fencing_enabled(\{[^}]*\})? 1$/m);
+      expect(metrics).toMatch(/^railfence_rail_proxy_fencing_enabled(\{[^}]*\})? 1$/m);
     }
   });
 

@@ -260,8 +260,8 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
     await rejection(client().acquire({ key, owner: "b", ttlMs: 30_000, waitMs: 0 }));
     await client().release({ key, leaseId: a.lease!.leaseId });
     const body = await (await fetch(svc.metricsUrl)).text();
-    expect(body).toMatch(/lock_grants_total\{[^}]*backend="[a-z]+"[^}]*\} [1-9]/);
-    expect(body).toMatch(/lock_contention_total\{[^}]*\} [1-9]/);
-    expect(body).toContain("lock_acquire_seconds_bucket");
+    expect(body).toMatch(/railfence_lock_grants_total\{[^}]*backend="[a-z]+"[^}]*\} [1-9]/);
+    expect(body).toMatch(/railfence_lock_contention_total\{[^}]*\} [1-9]/);
+    expect(body).toContain("railfence_lock_acquire_duration_seconds_bucket");
   });
 }

@@ -85,7 +85,7 @@ async function expectNeedsAttention(e: ServiceProcess, payoutId: string, reason:
   const attempts = attemptsOf(e, payoutId);
   expect(attempts.length, "the executor keeps attempting a payout no retry can pay").toBeLessThanOrEqual(2);
   expect(attempts.at(-1)?.outcome).toBe("NEEDS_ATTENTION");
-  expect(await metricValue(e.ready!.metricsPort, "executor_needs_attention_total", `reason="${reason}"`)).toBeGreaterThanOrEqual(1);
+  expect(await metricValue(e.ready!.metricsPort, "railfence_executor_needs_attention_total", `reason="${reason.toLowerCase()}"`)).toBeGreaterThanOrEqual(1);
 }
 
 describe("non-transient refusals put the payout in NEEDS_ATTENTION", () => {

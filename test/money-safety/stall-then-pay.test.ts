@@ -207,7 +207,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(errorReason(result.err!)).toBe("NOT_FORWARDED");
     // The ledger keeps the resolution; the payout stays FAILED.
     expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
-    expect(await metricValue(mesh.proxies[0]!.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(0);
+    expect(await metricValue(mesh.proxies[0]!.ready!.metricsPort, "railfence_rail_proxy_requests_sent_late_total")).toBe(0);
   });
 
   it("negative control: without the budget the rail books it, and the late answer is recorded, counted and flagged", async () => {
@@ -227,7 +227,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(ledger[0]).toMatchObject({ late_answer_state: "ACCEPTED" });
     expect(ledger[0]!.late_rail_reference).toMatch(/^rr_/);
     expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
-    expect(await metricValue(unguarded.ready!.metricsPort, "rail_late_answer_total", 'previous_state="RESOLVED_NOT_PAID"')).toBe(1);
+    expect(await metricValue(unguarded.ready!.metricsPort, "railfence_rail_proxy_late_answers_total", 'previous_state="resolved_not_paid"')).toBe(1);
     await waitForLog(unguarded, (l) => l.event === "rail_late_answer" && l.level === "error", "the late answer at error");
   });
 
@@ -276,7 +276,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(errorReason(result.err), result.err?.message).toBe("NOT_FORWARDED");
     expect(await railPayments(payoutId)).toBe(0);
     expect(await submissionState(payoutId)).toBe("RESOLVED_NOT_PAID");
-    expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(0);
+    expect(await metricValue(held.ready!.metricsPort, "railfence_rail_proxy_requests_sent_late_total")).toBe(0);
   }, 90_000);
 
   it("negative control: the same hidden pause with the wall-clock guard removed is paid after NOT_PAID, and seen (sent late, flagged)", async () => {
@@ -303,7 +303,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(submission.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
     expect(submission.lateAnswer?.state).toBe(SubmissionState.ACCEPTED);
     expect(await attentionOf(payoutId)).toEqual({ state: "NEEDS_ATTENTION", attention_reason: "LATE_RAIL_ANSWER" });
-    expect(await metricValue(held.ready!.metricsPort, "rail_proxy_request_sent_late_total")).toBe(1);
+    expect(await metricValue(held.ready!.metricsPort, "railfence_rail_proxy_requests_sent_late_total")).toBe(1);
     const sentLate = await waitForLog(held, (l) => l.event === "rail_request_sent_late", "the request sent late");
     expect(sentLate).toMatchObject({ level: "error", payout_id: payoutId, budget_ms: 500 });
     expect(sentLate.sent_delay_ms).toBeGreaterThan(SETTLEMENT_WINDOW_MS);

@@ -14,21 +14,38 @@ let mesh: Mesh;
 
 const EXPECTED: Record<string, Record<string, "counter" | "gauge" | "histogram">> = {
   "rail-proxy-1": {
-    rail_duplicate_attempted_total: "counter",
-    rail_proxy_fenced_out_total: "counter",
-    rail_proxy_admitted_total: "counter",
-    rail_proxy_rail_outcome_total: "counter",
-    rail_ambiguous_unresolved: "gauge",
-    rail_ambiguous_oldest_age_seconds: "gauge",
-    rail_proxy_fencing_enabled: "gauge",
-    rail_proxy_admission_seconds: "histogram",
-    rail_proxy_rail_call_seconds: "histogram",
+    railfence_rail_proxy_duplicate_attempted_total: "counter",
+    railfence_rail_proxy_fenced_out_total: "counter",
+    railfence_rail_proxy_admitted_total: "counter",
+    railfence_rail_proxy_rail_outcomes_total: "counter",
+    railfence_rail_proxy_ambiguous_submissions: "gauge",
+    railfence_rail_proxy_ambiguous_oldest_age_seconds: "gauge",
+    railfence_rail_proxy_fencing_enabled: "gauge",
+    railfence_rail_proxy_admission_duration_seconds: "histogram",
+    railfence_rail_proxy_rail_call_duration_seconds: "histogram",
   },
-  lock: { lock_acquire_seconds: "histogram", lock_grants_total: "counter", lock_contention_total: "counter", lock_lease_lost_total: "counter" },
-  "executor-1": { payout_end_to_end_seconds: "histogram", executor_payouts_total: "counter", executor_lock_acquire_seconds: "histogram" },
-  payouts: { idempotency_replays_total: "counter", idempotency_conflicts_total: "counter", payouts_created_total: "counter" },
-  reconciler: { rail_ambiguous_unresolved: "gauge", rail_ambiguous_oldest_age_seconds: "gauge", reconciler_decisions_total: "counter" },
-  "rail-stub": { rail_stub_payments_total: "counter" },
+  lock: {
+    railfence_lock_acquire_duration_seconds: "histogram",
+    railfence_lock_grants_total: "counter",
+    railfence_lock_contention_total: "counter",
+    railfence_lock_leases_lost_total: "counter",
+  },
+  "executor-1": {
+    railfence_executor_payout_end_to_end_duration_seconds: "histogram",
+    railfence_executor_payouts_total: "counter",
+    railfence_executor_lock_acquire_duration_seconds: "histogram",
+  },
+  payouts: {
+    railfence_payouts_idempotency_replays_total: "counter",
+    railfence_payouts_idempotency_conflicts_total: "counter",
+    railfence_payouts_created_total: "counter",
+  },
+  reconciler: {
+    railfence_reconciler_unresolved_submissions: "gauge",
+    railfence_reconciler_unresolved_oldest_age_seconds: "gauge",
+    railfence_reconciler_decisions_total: "counter",
+  },
+  "rail-stub": { railfence_rail_stub_payments_total: "counter" },
 };
 
 async function scrape(p: ServiceProcess): Promise<string> {
@@ -68,8 +85,8 @@ describe("metrics", () => {
 
   it("fencing is reported enabled, and no label carries an account or payout id", async () => {
     const proxyText = await scrape(mesh.proxies[0]!);
-    expect(proxyText).toMatch(/^rail_proxy_fencing_enabled\{[^}]*\} 1$/m);
-    expect(proxyText).toMatch(/^rail_proxy_admitted_total\{[^}]*\} [1-9]/m);
+    expect(proxyText).toMatch(/^railfence_rail_proxy_fencing_enabled\{[^}]*\} 1$/m);
+    expect(proxyText).toMatch(/^railfence_rail_proxy_admitted_total\{[^}]*\} [1-9]/m);
     for (const p of mesh.processes()) {
       if (!p.ready?.metricsPort) continue;
       const text = await scrape(p);

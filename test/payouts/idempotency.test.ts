@@ -21,7 +21,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     const key = newKey();
     const req = validRequest({ accountId: "acct-first", clientReference: "inv-1" });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    const before = await metric(t.svc.ready!.metricsPort, "payouts_created_total");
+    const before = await metric(t.svc.ready!.metricsPort, "railfence_payouts_created_total");
 
     const r = await create(t.c.grpc, req, key, { traceparent });
 
@@ -36,7 +36,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     expect(rows[0]).toMatchObject({ client_id: "local-default", state: "PENDING", traceparent, account_id: "acct-first" });
     const k = await keyRow(t.paydb, key);
     expect(k).toMatchObject({ state: "DONE", payout_id: p.payoutId, client_id: "local-default", locked_until: null });
-    expect(await metric(t.svc.ready!.metricsPort, "payouts_created_total")).toBe(before + 1);
+    expect(await metric(t.svc.ready!.metricsPort, "railfence_payouts_created_total")).toBe(before + 1);
   });
 
   it("answers the same key and body after a success with the stored result verbatim, and runs nothing", async () => {
@@ -44,8 +44,8 @@ describe("CreatePayout with an Idempotency-Key", () => {
     const req = validRequest({ accountId: "acct-replay" });
     const first = await create(t.c.grpc, req, key);
     expect(first.error).toBeUndefined();
-    const created = await metric(t.svc.ready!.metricsPort, "payouts_created_total");
-    const replays = await metric(t.svc.ready!.metricsPort, "idempotency_replays_total");
+    const created = await metric(t.svc.ready!.metricsPort, "railfence_payouts_created_total");
+    const replays = await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_replays_total");
     // The executor may already have moved the payout on: a replay still shows the first answer.
     await sql(t.paydb, "UPDATE payouts SET state = 'PROCESSING', fence = 7 WHERE payout_id = $1", [first.response!.payout!.payoutId]);
 
@@ -59,8 +59,8 @@ describe("CreatePayout with an Idempotency-Key", () => {
     }
     expect(first.replayed).toBe(false);
     expect(await countPayouts(t.paydb, "account_id = 'acct-replay'")).toBe(1);
-    expect(await metric(t.svc.ready!.metricsPort, "payouts_created_total")).toBe(created);
-    expect(await metric(t.svc.ready!.metricsPort, "idempotency_replays_total")).toBe(replays + 2);
+    expect(await metric(t.svc.ready!.metricsPort, "railfence_payouts_created_total")).toBe(created);
+    expect(await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_replays_total")).toBe(replays + 2);
   });
 
   it("answers ABORTED IDEMPOTENCY_CONFLICT at once while the first request with the key is in progress", async () => {
@@ -72,7 +72,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     try {
       await blocker.query("BEGIN");
       await blocker.query("LOCK TABLE payouts IN EXCLUSIVE MODE");
-      const conflicts = await metric(t.svc.ready!.metricsPort, "idempotency_conflicts_total");
+      const conflicts = await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_conflicts_total");
       const first = create(t.c.grpc, req, key);
       await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the first request to claim the key");
 
@@ -86,7 +86,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
         expect(r.error!.findDetails(RetryInfoSchema)).toHaveLength(1);
       }
       expect(overJson.headers.get("retry-after")).toBe("1");
-      expect(await metric(t.svc.ready!.metricsPort, "idempotency_conflicts_total")).toBe(conflicts + 2);
+      expect(await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_conflicts_total")).toBe(conflicts + 2);
 
       await blocker.query("COMMIT");
       const done = await first;
@@ -133,7 +133,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     const req = validRequest({ accountId: "acct-reuse" });
     const first = await create(t.c.grpc, req, key);
     expect(first.error).toBeUndefined();
-    const reused = await metric(t.svc.ready!.metricsPort, "idempotency_key_reused_total");
+    const reused = await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_key_reused_total");
 
     const variants = [
       { ...req, amount: { amountMinor: req.amount!.amountMinor + 1n, currency: "EUR" } },
@@ -150,7 +150,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
     }
     expect(await countPayouts(t.paydb, "account_id IN ('acct-reuse', 'acct-reuse-2')")).toBe(1);
     expect((await keyRow(t.paydb, key))?.payout_id).toBe(first.response!.payout!.payoutId);
-    expect(await metric(t.svc.ready!.metricsPort, "idempotency_key_reused_total")).toBe(reused + variants.length);
+    expect(await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_key_reused_total")).toBe(reused + variants.length);
   });
 
   it("requires the key: missing -> IDEMPOTENCY_KEY_MISSING; too long or not visible ASCII -> IDEMPOTENCY_KEY_INVALID; nothing written", async () => {

@@ -96,12 +96,12 @@ describe("the in-progress marker's lease", () => {
     expect(await countPayouts(paydb, "account_id = 'acct-crash'")).toBe(0);
 
     await eventually(leaseExpired(key), "the lease to expire", CRASH_LEASE_MS + 10_000);
-    const takeovers = await metric(crashSvc.ready!.metricsPort, "idempotency_takeovers_total");
+    const takeovers = await metric(crashSvc.ready!.metricsPort, "railfence_payouts_idempotency_takeovers_total");
     const r = await create(crashC.grpc, req, key);
     expect(r.error).toBeUndefined();
     expect(r.replayed).toBe(false);
     // The dead marker was taken over (not a fresh key), exactly once.
-    expect(await metric(crashSvc.ready!.metricsPort, "idempotency_takeovers_total")).toBe(takeovers + 1);
+    expect(await metric(crashSvc.ready!.metricsPort, "railfence_payouts_idempotency_takeovers_total")).toBe(takeovers + 1);
     const replay = await create(crashC.grpc, req, key);
     expect(replay.replayed).toBe(true);
     expect(replay.response!.payout!.payoutId).toBe(r.response!.payout!.payoutId);

@@ -74,7 +74,7 @@ describe("per-client rate limit", () => {
     expect(await countPayouts(paydb, "account_id = 'acct-rate'")).toBe(3);
     expect(await usage("client_rate", "client-rate")).toBe(3);
     expect(await keyRow(paydb, key)).toBeUndefined(); // errors are not pinned
-    expect(await metric(svc.ready!.metricsPort, "payout_limit_refusals_total")).toBe(1);
+    expect(await metric(svc.ready!.metricsPort, "railfence_payouts_limit_refusals_total")).toBe(1);
 
     // Over the limit, a replay of a stored success is still answered, and not counted.
     const replay = await create(c.grpc, validRequest({ ...stripSeq(first[0]!.response!.payout!) }), keys[0]);
@@ -261,8 +261,8 @@ describe("a hot counter is contention, not an outage", () => {
     expect(refused.error?.code).toBe(Code.Unavailable);
     expect(retryMs(refused.error)).toBeGreaterThan(0);
     expect(Date.now() - started).toBeLessThan(10_000);
-    expect(await metric(svc.ready!.metricsPort, "payout_limit_store_unavailable_total")).toBe(0);
-    expect(await metric(svc.ready!.metricsPort, "payout_limit_contention_total")).toBe(1);
+    expect(await metric(svc.ready!.metricsPort, "railfence_payouts_limit_store_unavailable_total")).toBe(0);
+    expect(await metric(svc.ready!.metricsPort, "railfence_payouts_limit_contention_total")).toBe(1);
     expect(await keyRow(paydb, key)).toBeUndefined();
     await holder.query("COMMIT");
     expect(await countPayouts(paydb, "account_id = 'acct-hot'")).toBe(before);
@@ -321,7 +321,7 @@ describe("limit store outage (fail closed)", () => {
         // A replay of a stored success never touches it either.
         const replay = await create(c.grpc, existingReq, existingKey);
         expect(replay.replayed).toBe(true);
-        expect(await metric(svc.ready!.metricsPort, "payout_limit_store_unavailable_total")).toBe(2);
+        expect(await metric(svc.ready!.metricsPort, "railfence_payouts_limit_store_unavailable_total")).toBe(2);
       } finally {
         proxy.heal();
       }

@@ -65,7 +65,7 @@ describe("paydb outage", () => {
       expect(errorReason(await read.catch((e: unknown) => e))).toBe("PAYDB_UNAVAILABLE");
       const list = await c.grpc.listPayouts({}).catch((e: unknown) => e);
       expect(errorReason(list)).toBe("PAYDB_UNAVAILABLE");
-      expect(await metric(svc.ready!.metricsPort, "idempotency_unavailable_total")).toBeGreaterThanOrEqual(2);
+      expect(await metric(svc.ready!.metricsPort, "railfence_payouts_idempotency_unavailable_total")).toBeGreaterThanOrEqual(2);
     } finally {
       await pgServer.startProcess();
     }

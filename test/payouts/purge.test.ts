@@ -51,7 +51,7 @@ describe("idempotency key retention", () => {
     );
 
     await eventually(async () => (await keyRow(paydb, key)) === undefined, "the purge of the expired key");
-    expect(await metric(svc.ready!.metricsPort, "idempotency_purged_total")).toBeGreaterThanOrEqual(1);
+    expect(await metric(svc.ready!.metricsPort, "railfence_payouts_idempotency_purged_total")).toBeGreaterThanOrEqual(1);
     expect(await keyRow(paydb, keeper)).toBeDefined();
     expect(await keyRow(paydb, running)).toBeDefined();
     expect(await countPayouts(paydb, "payout_id = $1", [first.response!.payout!.payoutId])).toBe(1);

@@ -108,12 +108,12 @@ describe("step 1: fencing", () => {
     const acc = uid("acc");
     await proxyA.submitPayout(await fencedFor(paydb, request(acc, uid("p"), 10n)));
     const before = await snapshot(acc);
-    const fencedBefore = await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_fenced_out_total");
+    const fencedBefore = await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_fenced_out_total");
     const p = uid("p");
     await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, stale))), Code.Aborted, "FENCED_OUT");
     expect(await snapshot(acc)).toEqual(before);
     expect(await railBookings(raildb, p)).toBe(0);
-    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_proxy_fenced_out_total")).toBe((fencedBefore ?? 0) + 1);
+    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_fenced_out_total")).toBe((fencedBefore ?? 0) + 1);
   });
 
   it("a stale token sent to the replica that never saw the higher one is FENCED_OUT (ADR-007 failure ii)", async () => {
@@ -141,11 +141,11 @@ describe("step 2: duplicates", () => {
     const p = uid("p");
     await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
     const before = await snapshot(acc);
-    const dupBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_duplicate_attempted_total")) ?? 0;
+    const dupBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_duplicate_attempted_total")) ?? 0;
     await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, 6n))), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
     expect(await snapshot(acc)).toEqual(before); // mark still 5: the whole transaction rolled back
     expect(await railBookings(raildb, p)).toBe(1);
-    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_duplicate_attempted_total")).toBe(dupBefore + 1);
+    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_duplicate_attempted_total")).toBe(dupBefore + 1);
   });
 
   it("a duplicate with a stale token is FENCED_OUT first (fixed admission order)", async () => {

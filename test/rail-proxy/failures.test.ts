@@ -147,7 +147,7 @@ describe("a replica killed between intent commit and rail answer", () => {
     expect(unresolved.submissions.find((s) => s.payoutId === p)?.ambiguous).toBe(true);
     expect(await railCalls()).toBe(callsBefore + 1n);
     expect(await railBookings(raildb, p)).toBeLessThanOrEqual(1);
-    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "rail_ambiguous_unresolved")).toBeGreaterThanOrEqual(1);
+    expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_ambiguous_submissions")).toBeGreaterThanOrEqual(1);
     await victim.restart();
   });
 });
@@ -205,7 +205,7 @@ describe("negative control: RAIL_PROXY_FENCING_ENABLED=false (harness scenario C
   it("lets the stale token reach the rail, so the fencing tests above can fail", async () => {
     const unsafe = await mesh.addProxy({ RAIL_PROXY_FENCING_ENABLED: "false" });
     try {
-      expect(await metricValue(unsafe.ready!.metricsPort, "rail_proxy_fencing_enabled")).toBe(0);
+      expect(await metricValue(unsafe.ready!.metricsPort, "railfence_rail_proxy_fencing_enabled")).toBe(0);
       expect(unsafe.lines.some((l) => l.includes('"event":"fencing_disabled"'))).toBe(true);
       const acc = uid("acc");
       await proxyClient(mesh.proxies[1]!.url).submitPayout(await fencedFor(paydb, request(acc, uid("p"), 90n)));

@@ -77,7 +77,7 @@ async function submit(proxy: ServiceProcess) {
   return { ...answer, written: written.rows.length };
 }
 
-const durableGauge = (p: ServiceProcess) => metricValue(p.ready!.metricsPort, "rail_proxy_paydb_durable");
+const durableGauge = (p: ServiceProcess) => metricValue(p.ready!.metricsPort, "railfence_rail_proxy_paydb_durable");
 
 describe("a proxy declared synchronous-standby", () => {
   it("refuses every admission while no synchronous standby is attached, admits once one is, and refuses again when it goes", async () => {
@@ -86,7 +86,7 @@ describe("a proxy declared synchronous-standby", () => {
     expect(errorReason(refused.err)).toBe("PAYDB_NOT_DURABLE");
     expect(refused.written, "nothing written: no intent, no mark").toBe(0);
     expect(await durableGauge(declaredSync)).toBe(0);
-    expect(await metricValue(declaredSync.ready!.metricsPort, "rail_proxy_not_durable_refusals_total")).toBe(1);
+    expect(await metricValue(declaredSync.ready!.metricsPort, "railfence_rail_proxy_not_durable_refusals_total")).toBe(1);
 
     // A real streaming standby, named synchronous.
     standby = await pgServer.makeStandby();

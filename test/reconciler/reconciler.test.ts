@@ -233,13 +233,13 @@ describe("reconciler (UC-07)", () => {
       const body = await eventually(
         async () => {
           const text = await (await fetch(`http://127.0.0.1:${ready!.metricsPort}/metrics`)).text();
-          return /reconciler_runs_total\{[^}]*result="ok"[^}]*\} [1-9]/.test(text) ? text : undefined;
+          return /railfence_reconciler_runs_total\{[^}]*result="ok"[^}]*\} [1-9]/.test(text) ? text : undefined;
         },
         "a finished run on /metrics",
         30_000,
       );
-      expect(body).toMatch(/^rail_ambiguous_unresolved\{[^}]*\} \d+/m);
-      expect(body).toMatch(/^rail_ambiguous_oldest_age_seconds\{[^}]*\} [\d.e+-]+/m);
+      expect(body).toMatch(/^railfence_reconciler_unresolved_submissions\{[^}]*\} \d+/m);
+      expect(body).toMatch(/^railfence_reconciler_unresolved_oldest_age_seconds\{[^}]*\} [\d.e+-]+/m);
     } finally {
       expect(await p.stop(15_000)).toBe(0);
     }

@@ -113,7 +113,7 @@ export function paydbFailover(o: FailoverOptions): Scenario {
           .filter((ms) => !Number.isNaN(ms))
           .sort((a, b) => a - b);
         let refusals = 0;
-        for (const proxy of d.mesh.proxies) refusals += (await metricValue(proxy, "rail_proxy_not_durable_refusals_total")) ?? 0;
+        for (const proxy of d.mesh.proxies) refusals += (await metricValue(proxy, "railfence_rail_proxy_not_durable_refusals_total")) ?? 0;
         const walLost = failovers.filter((f) => f.walLostBytes > 0).length;
         const promote = failovers.map((f) => f.promotedAfterMs).sort((a, b) => a - b);
         const attach = failovers.map((f) => f.standbyAttachedAfterMs).sort((a, b) => a - b);
