@@ -11,7 +11,8 @@ import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/pa
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { connectClient, eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
-import { schemeViolations } from "./metric-scheme.js";
+import { scanServices } from "../../tools/generate-metrics-doc.js";
+import { parseExposition, schemeViolations } from "./metric-scheme.js";
 
 let mesh: Mesh;
 const expositions = new Map<string, string>();
@@ -59,6 +60,18 @@ describe("metric names", () => {
 
   it("every endpoint follows the naming scheme", () => {
     for (const [name, text] of expositions) expect(schemeViolations(text), name).toEqual([]);
+  });
+
+  it("every railfence family exported is listed in docs/metrics.md (generated from the definitions)", () => {
+    const documented = new Set(scanServices().map((d) => d.name));
+    for (const [name, text] of expositions) {
+      const families = [...parseExposition(text).types.keys()].filter((f) => f.startsWith("railfence_"));
+      expect(families.length, name).toBeGreaterThan(0);
+      expect(
+        families.filter((f) => !documented.has(f)),
+        name,
+      ).toEqual([]);
+    }
   });
 
   it("a gauge named like a counter fails promtool and the scheme (negative control)", () => {
