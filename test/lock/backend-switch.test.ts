@@ -5,7 +5,8 @@
  * makes this true: without it a fresh etcd issues tokens below the pg ones.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { EtcdServer, etcdBinary } from "../../tools/harness/etcd.js";
+import { EtcdServer } from "../../tools/harness/etcd.js";
+import { describeWithEtcd } from "../support/etcd-suite.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 import { LockServiceUnderTest, migratedLockdb, type LockClient } from "./lock-fixture.js";
 
@@ -21,7 +22,7 @@ async function grantTimes(client: LockClient, key: string, n: number): Promise<b
   return token;
 }
 
-describe.skipIf(!etcdBinary())("lock backend switch with LOCK_TOKEN_FLOOR", () => {
+describeWithEtcd("lock backend switch with LOCK_TOKEN_FLOOR", () => {
   let etcd: EtcdServer;
   let lockdbUrl: string;
   const services: LockServiceUnderTest[] = [];
