@@ -127,8 +127,8 @@ describe("mutual TLS mesh", () => {
       );
       const proxyUrl = mesh.proxies[0]!.url;
       const metricsPort = mesh.proxies[0]!.ready!.metricsPort;
-      const labels = 'method="ResolveSubmission"';
-      const deniedBefore = (await metricValue(metricsPort, "rpc_permission_denied_total", labels)) ?? 0;
+      const labels = 'rpc_method="ResolveSubmission"';
+      const deniedBefore = (await metricValue(metricsPort, "railfence_rpc_permission_denied_total", labels)) ?? 0;
 
       const executor = clientAs(RailProxyService, proxyUrl, as("executor"));
       const denied = await expectRejected(
@@ -137,7 +137,7 @@ describe("mutual TLS mesh", () => {
         "PERMISSION_DENIED",
       );
       expect(errorInfo(denied)?.metadata).toEqual({ identity: "executor", method: "railfence.railproxy.v1.RailProxyService/ResolveSubmission" });
-      expect(await metricValue(metricsPort, "rpc_permission_denied_total", labels)).toBe(deniedBefore + 1);
+      expect(await metricValue(metricsPort, "railfence_rpc_permission_denied_total", labels)).toBe(deniedBefore + 1);
       expect(await row()).toEqual(before);
       // The log line comes through a pipe and may trail the refusal the client already holds.
       await eventually(
