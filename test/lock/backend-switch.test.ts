@@ -4,7 +4,7 @@
  * (restarting without it does not lower tokens). The negative control shows the floor is what
  * makes this true: without it a fresh etcd issues tokens below the pg ones.
  */
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { EtcdServer } from "../../tools/harness/etcd.js";
 import { describeWithEtcd } from "../support/etcd-suite.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
