@@ -58,6 +58,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         config.railCredential,
         config.transport.tls,
         guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true },
+        registry,
       );
     const planted = [
       config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,

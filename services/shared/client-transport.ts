@@ -2,16 +2,20 @@
  * The transport every service-to-service client uses: gRPC, W3C trace context on every call
  * (clientTracing first, so later interceptors run inside the client span), one HTTP/2
  * connection kept warm between calls, and, with TLS, this process's certificate as its
- * identity. A call made while serving one carries that call's x-request-id on (decision 054). No
- * retries here: where a retry is safe the caller does it explicitly.
+ * identity. A call made while serving one carries that call's x-request-id on (decision 054). With
+ * the process's registry, every call is timed and counted by outcome, transport failures included
+ * (railfence_rpc_client_duration_seconds, rpc-metrics.ts). No retries here: where a retry is safe
+ * the caller does it explicitly.
  */
 import type { Interceptor } from "@connectrpc/connect";
+import type { Registry } from "prom-client";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createUnaryGrpcTransport } from "./grpc-unary-client.js";
 import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
 import { currentCall, REQUEST_ID_HEADER } from "./call-context.js";
+import { clientRpcMetrics } from "./rpc-metrics.js";
 
 /** Passes the served call's request id on to the service it calls, so one id spans the hops. */
 const requestIdPropagation: Interceptor = (next) => (req) => {
@@ -35,11 +39,13 @@ export function serviceTransport(
   tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined,
   interceptors: Interceptor[] = [],
   timing: ConnectionTiming = {},
+  registry?: Registry,
 ) {
   const nodeOptions = clientTlsOptions(tls);
   const options = {
     baseUrl,
-    interceptors: [clientTracing, requestIdPropagation, ...interceptors],
+    // Metrics outermost: the duration covers everything the caller waits for.
+    interceptors: [...(registry ? [clientRpcMetrics(registry)] : []), clientTracing, requestIdPropagation, ...interceptors],
     pingIntervalMs: timing.pingIntervalMs ?? 30_000,
     idleConnectionTimeoutMs: 300_000,
     ...(timing.connectTimeoutMs !== undefined ? { connectTimeoutMs: timing.connectTimeoutMs } : {}),
