@@ -17,7 +17,7 @@ export type { RailProxyClient } from "../shared/proxy-pool.js";
 
 /** With TLS configured the executor's certificate is its identity at the lock service. */
 export function createLockClient(baseUrl: string, tls?: TlsSettings, registry?: Registry): LockClient {
-  return createClient(LockService, serviceTransport(baseUrl, tls, [], {}, registry));
+  return createClient(LockService, serviceTransport(baseUrl, tls, [], { registry }));
 }
 
 export { createProxyPool, type ProxyPool } from "../shared/proxy-pool.js";

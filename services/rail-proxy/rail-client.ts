@@ -4,7 +4,6 @@
  * a retry to a non-idempotent rail is a second payment.
  */
 import { createClient, type Interceptor } from "@connectrpc/connect";
-import type { Registry } from "prom-client";
 import { serviceTransport, type ConnectionTiming } from "../shared/client-transport.js";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import type { TlsSettings } from "../shared/tls.js";
@@ -23,14 +22,14 @@ export function railConnectionTiming(railDeadlineMs: number, forwardBudgetMs: nu
 }
 
 /** tls: with mutual TLS the proxy's certificate (identity rail-proxy) is checked by the rail too. */
-export function createRailClient(baseUrl: string, credential: string, tls?: TlsSettings, timing: ConnectionTiming = {}, registry?: Registry) {
+export function createRailClient(baseUrl: string, credential: string, tls?: TlsSettings, timing: ConnectionTiming = {}) {
   const authorization = `Bearer ${credential}`;
   const withCredential: Interceptor = (next) => (req) => {
     req.header.set("authorization", authorization);
     return next(req);
   };
   // The credential rides in a header that tracing never records (spans carry rpc.* attributes only).
-  return createClient(RailService, serviceTransport(baseUrl, tls, [withCredential], timing, registry));
+  return createClient(RailService, serviceTransport(baseUrl, tls, [withCredential], timing));
 }
 
 export type RailClient = ReturnType<typeof createRailClient>;

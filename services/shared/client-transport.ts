@@ -24,7 +24,7 @@ const requestIdPropagation: Interceptor = (next) => (req) => {
   return next(req);
 };
 
-/** Connection timing of one client (defaults: PING every 30 s, 10 s to connect). */
+/** Connection timing of one client (defaults: PING every 30 s, 10 s to connect), and where its calls are counted. */
 export interface ConnectionTiming {
   pingIntervalMs?: number;
   connectTimeoutMs?: number;
@@ -32,6 +32,8 @@ export interface ConnectionTiming {
   unguardedSend?: boolean;
   /** Connect when the client is made, so the first call does not pay for it. */
   connectAtStart?: boolean;
+  /** The process's registry: every call is counted in railfence_rpc_client_duration_seconds (rpc-metrics.ts). */
+  registry?: Registry;
 }
 
 export function serviceTransport(
@@ -39,8 +41,8 @@ export function serviceTransport(
   tls: Pick<TlsSettings, "certFile" | "keyFile" | "caFile"> | undefined,
   interceptors: Interceptor[] = [],
   timing: ConnectionTiming = {},
-  registry?: Registry,
 ) {
+  const registry = timing.registry;
   const nodeOptions = clientTlsOptions(tls);
   const options = {
     baseUrl,

@@ -45,7 +45,7 @@ export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "cer
       }
     };
     // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
-    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch], {}, registry));
+    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch], { registry }));
   });
   let i = 0;
   return {
