@@ -118,13 +118,16 @@ function timed(observe: (code: string, seconds: number) => void, started: number
     return {
       ...res,
       message: (async function* () {
+        let code = "canceled"; // the reader stopped early (its caller left): recorded as Connect would answer
         try {
           yield* message;
+          code = "ok";
         } catch (err) {
-          done(rpcCodeOf(err));
+          code = rpcCodeOf(err);
           throw err;
+        } finally {
+          done(code);
         }
-        done("ok");
       })(),
     } as StreamResponse;
   };

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GetRailStatementRequestSchema, RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { Health } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
+import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
 import { grpcFrame } from "../../services/shared/grpc-unary-server.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { connectClient, eventually, expectRejected, railControl } from "../support/clients.js";
@@ -126,11 +127,18 @@ describe("per-RPC RED metrics", () => {
     expect(text).not.toContain("evil.v1");
   });
 
-  it("leave health checks out, and count both servers of one process in one family (rail stub and its control API)", async () => {
+  it("leave health checks out, count a stream once, and count both servers of one process in one family (rail stub and its control API)", async () => {
     const health = connectClient(Health, proxy().url);
     const before = await counts(proxy().ready!.metricsPort, SERVER);
     for (let i = 0; i < 3; i++) await health.check({ service: "" });
     expect(delta(before, await counts(proxy().ready!.metricsPort, SERVER))).toEqual({});
+    // A stream is counted once, when it ends.
+    const reflection = connectClient(ServerReflection, proxy().url);
+    async function* requests() {
+      yield { host: "", messageRequest: { case: "listServices" as const, value: "" } };
+    }
+    for await (const _ of reflection.serverReflectionInfo(requests()));
+    expect(delta(before, await counts(proxy().ready!.metricsPort, SERVER))).toEqual({ "grpc.reflection.v1.ServerReflection/ServerReflectionInfo/ok": 1 });
 
     const stubBefore = await counts(mesh.railStub.ready!.metricsPort, SERVER);
     await railControl(mesh).getFaults({});
