@@ -21,7 +21,8 @@ export function createExecutorMetrics(registry: Registry) {
       name: "railfence_executor_lock_acquire_duration_seconds",
       help: "Lock service Acquire latency (including waiting for a held lock)",
       labelNames: ["result"] as const,
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      // Up to the longest call deadline (120 s): LOCK_WAIT_MS and CALL_TIMEOUT_MS go beyond 5 s.
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
     fencedOut: new Counter({

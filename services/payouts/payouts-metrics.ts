@@ -50,14 +50,16 @@ export function createPayoutsMetrics(registry: Registry) {
     limitCheckSeconds: new Histogram({
       name: "railfence_payouts_limit_check_duration_seconds",
       help: "Time to consume the money limits of one CreatePayout in the shared store",
-      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      // Up to the longest call deadline (120 s): limit waits (LIMITS_TIMEOUT_MS, LIMITS_LOCK_WAIT_MS) reach 30 s.
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
     createSeconds: new Histogram({
       name: "railfence_payouts_create_duration_seconds",
       help: "CreatePayout latency by outcome",
       labelNames: ["outcome"] as const,
-      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      // Up to the longest call deadline (120 s): limit waits (LIMITS_TIMEOUT_MS, LIMITS_LOCK_WAIT_MS) reach 30 s.
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
   };

@@ -87,14 +87,16 @@ export function createProxyMetrics(registry: Registry) {
       name: "railfence_rail_proxy_admission_duration_seconds",
       help: "Admission transaction latency (mark + intent)",
       labelNames: ["result"] as const,
-      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      // Up to the longest call deadline (120 s): the admission timeout is 5 s by default and may be higher.
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
     railCallSeconds: new Histogram({
       name: "railfence_rail_proxy_rail_call_duration_seconds",
       help: "Rail call latency",
       labelNames: ["outcome"] as const,
-      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      // Up to the ceiling of RAIL_DEADLINE_MS (120 s): a call that ran into its deadline lands in a finite bucket.
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     }),
   };

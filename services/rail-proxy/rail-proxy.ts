@@ -57,7 +57,8 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         config.railUrl,
         config.railCredential,
         config.transport.tls,
-        guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true },
+        // The registry rides with the timing: every rail call is counted (rpc-metrics.ts).
+        { ...(guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true }), registry },
       );
     const planted = [
       config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,

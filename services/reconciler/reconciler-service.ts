@@ -32,8 +32,8 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
     await pool.end().catch(() => {});
     throw err;
   }
-  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls);
   const registry = createRegistry("reconciler");
+  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls, registry);
   const metrics = createReconcilerMetrics(registry);
   const reconcile = createReconciler({
     proxy: () => proxies.next(),

@@ -2,16 +2,20 @@
  * The transport every service-to-service client uses: gRPC, W3C trace context on every call
  * (clientTracing first, so later interceptors run inside the client span), one HTTP/2
  * connection kept warm between calls, and, with TLS, this process's certificate as its
- * identity. A call made while serving one carries that call's x-request-id on (decision 054). No
- * retries here: where a retry is safe the caller does it explicitly.
+ * identity. A call made while serving one carries that call's x-request-id on (decision 054). With
+ * the process's registry, every call is timed and counted by outcome, transport failures included
+ * (railfence_rpc_client_duration_seconds, rpc-metrics.ts). No retries here: where a retry is safe
+ * the caller does it explicitly.
  */
 import type { Interceptor } from "@connectrpc/connect";
+import type { Registry } from "prom-client";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createUnaryGrpcTransport } from "./grpc-unary-client.js";
 import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
 import { currentCall, REQUEST_ID_HEADER } from "./call-context.js";
+import { clientRpcMetrics } from "./rpc-metrics.js";
 
 /** Passes the served call's request id on to the service it calls, so one id spans the hops. */
 const requestIdPropagation: Interceptor = (next) => (req) => {
@@ -20,7 +24,7 @@ const requestIdPropagation: Interceptor = (next) => (req) => {
   return next(req);
 };
 
-/** Connection timing of one client (defaults: PING every 30 s, 10 s to connect). */
+/** Connection timing of one client (defaults: PING every 30 s, 10 s to connect), and where its calls are counted. */
 export interface ConnectionTiming {
   pingIntervalMs?: number;
   connectTimeoutMs?: number;
@@ -28,6 +32,8 @@ export interface ConnectionTiming {
   unguardedSend?: boolean;
   /** Connect when the client is made, so the first call does not pay for it. */
   connectAtStart?: boolean;
+  /** The process's registry: every call is counted in railfence_rpc_client_duration_seconds (rpc-metrics.ts). */
+  registry?: Registry;
 }
 
 export function serviceTransport(
@@ -36,10 +42,12 @@ export function serviceTransport(
   interceptors: Interceptor[] = [],
   timing: ConnectionTiming = {},
 ) {
+  const registry = timing.registry;
   const nodeOptions = clientTlsOptions(tls);
   const options = {
     baseUrl,
-    interceptors: [clientTracing, requestIdPropagation, ...interceptors],
+    // Metrics outermost: the duration covers everything the caller waits for.
+    interceptors: [...(registry ? [clientRpcMetrics(registry)] : []), clientTracing, requestIdPropagation, ...interceptors],
     pingIntervalMs: timing.pingIntervalMs ?? 30_000,
     idleConnectionTimeoutMs: 300_000,
     ...(timing.connectTimeoutMs !== undefined ? { connectTimeoutMs: timing.connectTimeoutMs } : {}),

@@ -18,6 +18,7 @@ import { writeRefusal } from "./refusal.js";
 import { formatClientTimeout, requestProtocol } from "./wire-protocol.js";
 import { checkedRequestStream } from "./request-stream.js";
 import { createUnaryServer, directUnaryEnabled, recordUnaryImpls, servedDirectly } from "./grpc-unary-server.js";
+import { markArrival, rpcCodeName, unknownPathLabels, type ServerRpcMetrics } from "./rpc-metrics.js";
 
 export interface GatedAdapterOptions extends ConnectRouterOptions {
   routes: (router: ConnectRouter) => void;
@@ -30,19 +31,28 @@ export interface GatedAdapterOptions extends ConnectRouterOptions {
    * RAILFENCE_CONNECT_UNARY=1 (the bench compares the two).
    */
   directUnary?: boolean;
+  /**
+   * Per-call RED metrics (rpc-metrics.ts): its interceptor runs outermost on both paths, and calls
+   * refused here, before any handler, are counted under their code.
+   */
+  rpcMetrics?: ServerRpcMetrics;
 }
 
 /** An http2 "request" listener serving the routes through the gate. */
 export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
-  const router = createConnectRouter(opts);
+  const metrics = opts.rpcMetrics;
+  const interceptors = [...(metrics ? [metrics.interceptor] : []), ...(opts.interceptors ?? [])];
+  const router = createConnectRouter({ ...opts, interceptors });
   const direct = recordUnaryImpls(router, opts.routes);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  const servedServices = new Set(router.handlers.map((h) => h.service.typeName));
   const serveDirect = !(opts.directUnary ?? directUnaryEnabled("server"))
     ? undefined
-    : createUnaryServer(opts.interceptors ?? [], opts.shutdownSignal ?? new AbortController().signal);
+    : createUnaryServer(interceptors, opts.shutdownSignal ?? new AbortController().signal);
 
-  const refuse = (req: http2.Http2ServerRequest, refusal: Refusal, procedure: string) => {
+  const refuse = (req: http2.Http2ServerRequest, refusal: Refusal, procedure: string, labels: { service: string; method: string }, started: number) => {
     writeRefusal(req.stream, refusal.error, refusal.protocol, refusal.httpStatus);
+    metrics?.refused(labels.service, labels.method, rpcCodeName(refusal.error.code), started);
     // Logged once here, as the boundary interceptor logs handler refusals (no request data).
     opts.logger.info(
       {
@@ -64,10 +74,13 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
   };
 
   function serve(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
+    const started = performance.now();
     const path = (req.url ?? "").split("?", 1)[0]!;
     const handler = handlers.get(path);
-    if (!handler) return refuse(req, methodNotFound(req.headers), "(unknown)");
+    if (!handler) return refuse(req, methodNotFound(req.headers), "(unknown)", unknownPathLabels(path, servedServices), started);
     const method: DescMethod = handler.method;
+    // The call's context, stamped with its arrival: its duration includes reading the body.
+    const contextValues = () => markArrival(opts.contextValues?.(req) ?? createContextValues(), started);
     if (method.methodKind === "bidi_streaming" || method.methodKind === "client_streaming") {
       // Streams of requests (gRPC reflection is the only one railfence serves) have no single body
       // to gate: connect-node reads them as they come, each message first checked as the gate
@@ -81,7 +94,7 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
             maxMessageBytes: opts.limits.maxMessageBytes,
           })
         : undefined;
-      const uReq = universalRequestFromNodeRequest(req, res, body as never, opts.contextValues?.(req));
+      const uReq = universalRequestFromNodeRequest(req, res, body as never, contextValues());
       void handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((err: unknown) =>
@@ -91,8 +104,12 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
     }
     void admitRequest(req, req.headers, method, opts.limits)
       .then((outcome) => {
-        if ("gone" in outcome) return;
-        if ("refused" in outcome) return refuse(req, outcome.refused, path);
+        if ("gone" in outcome) {
+          // The client left while its body was arriving: a call all the same, cancelled.
+          metrics?.refused(method.parent.typeName, method.name, rpcCodeName(Code.Canceled), started);
+          return;
+        }
+        if ("refused" in outcome) return refuse(req, outcome.refused, path, { service: method.parent.typeName, method: method.name }, started);
         const { protocol, body, remainingMs, message } = outcome.admitted;
         const spec = serveDirect && servedDirectly(protocol) ? direct.get(path) : undefined;
         if (spec && serveDirect) {
@@ -106,12 +123,12 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
             protocol,
             message,
             remainingMs,
-            contextValues: opts.contextValues?.(req) ?? createContextValues(),
+            contextValues: contextValues(),
           });
         }
         // connect-node reads an async iterable for enveloped protocols and takes a Connect unary body as is.
         const uBody = protocol.enveloped ? oneChunk(body) : body;
-        const uReq = universalRequestFromNodeRequest(req, res, uBody as never, opts.contextValues?.(req));
+        const uReq = universalRequestFromNodeRequest(req, res, uBody as never, contextValues());
         // The deadline runs from the request's arrival, not from the moment its body was complete.
         if (remainingMs !== undefined) uReq.header.set(protocol.timeoutHeader, formatClientTimeout(protocol.timeoutHeader, remainingMs));
         return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));

@@ -7,6 +7,7 @@
  * the places where a retry is safe (reads) do it explicitly.
  */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import type { Registry } from "prom-client";
 import { serviceTransport } from "./client-transport.js";
 import { RailProxyService } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import type { TlsSettings } from "./tls.js";
@@ -26,8 +27,10 @@ const EJECT_MS = 2000;
  * Round robin with passive outlier ejection: a replica whose call failed with UNAVAILABLE (not
  * reachable, or draining) is skipped for a short while, so the rotation cannot keep landing the
  * same kind of call on a dead replica. When every replica is ejected, plain rotation resumes.
+ * With `registry`, every call is counted in railfence_rpc_client_duration_seconds (all replicas
+ * in one series: the replica is no label).
  */
-export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">): ProxyPool {
+export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">, registry?: Registry): ProxyPool {
   if (baseUrls.length === 0) throw new Error("at least one rail-proxy URL is needed");
   const ejectedUntil = baseUrls.map(() => 0);
   const clients = baseUrls.map((baseUrl, idx) => {
@@ -42,7 +45,7 @@ export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "cer
       }
     };
     // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
-    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch]));
+    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch], { registry }));
   });
   let i = 0;
   return {

@@ -26,6 +26,7 @@ import { identityContextValues } from "./identity.js";
 import { assertTransportAllowed, readTlsMaterial, serverSecureOptions, watchTlsFiles, type TlsConfig } from "./tls.js";
 import { gatedConnectAdapter } from "./gated-adapter.js";
 import { LIMITS } from "./limits.js";
+import { serverRpcMetrics } from "./rpc-metrics.js";
 
 export interface ServiceServerOptions {
   /** Service name for logs. */
@@ -176,8 +177,10 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
       opts.routes(router);
       registerReflection(router); // last: it describes every service registered above
     },
-    // Tracing outermost (its span sees the final error), then authorization (logs its own denials
-    // once), then the boundary log + error mapping.
+    // RED metrics outermost (rpc-metrics.ts: the adapter puts their interceptor first and counts
+    // the calls it refuses itself), then tracing (its span sees the final error), then
+    // authorization (logs its own denials once), then the boundary log + error mapping.
+    rpcMetrics: serverRpcMetrics(opts.registry),
     interceptors: [
       serverTracing,
       ...(mutual ? [authorization(opts.authz ?? {}, opts.registry, opts.logger)] : []),
