@@ -32,6 +32,11 @@ export function createExecutorMetrics(registry: Registry) {
       registers,
     }),
     inFlight: new Gauge({ name: "railfence_executor_payouts_in_flight", help: "Payouts being worked on now", registers }),
+    lastPass: new Gauge({
+      name: "railfence_executor_last_pass_timestamp_seconds",
+      help: "Unix time this executor's claim loop last completed a pass against paydb (claimed work, or found none); 0 until the first (decision 061)",
+      registers,
+    }),
     forgottenIntent: new Counter({
       name: "railfence_executor_forgotten_submissions_total",
       help: "Lost submissions paydb did not know afterwards, by what the rail's statement decided (paid, not-paid, wait, human)",

@@ -79,6 +79,11 @@ export function startWorker(deps: WorkerDeps): Worker {
           paydbDown = false;
           claimed = rows.length;
           for (const p of rows) run(p);
+          // Liveness (decision 061): only a pass that reached paydb counts. A loop that cannot
+          // claim, or has stopped, lets this age, and ExecutorsAbsent pages. With every slot busy
+          // no pass runs; each attempt is bounded by the call timeouts, so a slot frees long
+          // before the alert's threshold.
+          deps.metrics.lastPass.set(Date.now() / 1000);
         } catch (err) {
           // Logged once per outage, not once per poll.
           if (!paydbDown) deps.logger.warn({ event: "claim_failed", error: err instanceof Error ? err.message : String(err) }, "cannot claim payouts");

@@ -139,6 +139,7 @@ export function createPayoutStore(pool: Pool) {
         await pool.query("SELECT claim_id FROM idempotency_keys LIMIT 0");
         await pool.query("SELECT used FROM payout_limit_usage LIMIT 0");
         await pool.query("SELECT idempotency_key FROM payouts LIMIT 0");
+        await pool.query("SELECT pass_at FROM reconciler_last_pass LIMIT 0");
       } catch (err) {
         throw new Error(`paydb schema is not migrated (run: node dist/services/migrate/main.js paydb): ${(err as Error).message}`);
       }

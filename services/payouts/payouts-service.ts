@@ -10,6 +10,8 @@ import { startServiceServer } from "../shared/server.js";
 import { REQUEST_MAX_BYTES } from "../shared/limits.js";
 import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { POLICIES } from "../shared/authz.js";
+import { registerBacklogMetrics } from "./backlog-metrics.js";
+import { createBacklogStore } from "./backlog-store.js";
 import { createCallerIdentity } from "./caller-identity.js";
 import type { PayoutsConfig } from "./config.js";
 import { createPayoutCreator } from "./create-payout.js";
@@ -19,6 +21,12 @@ import { payoutRoutes } from "./payout-handlers.js";
 import { createPayoutStore } from "./payout-store.js";
 import { createPayoutsMetrics } from "./payouts-metrics.js";
 import { startPurgeJob } from "./purge-job.js";
+
+/**
+ * How long one paydb read of the backlog serves /metrics (decision 060): scrapes never cost paydb
+ * more than one query per replica per interval, and an age is at most this stale.
+ */
+const BACKLOG_MIN_INTERVAL_MS = 5000;
 
 /** The longest a consumption may take: its own work, plus a bounded wait for each counter row. */
 function limitsCallBoundMs(config: PayoutsConfig): number {
@@ -60,6 +68,7 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
 
   const registry = createRegistry("payouts");
   const metrics = createPayoutsMetrics(registry);
+  registerBacklogMetrics(registry, { store: createBacklogStore(pool), logger, minIntervalMs: BACKLOG_MIN_INTERVAL_MS });
   const createPayout = createPayoutCreator({
     payouts,
     keys,

@@ -99,6 +99,17 @@ export function createReconcilerStore(pool: Pool) {
       );
     },
 
+    /**
+     * A pass finished (decision 061): the one row of reconciler_last_pass (migration 018), by
+     * paydb's clock. The CronJob's own /metrics is gone before a scrape; payouts exports this.
+     */
+    async recordPass(): Promise<void> {
+      await pool.query(
+        `INSERT INTO reconciler_last_pass AS p (singleton, pass_at) VALUES (true, now())
+         ON CONFLICT (singleton) DO UPDATE SET pass_at = GREATEST(p.pass_at, EXCLUDED.pass_at), passes = p.passes + 1`,
+      );
+    },
+
     /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
     async listUnknown(limit: number): Promise<string[]> {
       const { rows } = await pool.query<{ payout_id: string }>(

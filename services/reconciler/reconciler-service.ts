@@ -35,9 +35,10 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
   const registry = createRegistry("reconciler");
   const proxies = createProxyPool(config.railProxyUrls, config.transport.tls, registry);
   const metrics = createReconcilerMetrics(registry);
+  const store = createReconcilerStore(pool);
   const reconcile = createReconciler({
     proxy: () => proxies.next(),
-    store: createReconcilerStore(pool),
+    store,
     metrics,
     logger,
     settlementWindowMs: config.settlementWindowMs,
@@ -53,6 +54,10 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
   async function runOnce(): Promise<boolean> {
     try {
       const summary = await reconcile();
+      // Liveness (decision 061): only a finished pass that changed what it had to is recorded; a
+      // dry run reconciles nothing, so it leaves ReconcilerNotPassing to fire. A pass whose record
+      // cannot be written fails, so the CronJob's Job says what the alert will say.
+      if (!config.dryRun) await store.recordPass();
       metrics.runs.inc({ result: "ok" });
       logger.info(summary, "reconcile run finished");
       return true;

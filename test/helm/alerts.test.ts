@@ -143,6 +143,23 @@ describe("alert rules", () => {
     ["LockMetricsAbsent", /^absent\(railfence_lock_grants_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "ticket"],
     ["PayoutsMetricsAbsent", /^absent\(railfence_payouts_created_total\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
     ["ExecutorMetricsAbsent", /^absent\(railfence_executor_payouts_in_flight\{namespace="RELEASE_NAMESPACE"\}\)$/, "page"],
+    // Backlog and liveness (decisions 060, 061): max over the payouts replicas, never sum.
+    [
+      "PayoutBacklogOld",
+      /^max by \(namespace, state\) \(railfence_payouts_backlog_oldest_age_seconds\{namespace="RELEASE_NAMESPACE", state=~"pending\|processing"\}\) > 1800$/,
+      "page",
+    ],
+    [
+      "ExecutorsAbsent",
+      /^\(\(time\(\) - max by \(namespace\) \(railfence_executor_last_pass_timestamp_seconds\{namespace="RELEASE_NAMESPACE"\}\)\) > 300\) or absent\(railfence_executor_last_pass_timestamp_seconds\{namespace="RELEASE_NAMESPACE"\}\)$/,
+      "page",
+    ],
+    [
+      "ReconcilerNotPassing",
+      /^\(time\(\) - max by \(namespace\) \(railfence_reconciler_last_pass_timestamp_seconds\{namespace="RELEASE_NAMESPACE"\}\)\) > 1800$/,
+      "ticket",
+    ],
+    ["RailProxyDurabilityRefusals", /increase\(railfence_rail_proxy_not_durable_refusals_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "ticket"],
     // The daily audit (templates/audit.yaml): a failed run pages, no success for 36 h is a ticket.
     ["RailfenceAuditFailed", /^max by \(namespace, job_name\) \(kube_job_status_failed\{namespace="RELEASE_NAMESPACE", job_name=~"[^"]+"\}\) > 0$/, "page"],
     [

@@ -81,6 +81,33 @@ describe("alert rules under promtool", () => {
     expect(r.status).not.toBe(0);
     expect(r.output).toContain("production 0/2 rail-proxies up while staging has 2/2 pages for production");
   });
+
+  it.each([
+    // Liveness over every namespace: staging's passing executors hide production's stopped ones.
+    [
+      "ExecutorsAbsent",
+      "(time() - max(railfence_executor_last_pass_timestamp_seconds)) > 300",
+      "production's executors stop passing while staging's keep passing",
+    ],
+    // Summed over the payouts replicas: two replicas of a healthy 20-minute-old payout read as 40 minutes.
+    [
+      "PayoutBacklogOld",
+      'sum by (namespace, state) (railfence_payouts_backlog_oldest_age_seconds{namespace="production", state=~"pending|processing"}) > 1800',
+      "two payouts replicas reporting the same 17-minute-old payout stay silent (max, not sum)",
+    ],
+    [
+      "ReconcilerNotPassing",
+      "(time() - max(railfence_reconciler_last_pass_timestamp_seconds)) > 1800",
+      "the reconciler's last pass gets old in production while staging's is fresh",
+    ],
+  ])("the backlog and liveness cases fail on a wrong %s rule (negative control)", (alert, wrong, testName) => {
+    const rules = {
+      groups: rendered.production.groups.map((g) => ({ ...g, rules: g.rules.map((r) => (r.alert === alert ? { ...r, expr: wrong } : r)) })),
+    };
+    const r = unitTests("production", rules, {}, ["backlog-liveness.yaml"]);
+    expect(r.status, r.output).not.toBe(0);
+    expect(r.output).toContain(testName);
+  });
 });
 
 /** Selectors without namespace="<ns>", and aggregations that drop the namespace label. */
