@@ -24,7 +24,8 @@ import { readRailStatus } from "../shared/rail-status.js";
 import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
-import { contentKey, referencedPayout } from "../shared/payment-match.js";
+import { contentKey } from "../shared/payment-match.js";
+import { payoutIdOf } from "../shared/submission-ref.js";
 import type { ReconcilerStore } from "./payout-store.js";
 import type { RailProxyClient } from "../shared/proxy-pool.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
@@ -129,7 +130,7 @@ export function createReconciler(deps: ReconcileDeps) {
           reason: p.reason,
         };
         if (refs.has(entry.clientReference)) push(byRef, entry.clientReference, entry);
-        const named = referencedPayout(entry.clientReference);
+        const named = payoutIdOf(entry.clientReference);
         if (payouts.has(named)) push(byPayout, named, entry);
         else if (contents.has(contentKey(entry))) push(byContent, contentKey(entry), entry);
       }
@@ -137,12 +138,12 @@ export function createReconciler(deps: ReconcileDeps) {
     }
     // Content matches count only when their reference names no payout at all (a payout of its own
     // with the same content is another payout's payment, not this one's).
-    const named = [...new Set([...byContent.values()].flat().map((e) => referencedPayout(e.clientReference)))];
+    const named = [...new Set([...byContent.values()].flat().map((e) => payoutIdOf(e.clientReference)))];
     const existing = named.length ? await store.existingPayouts(named) : new Set<string>();
     for (const [k, list] of byContent)
       byContent.set(
         k,
-        list.filter((e) => !existing.has(referencedPayout(e.clientReference))),
+        list.filter((e) => !existing.has(payoutIdOf(e.clientReference))),
       );
     /** Other payments of a submission's payout: same payout by reference, or same content under an unknown reference. */
     const othersOf = (s: Submission) => [...(byPayout.get(s.boundPayoutId) ?? []), ...(byContent.get(contentKey(toAmbiguous(s))) ?? [])];

@@ -17,7 +17,8 @@
  */
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Logger } from "../shared/logger.js";
-import { contentDifferences, referencedPayout } from "../shared/payment-match.js";
+import { contentDifferences } from "../shared/payment-match.js";
+import { payoutIdOf } from "../shared/submission-ref.js";
 import type { RailProxyClient } from "../shared/proxy-pool.js";
 import { readRailStatus } from "../shared/rail-status.js";
 import type { ReconcilerStore } from "./payout-store.js";
@@ -59,11 +60,11 @@ export async function findUnrecordedPayments(deps: UnrecordedDeps): Promise<Unre
     }
     if (!page.hasMore || page.payments.length === 0) break;
   }
-  const payouts = await deps.store.payoutsByIds([...new Set(candidates.map((p) => referencedPayout(p.clientReference)))]);
+  const payouts = await deps.store.payoutsByIds([...new Set(candidates.map((p) => payoutIdOf(p.clientReference)))]);
   const result: UnrecordedResult = { found: 0, applied: 0, read };
   const ledger = new Map<string, { refs: Set<string>; ambiguous: boolean; truncated: boolean }>();
   for (const p of candidates) {
-    const payoutId = referencedPayout(p.clientReference);
+    const payoutId = payoutIdOf(p.clientReference);
     const payout = payouts.get(payoutId);
     // A payment naming no payout of ours is the audit's (UNMAPPED_PAYMENT), not this pass's.
     if (!payout) continue;

@@ -31,6 +31,3 @@ export function contentDifferences(payment: PaymentContent, payout: PaymentConte
 export function contentKey(c: PaymentContent): string {
   return JSON.stringify([c.accountId, c.amountMinor.toString(), c.currency, c.beneficiary]);
 }
-
-/** The payout a payment's reference names (whether or not such a payout exists). */
-export const referencedPayout = payoutIdOf;
