@@ -32,8 +32,8 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
     const metrics = createExecutorMetrics(registry);
     const untraced = createPayOne({
       store,
-      lock: createLockClient(config.lockUrl, config.transport.tls, registry),
-      proxies: createProxyPool(config.railProxyUrls, config.transport.tls, registry),
+      lock: createLockClient(config.lockUrl, config.transport.tls, { registry, directUnary: config.rpcStack.directClient }),
+      proxies: createProxyPool(config.railProxyUrls, config.transport.tls, { registry, directUnary: config.rpcStack.directClient }),
       metrics,
       logger,
       executorId: config.executorId,

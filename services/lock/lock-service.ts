@@ -65,6 +65,7 @@ export async function startLockService(config: LockConfig, deps: { logger: Logge
       name: "lock",
       host: config.host,
       port: config.port,
+      directUnary: config.rpcStack.directServer,
       metricsPort: config.metricsPort,
       serviceNames: [LockService.typeName],
       routes: lockRoutes({ backend, metrics, tokenSigningKey: config.tokenSigningKey }),

@@ -87,6 +87,7 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     name: "payouts",
     host: config.host,
     port: config.port,
+    directUnary: config.rpcStack.directServer,
     metricsPort: config.metricsPort,
     serviceNames: [PayoutService.typeName],
     routes: payoutRoutes({ createPayout, payouts, callerIdentity: createCallerIdentity(config.defaultClientId), keyRetentionMs: config.retentionMs }),

@@ -58,7 +58,11 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         config.railCredential,
         config.transport.tls,
         // The registry rides with the timing: every rail call is counted (rpc-metrics.ts).
-        { ...(guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true }), registry },
+        {
+          ...(guards.connectedSession ? railConnectionTiming(config.railDeadlineMs, guards.forwardBudgetMs) : { unguardedSend: true }),
+          registry,
+          directUnary: config.rpcStack.directClient,
+        },
       );
     const planted = [
       config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
@@ -91,6 +95,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
       name: "rail-proxy",
       host: config.host,
       port: config.port,
+      directUnary: config.rpcStack.directServer,
       metricsPort: config.metricsPort,
       serviceNames: [RailProxyService.typeName],
       routes: proxyRoutes({

@@ -33,7 +33,7 @@ export async function createReconcilerService(config: ReconcilerConfig, deps: { 
     throw err;
   }
   const registry = createRegistry("reconciler");
-  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls, registry);
+  const proxies = createProxyPool(config.railProxyUrls, config.transport.tls, { registry, directUnary: config.rpcStack.directClient });
   const metrics = createReconcilerMetrics(registry);
   const store = createReconcilerStore(pool);
   const reconcile = createReconciler({

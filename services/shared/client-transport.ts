@@ -11,7 +11,6 @@ import type { Interceptor } from "@connectrpc/connect";
 import type { Registry } from "prom-client";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { createUnaryGrpcTransport } from "./grpc-unary-client.js";
-import { directUnaryEnabled } from "./grpc-unary-server.js";
 import { clientTlsOptions, type TlsSettings } from "./tls.js";
 import { clientTracing } from "./tracing.js";
 import { currentCall, REQUEST_ID_HEADER } from "./call-context.js";
@@ -34,6 +33,8 @@ export interface ConnectionTiming {
   connectAtStart?: boolean;
   /** The process's registry: every call is counted in railfence_rpc_client_duration_seconds (rpc-metrics.ts). */
   registry?: Registry;
+  /** Unary calls on the direct path (default) or connect-node's (config rpcStack.directClient). */
+  directUnary?: boolean;
 }
 
 export function serviceTransport(
@@ -58,6 +59,6 @@ export function serviceTransport(
   const streams = createGrpcTransport(options);
   // Unary calls (every call railfence's services make) skip connect-node's pipeline
   // (grpc-unary-client.ts, decision 006); RAILFENCE_CONNECT_UNARY=1 keeps them on it, for the bench.
-  if (!directUnaryEnabled("client")) return streams;
+  if (timing.directUnary === false) return streams;
   return createUnaryGrpcTransport(options, streams);
 }

@@ -17,7 +17,7 @@ import { admitRequest, methodNotFound, type GateLimits, type Refusal } from "./r
 import { writeRefusal } from "./refusal.js";
 import { formatClientTimeout, requestProtocol } from "./wire-protocol.js";
 import { checkedRequestStream } from "./request-stream.js";
-import { createUnaryServer, directUnaryEnabled, recordUnaryImpls, servedDirectly } from "./grpc-unary-server.js";
+import { createUnaryServer, recordUnaryImpls, servedDirectly } from "./grpc-unary-server.js";
 import { markArrival, rpcCodeName, unknownPathLabels, type ServerRpcMetrics } from "./rpc-metrics.js";
 
 export interface GatedAdapterOptions extends ConnectRouterOptions {
@@ -27,8 +27,8 @@ export interface GatedAdapterOptions extends ConnectRouterOptions {
   contextValues?: (req: http2.Http2ServerRequest) => ContextValues;
   /**
    * Unary gRPC calls with protobuf bodies skip connect-node's pipeline (grpc-unary-server.ts):
-   * same implementations, same interceptors, same answers. Default: on unless
-   * RAILFENCE_CONNECT_UNARY=1 (the bench compares the two).
+   * same implementations, same interceptors, same answers. Default: on; the process config's
+   * rpcStack (RAILFENCE_CONNECT_UNARY) turns it off (the bench compares the two).
    */
   directUnary?: boolean;
   /**
@@ -46,9 +46,7 @@ export function gatedConnectAdapter(opts: GatedAdapterOptions): (req: http2.Http
   const direct = recordUnaryImpls(router, opts.routes);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
   const servedServices = new Set(router.handlers.map((h) => h.service.typeName));
-  const serveDirect = !(opts.directUnary ?? directUnaryEnabled("server"))
-    ? undefined
-    : createUnaryServer(interceptors, opts.shutdownSignal ?? new AbortController().signal);
+  const serveDirect = !(opts.directUnary ?? true) ? undefined : createUnaryServer(interceptors, opts.shutdownSignal ?? new AbortController().signal);
 
   const refuse = (req: http2.Http2ServerRequest, refusal: Refusal, procedure: string, labels: { service: string; method: string }, started: number) => {
     writeRefusal(req.stream, refusal.error, refusal.protocol, refusal.httpStatus);

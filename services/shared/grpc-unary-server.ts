@@ -220,17 +220,6 @@ function writeAnswer(stream: http2.ServerHttp2Stream, response: http2.Http2Serve
 
 const GRPC_PROTO: RequestProtocol = { name: "grpc", binary: true, enveloped: true, timeoutHeader: "grpc-timeout", encodingHeader: "grpc-encoding" };
 
-/**
- * RAILFENCE_CONNECT_UNARY keeps unary calls on connect-node: `1` (or `both`) for servers and
- * clients, `server` or `client` for one side. The bench's comparison layouts, and a way back
- * should the direct path ever misbehave. Unset: direct on both sides.
- */
-export function directUnaryEnabled(side: "server" | "client"): boolean {
-  const v = process.env.RAILFENCE_CONNECT_UNARY;
-  if (v === undefined || v === "" || v === "0") return true;
-  return !(v === "1" || v === "both" || v === side);
-}
-
 /** Is this admitted request one the direct path serves? gRPC with protobuf bodies only. */
 export function servedDirectly(protocol: RequestProtocol): boolean {
   return protocol.name === "grpc" && protocol.binary;

@@ -8,7 +8,6 @@
  * every check. A payment whose reference names a payout but whose content differs is a payment
  * of the wrong thing, never a payment of that payout.
  */
-import { payoutIdOf } from "./submission-ref.js";
 
 export interface PaymentContent {
   accountId: string;

@@ -7,8 +7,7 @@
  * the places where a retry is safe (reads) do it explicitly.
  */
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
-import type { Registry } from "prom-client";
-import { serviceTransport } from "./client-transport.js";
+import { type ConnectionTiming, serviceTransport } from "./client-transport.js";
 import { RailProxyService } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import type { TlsSettings } from "./tls.js";
 
@@ -30,7 +29,11 @@ const EJECT_MS = 2000;
  * With `registry`, every call is counted in railfence_rpc_client_duration_seconds (all replicas
  * in one series: the replica is no label).
  */
-export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">, registry?: Registry): ProxyPool {
+export function createProxyPool(
+  baseUrls: string[],
+  tls?: Pick<TlsSettings, "certFile" | "keyFile" | "caFile">,
+  client: Pick<ConnectionTiming, "registry" | "directUnary"> = {},
+): ProxyPool {
   if (baseUrls.length === 0) throw new Error("at least one rail-proxy URL is needed");
   const ejectedUntil = baseUrls.map(() => 0);
   const clients = baseUrls.map((baseUrl, idx) => {
@@ -45,7 +48,7 @@ export function createProxyPool(baseUrls: string[], tls?: Pick<TlsSettings, "cer
       }
     };
     // This process's certificate is its identity at the proxy (mutual TLS); https:// URLs only.
-    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch], { registry }));
+    return createClient(RailProxyService, serviceTransport(baseUrl, tls, [watch], client));
   });
   let i = 0;
   return {

@@ -51,6 +51,8 @@ export interface ServiceServerOptions {
   tls?: TlsConfig;
   /** Who may call what; enforced whenever mutual TLS identifies callers (TLS_CA_FILE set). */
   authz?: AuthzPolicy;
+  /** Answer unary gRPC calls on the direct path (default) or connect-node's (config rpcStack.directServer). */
+  directUnary?: boolean;
 }
 
 /** Every call gets a deadline: the client's, or the server's own bound if it set none. */
@@ -172,6 +174,7 @@ export async function startServiceServer(opts: ServiceServerOptions): Promise<Ru
   const health = new HealthState(opts.serviceNames);
   const hardStop = new AbortController();
   const handler = gatedConnectAdapter({
+    ...(opts.directUnary !== undefined ? { directUnary: opts.directUnary } : {}),
     routes: (router) => {
       health.register(router);
       opts.routes(router);
