@@ -36,6 +36,8 @@ const DEV = [
   "railProxy.hpa.enabled=true",
   "prometheusRule.enabled=true",
   "serviceMonitor.enabled=true",
+  "googleManagedPrometheus.enabled=true",
+  "dashboards.enabled=true",
 ];
 
 const variants: Array<{ name: string; opts: RenderOptions; railCidrs: string[] }> = [
@@ -44,6 +46,7 @@ const variants: Array<{ name: string; opts: RenderOptions; railCidrs: string[] }
   { name: "eks", opts: { valuesFiles: ["values-eks.yaml"] }, railCidrs: ["198.51.100.0/24"] },
   { name: "minimal", opts: { set: MINIMAL }, railCidrs: ["203.0.113.0/24"] },
   { name: "dev (stub, etcd, hpa, monitoring)", opts: { set: DEV }, railCidrs: [] },
+  { name: "minimal with PodMonitor", opts: { set: [...MINIMAL, "podMonitor.enabled=true", "prometheusRule.enabled=true"] }, railCidrs: ["203.0.113.0/24"] },
 ];
 
 describe("helm lint --strict", () => {

@@ -33,6 +33,28 @@ const crdShapes: Record<string, Record<string, string[]>> = {
     "spec.namespaceSelector": ["matchNames", "any"],
     "spec.endpoints[]": ["port", "path", "interval", "scheme", "scrapeTimeout"],
   },
+  "monitoring.coreos.com/v1/PodMonitor": {
+    spec: ["selector", "namespaceSelector", "podMetricsEndpoints", "jobLabel", "podTargetLabels"],
+    "spec.selector": ["matchLabels"],
+    "spec.selector.matchLabels": ["*"],
+    "spec.namespaceSelector": ["matchNames", "any"],
+    "spec.podMetricsEndpoints[]": ["port", "path", "interval", "scheme", "scrapeTimeout", "relabelings"],
+    "spec.podMetricsEndpoints[].relabelings[]": ["sourceLabels", "targetLabel", "replacement", "regex", "action", "separator"],
+  },
+  // Google Cloud Managed Service for Prometheus (monitoring.googleapis.com/v1).
+  "monitoring.googleapis.com/v1/PodMonitoring": {
+    spec: ["selector", "endpoints", "targetLabels"],
+    "spec.selector": ["matchLabels"],
+    "spec.selector.matchLabels": ["*"],
+    "spec.endpoints[]": ["port", "path", "interval", "scheme", "timeout"],
+  },
+  "monitoring.googleapis.com/v1/Rules": {
+    spec: ["groups"],
+    "spec.groups[]": ["name", "interval", "rules"],
+    "spec.groups[].rules[]": ["alert", "record", "expr", "for", "labels", "annotations"],
+    "spec.groups[].rules[].labels": ["*"],
+    "spec.groups[].rules[].annotations": ["*"],
+  },
   "monitoring.coreos.com/v1/PrometheusRule": {
     spec: ["groups"],
     "spec.groups[]": ["name", "interval", "rules"],
