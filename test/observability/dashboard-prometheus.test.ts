@@ -31,23 +31,6 @@ import { chartDir } from "../helm/helm-tool.js";
 import { type DashboardQuery, dashboardQueries, namespaceViolations, readDashboard, substitute } from "./dashboard-queries.js";
 
 /**
- * Metrics the dashboard reads that services do not export yet: they are being added in parallel
- * work (backlog gauges, per-RPC RED histograms, loop liveness). A query naming one of them may
- * return nothing. This list MUST be emptied as those metrics land: the test fails on a listed
- * metric that now returns series, so the entry cannot outlive its reason.
- */
-const PENDING_METRICS = [
-  "railfence_payouts_backlog",
-  "railfence_payouts_backlog_oldest_age_seconds",
-  "railfence_rpc_server_duration_seconds_bucket",
-  "railfence_rpc_server_duration_seconds_count",
-  "railfence_rpc_client_duration_seconds_bucket",
-  "railfence_rpc_client_duration_seconds_count",
-  "railfence_executor_last_pass_timestamp_seconds",
-  "railfence_reconciler_last_pass_timestamp_seconds",
-];
-
-/**
  * Labelled must-be-zero counters: a labelled series exists only from its first event, which a
  * healthy mesh never has (an executor fenced out by a newer holder, a rail answer after its
  * submission was resolved). A query over one of them alone may return nothing; instead Prometheus
@@ -102,7 +85,6 @@ async function familyScraped(name: string): Promise<boolean> {
 }
 
 const isEventOnly = (q: DashboardQuery) => EVENT_ONLY_FAMILIES.find((m) => new RegExp(`\\b${m}\\b`).test(q.expr));
-const isPending = (q: DashboardQuery) => PENDING_METRICS.some((m) => new RegExp(`\\b${m}\\b`).test(q.expr));
 const query = (q: DashboardQuery) => substitute(q.expr, { namespace: NAMESPACE, rateInterval: "1m", interval: "1s", range: "1h" });
 const label = (q: DashboardQuery) => `${q.panel} [${q.refId}]`;
 
@@ -218,22 +200,16 @@ describe("dashboard queries against a real Prometheus", () => {
     expect(problems).toEqual([]);
   });
 
-  it("every query parses and returns at least one series (PENDING_METRICS aside)", async () => {
+  it("every query parses and returns at least one series", async () => {
     const problems: string[] = [];
     for (const q of queries) {
       const p = await queryProblem(query(q));
-      if (!p || (isPending(q) && p === "returns no series")) continue;
+      if (!p) continue;
       const family = isEventOnly(q);
       if (family && p === "returns no series" && (await familyScraped(family))) continue;
       problems.push(`${label(q)}: ${p}: ${query(q)}`);
     }
     expect(problems).toEqual([]);
-  });
-
-  it("every PENDING_METRICS entry is still missing (empty the list as the metrics land)", async () => {
-    const landed: string[] = [];
-    for (const m of PENDING_METRICS) if (!(await queryProblem(`${m}{namespace="${NAMESPACE}"}`))) landed.push(m);
-    expect(landed).toEqual([]);
   });
 
   it("a query naming a metric that does not exist is reported (negative control)", async () => {
