@@ -24,6 +24,7 @@ import {
 } from "../../clients/typescript/src/index.js";
 import { eventually } from "../support/clients.js";
 import { createPaydb, dropPaydb, startPayouts } from "../payouts/support.js";
+import { letTimePass } from "../support/time.js";
 
 let paydb: string;
 let dir: string;
@@ -108,7 +109,7 @@ describe("certificate rotation in @railfence/client", () => {
       } finally {
         broken.close();
       }
-      await new Promise((r) => setTimeout(r, 500)); // five polls: the change was seen and refused
+      await letTimePass(500, "five polls of the files: the half-done change was seen and refused");
       expect(await tryCreate(rf, "acct-half-2")).toBe("created");
       swap(files.keyFile, rail.key);
       await eventually(async () => (await tryCreate(rf, "acct-half-3")) === "PERMISSION_DENIED", "the completed rotation is taken", 10_000);

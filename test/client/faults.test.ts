@@ -17,6 +17,7 @@ import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres
 import { ClientPool, eventually } from "../support/clients.js";
 import type { RailfenceError } from "../../clients/typescript/src/index.js";
 import { ResetProxy } from "./reset-proxy.js";
+import { letTimePass } from "../support/time.js";
 
 let f: PayoutsFixture | undefined;
 const closers: Array<() => void> = [];
@@ -32,7 +33,6 @@ const request = (accountId: string) => ({
   beneficiary: "ben-faults",
   clientReference: `ref-${accountId}`,
 });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("exactly one payout per intent under faults", () => {
   it("paydb goes down mid-request: the intent is retried with its one key until paydb is back, and pays once", async () => {
@@ -44,7 +44,7 @@ describe("exactly one payout per intent under faults", () => {
     const result = intent.submit();
     await claimed(f.paydb, intent.key);
     await f.pg.stop("fast"); // the request's transaction dies with the server
-    await sleep(2000);
+    await letTimePass(2000, "paydb down for two seconds: attempts meanwhile fail");
     await f.pg.startProcess();
     await hold.release();
 
@@ -71,7 +71,7 @@ describe("exactly one payout per intent under faults", () => {
     f.svc.kill("SIGKILL");
     await f.svc.waitExit();
     await hold.release();
-    await sleep(500); // attempts meanwhile meet a refused connection
+    await letTimePass(500, "attempts meanwhile meet a refused connection");
     await f.svc.restart();
 
     const r = await result;
@@ -88,7 +88,7 @@ describe("exactly one payout per intent under faults", () => {
     const hold = await holdPayoutInserts(f.paydb);
     const result = intent.submit();
     await claimed(f.paydb, intent.key);
-    await sleep(900); // the first attempt's deadline passed; retries meet IDEMPOTENCY_CONFLICT
+    await letTimePass(900, "the first attempt's 300 ms deadline passes; retries meet IDEMPOTENCY_CONFLICT");
     await hold.release(); // the first attempt commits on the server, its answer goes nowhere
 
     const r = await result;
@@ -133,10 +133,12 @@ describe("exactly one payout per intent under faults", () => {
     closers.push(() => sessions.close());
     const raw = sessions.client(PayoutService, f.svc.url);
     const hold = await holdPayoutInserts(f.paydb);
-    const first = raw.createPayout(request("acct-naive"), { headers: { "idempotency-key": randomUUID() }, timeoutMs: 300 }).catch(() => undefined);
-    await sleep(600);
-    const second = raw.createPayout(request("acct-naive"), { headers: { "idempotency-key": randomUUID() } });
-    await sleep(200);
+    const [key1, key2] = [randomUUID(), randomUUID()];
+    const first = raw.createPayout(request("acct-naive"), { headers: { "idempotency-key": key1 }, timeoutMs: 300 }).catch(() => undefined);
+    await claimed(f.paydb, key1);
+    await letTimePass(600, "the first call's 300 ms deadline passes");
+    const second = raw.createPayout(request("acct-naive"), { headers: { "idempotency-key": key2 } });
+    await claimed(f.paydb, key2); // the second call reached the server and waits behind the held insert
     await hold.release();
     await first;
     await second;

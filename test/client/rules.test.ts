@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FileKeyStore, IntentExpiredError, IntentMismatchError, RailfenceError, type PayoutRequest } from "../../clients/typescript/src/index.js";
 import { eventually } from "../support/clients.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, type PayoutsFixture } from "./support.js";
+import { letTimePass, quietFor } from "../support/time.js";
 
 let f: PayoutsFixture;
 let dir: string;
@@ -78,7 +79,7 @@ describe("rule: mint the key once per intent and reuse it for every retry", () =
     await claimed(f.paydb, first.key);
     // Another process resumes the same intent (same key) while the first is still running.
     const resumed = (await rf.payouts.intent(first.request as PayoutRequest, { key: first.key })).submit();
-    await new Promise((r) => setTimeout(r, 700));
+    await letTimePass(700, "the resumed submission meets the first one still running (IDEMPOTENCY_CONFLICT) and retries");
     await hold.release();
     const [a, b] = await Promise.all([running, resumed]);
     expect(b.payout.payoutId).toBe(a.payout.payoutId);
@@ -119,7 +120,7 @@ describe("rule: a new key only when the request changes (a changed body is a new
     const changed = { ...body, amount: { amountMinor: 43n, currency: "EUR" } };
     await expect(rf.payouts.create(changed, { id: "order-9" })).rejects.toBeInstanceOf(IntentMismatchError);
     await expect(rf.payouts.intent(changed, { id: "order-9" })).rejects.toBeInstanceOf(IntentMismatchError);
-    await new Promise((r) => setTimeout(r, 300));
+    await quietFor(300, "a refusal in the server's log: nothing was sent");
     expect(refusals(f.svc).length).toBe(before);
     expect(await countPayouts(f.paydb, "account_id = 'acct-default-store'")).toBe(1);
     // Each client has its own default store: nothing leaks between two clients of one process.
@@ -187,7 +188,7 @@ describe("rule: retry only transient failures; every other refusal is final", ()
     expect(err).toMatchObject({ code, reason, attempts: 1, transient: false });
     // The server saw exactly one attempt (its log line travels through a pipe: wait for it).
     await eventually(async () => refusals(f.svc, reason).length > before, "the refusal's log line");
-    await new Promise((r) => setTimeout(r, 300));
+    await quietFor(300, "a second attempt's log line: there is none");
     expect(refusals(f.svc, reason).length).toBe(before + 1);
     if (reason === "ACCOUNT_DAILY_LIMIT_EXCEEDED") expect(err!.retryAfterMs).toBeGreaterThan(0); // surfaced, not acted on
   });
@@ -207,7 +208,7 @@ describe("bounds on retrying", () => {
       expect(second).toMatchObject({ code: Code.Unavailable, gaveUp: "budget", attempts: 1 });
       // The server saw three attempts in all, not the 50 maxAttempts would allow.
       await eventually(async () => refusedReads() - seen >= 3, "three refused reads in the server's log");
-      await new Promise((r) => setTimeout(r, 300));
+      await quietFor(300, "a fourth refused read: there is none");
       expect(refusedReads() - seen).toBe(3);
     });
   });

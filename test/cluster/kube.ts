@@ -7,6 +7,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { helm as helmRaw, helmAsync, root } from "../helm/helm-tool.js";
+import { eventually } from "../support/time.js";
 
 export { root };
 export const clusterDir = join(root, "deploy", "cluster");
@@ -129,13 +130,7 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** Polls fn until it returns a truthy value; throws with `what` after timeoutMs. */
 export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs: number, everyMs = 1000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for: ${what}`);
-    await sleep(everyMs);
-  }
+  return eventually(fn, what, { timeoutMs, everyMs });
 }
 
 /** Runs a shell script from the repository with extra env; output streams to ours and is returned. */

@@ -27,6 +27,7 @@ import {
   waitForLogs,
 } from "./support.js";
 import { eventually } from "../support/clients.js";
+import { quietFor } from "../support/time.js";
 
 const TERMINAL = new Set(["PAID", "FAILED", "UNKNOWN"]);
 /** The proxies' rail deadline: short, so "the rail never answered" resolves quickly. */
@@ -158,8 +159,7 @@ describe("executors (UC-05)", () => {
     const e = await executor("exec-lost-rail");
     const states = await waitTerminal([payoutId], 30_000);
     expect(states.get(payoutId)).toMatchObject({ state: "UNKNOWN", failure_reason: "RAIL_AMBIGUOUS" });
-    // Give a resubmission every chance to happen: none may.
-    await new Promise((r) => setTimeout(r, 1500));
+    await quietFor(1500, "a resubmission: none may happen");
     expect((await railPaymentCounts(raildb, [payoutId])).get(payoutId)).toBe(1);
     expect(logEvents(e).filter((l) => l.event === "fenced" && l.payout_id === payoutId)).toHaveLength(1);
     expect((await payoutStates(paydb, [payoutId])).get(payoutId)?.state).toBe("UNKNOWN");

@@ -12,6 +12,7 @@ import { createPool } from "../../services/shared/pg.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 import { allowServiceLogins, serviceUrl } from "../../tools/harness/database-roles.js";
 import { insertPayouts, payoutStates } from "./support.js";
+import { letTimePass } from "../support/time.js";
 
 /** The owner's pool arranges fixtures; the store runs as the executor's own role, as in production. */
 let pool: pg.Pool;
@@ -66,7 +67,7 @@ describe("executor payout store", () => {
     const first = (await store.claim("exec-a", 100, 1)).find((p) => p.payoutId === "po-lapse-1");
     expect(first).toBeDefined();
     expect(await store.fence("po-lapse-1", 3n, UNSIGNED, "exec-a", 1)).toEqual({ previousFence: 0n });
-    await new Promise((r) => setTimeout(r, 20));
+    await letTimePass(20, "the 1 ms claim lapses");
     const again = (await store.claim("exec-b", 100, 10_000)).find((p) => p.payoutId === "po-lapse-1");
     expect(again).toMatchObject({ state: "PROCESSING", fence: 3n });
   });

@@ -21,6 +21,7 @@ import { OtlpReceiver } from "../observability/otlp-receiver.js";
 import { chartContainers, containerOptions, find, graceSeconds, readinessProbe, type ChartContainer } from "./chart-pods.js";
 import { chartValues, databaseLogins, NAMESPACE, POSTGRES_HOST, RELEASE, secrets, TEST_ONLY_ENV, type Database, type DatabaseLogin } from "./deployment.js";
 import * as podman from "./podman.js";
+import { eventually } from "../support/time.js";
 
 /** A running (or stopped) pod: its chart container and its podman options. */
 export interface Pod {
@@ -329,11 +330,7 @@ export function debianBase(): string {
   return `docker.io/library/${tag}`;
 }
 
+/** eventually() (test/support/time.ts) at the pace of container commands. */
 export async function until(fn: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await fn()) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  await eventually(fn, what, { timeoutMs, everyMs: 250 });
 }

@@ -33,6 +33,7 @@ import { find, readinessProbe } from "./chart-pods.js";
 import { ContainerMesh, until, type Pod } from "./container-mesh.js";
 import { CREDENTIAL_KEY, NAMESPACE, TIMINGS } from "./deployment.js";
 import * as podman from "./podman.js";
+import { letTimePass } from "../support/time.js";
 
 /** The image under test: IMAGE, else the one deploy/image/build.sh last built in this checkout. */
 function imageUnderTest(): string {
@@ -373,7 +374,7 @@ describe("payouts through the containers", () => {
             } catch (err) {
               const code = ConnectError.from(err).code;
               if (attempt >= 10 || ![Code.Unavailable, Code.Aborted, Code.DeadlineExceeded].includes(code)) throw err;
-              await new Promise((r) => setTimeout(r, 200 * 2 ** Math.min(attempt, 4)));
+              await letTimePass(200 * 2 ** Math.min(attempt, 4), "back off before asking again");
             }
           }
         }
@@ -424,7 +425,10 @@ describe("payouts through the containers", () => {
         180_000,
       );
       // Ambiguous rows older than the settlement window, then one CronJob run.
-      await new Promise((r) => setTimeout(r, TIMINGS.railDeadlineMs + TIMINGS.ambiguityMarginMs + TIMINGS.settlementWindowMs + 2000));
+      await letTimePass(
+        TIMINGS.railDeadlineMs + TIMINGS.ambiguityMarginMs + TIMINGS.settlementWindowMs + 2000,
+        "ambiguous rows age past the settlement window",
+      );
       const rec = await mesh.runCronJob("reconciler");
       expect(rec.code, rec.output).toBe(0);
 

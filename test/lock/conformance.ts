@@ -10,7 +10,8 @@ import { errorInfo, errorReason } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { newLeaseId } from "../../services/lock/lease-id.js";
 import { checkHistory, type LockEvent } from "./history.js";
-import { untilSucceeds, LockServiceUnderTest, rejection, sleep, type BackendFixture } from "./lock-fixture.js";
+import { letTimePass, quietFor } from "../support/time.js";
+import { untilSucceeds, LockServiceUnderTest, rejection, type BackendFixture } from "./lock-fixture.js";
 
 /** 8 clients x ROUNDS on one key (the brief asks 8x50; see docs/lock.md for the figure used). */
 export const CLIENTS = 8;
@@ -45,7 +46,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
         const { lease } = await client().acquire({ key, owner: `client-${c}`, ttlMs: 60_000, waitMs: 60_000 });
         events.push({ kind: "grant", client: c, token: lease!.fencingToken });
         // Hold briefly so that a second live grant, if the lock allowed one, would land here.
-        await sleep(1);
+        await quietFor(1, "a second live grant, if the lock allowed one, would land here");
         events.push({ kind: "release", client: c, token: lease!.fencingToken });
         const { released } = await client().release({ key, leaseId: lease!.leaseId });
         expect(released).toBe(true);
@@ -83,7 +84,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
     expect(renewed.lease!.fencingToken).toBe(lease!.fencingToken);
     expect(renewed.lease!.leaseId).toBe(lease!.leaseId);
     expect(renewed.lease!.expiresAt!.seconds).toBeGreaterThan(lease!.expiresAt!.seconds);
-    await sleep(2000); // past the original 1 s TTL
+    await letTimePass(2000, "past the original 1 s TTL");
     const state = await client().inspect({ key });
     expect(state).toMatchObject({ held: true, owner: "renewer", fencingToken: lease!.fencingToken });
     expect((await client().release({ key, leaseId: lease!.leaseId })).released).toBe(true);
@@ -130,7 +131,7 @@ export function lockConformance(makeFixture: () => BackendFixture): void {
     const b = client()
       .acquire({ key, owner: "b", ttlMs: 5000, waitMs: 30_000 })
       .finally(() => (settled = true));
-    await sleep(500);
+    await quietFor(500, "b stays waiting while a holds the lock");
     expect(settled).toBe(false);
     await client().release({ key, leaseId: a.lease!.leaseId });
     const granted = await b;

@@ -10,6 +10,7 @@ import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { migrate } from "../../services/shared/migrate.js";
 import { connectClient } from "../support/clients.js";
+import { eventually } from "../support/time.js";
 
 export interface BackendFixture {
   readonly name: "pg" | "etcd";
@@ -123,18 +124,7 @@ export async function rejection(p: Promise<unknown>): Promise<ConnectError> {
   throw new Error("expected the call to be refused, but it succeeded");
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Retries fn until it stops throwing or timeoutMs passes (recovery after a backend restart). Unlike
- * support/clients.ts eventually(), which polls for a truthy value, this one treats a throw as "not yet". */
+/** Retries fn until it stops throwing (recovery after a backend restart): eventually() with throws as "not yet". */
 export async function untilSucceeds<T>(fn: () => Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(200);
-    }
-  }
+  return (await eventually(async () => ({ value: await fn() }), "the call to succeed", { timeoutMs, everyMs: 200, retryOnThrow: true })).value;
 }

@@ -19,6 +19,7 @@ import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/ra
 import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, setFaults, startExecutor, startLock } from "../executor/support.js";
+import { letTimePass, quietFor } from "../support/time.js";
 
 const RAIL_DEADLINE_MS = 5000;
 const AMBIGUITY_MARGIN_MS = 1000;
@@ -90,14 +91,13 @@ describe("attempt references: one payout is paid at most once", () => {
     const exited = proxy.waitExit();
     proxy.kill("SIGKILL");
     await exited;
-    // Down long enough for several attempts to fail their lookups.
-    await new Promise((r) => setTimeout(r, 4000));
+    await letTimePass(4000, "the replica down long enough for several attempts to fail their lookups");
     await proxy.restart();
 
     // The first submission is ambiguous now (its replica died mid-call): the payout waits for
     // the reconciler as UNKNOWN. Give the executor time to do anything it would do.
     await eventually(async () => ["UNKNOWN", "PAID", "FAILED"].includes(await payoutState(payoutId)), "the payout to leave PROCESSING", 30_000);
-    await new Promise((r) => setTimeout(r, 3000));
+    await quietFor(3000, "anything further the executor would do: no second payment");
     expect(await paymentsOf(payoutId)).toHaveLength(1);
     expect(await payoutState(payoutId)).toBe("UNKNOWN");
     await executor.stop(10_000);
@@ -115,8 +115,7 @@ describe("attempt references: one payout is paid at most once", () => {
     await setFaults(mesh, [{ kind: FaultKind.LATENCY, latencyMs: 4000, count: 1, clientReferencePrefix: payoutId }]);
     await attemptExecutor("executor-attempt-b", 1000);
     await eventually(async () => (await payoutState(payoutId)) === "PAID", "the payout to be PAID", 30_000);
-    // Time for any further attempt to have happened.
-    await new Promise((r) => setTimeout(r, 3000));
+    await quietFor(3000, "any further attempt: none may pay again");
     expect(await paymentsOf(payoutId)).toHaveLength(1);
   });
 });

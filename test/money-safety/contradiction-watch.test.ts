@@ -13,6 +13,7 @@ import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/ra
 import { eventually, proxyClient } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, setFaults } from "../executor/support.js";
+import { letTimePass } from "../support/time.js";
 
 const TIMINGS = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "500", ADMISSION_TIMEOUT_MS: "1000" };
 const WINDOW_MS = 3000;
@@ -61,7 +62,7 @@ describe("the reconciler's watch over NOT_PAID verdicts", () => {
     await paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [payoutId]);
 
     // Absent for the whole window: NOT_PAID, payout FAILED.
-    await new Promise((r) => setTimeout(r, WINDOW_MS + 500));
+    await letTimePass(WINDOW_MS + 500, "the settlement window passes with the payment absent");
     await eventually(async () => (await reconcile()).summary.decisions.NOT_PAID === 1 || undefined, "the NOT_PAID verdict", 20_000);
     expect(await payout(payoutId)).toMatchObject({ state: "FAILED" });
 

@@ -25,6 +25,7 @@ import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/ra
 import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, payoutStates, poolFor, railPaymentCounts, setFaults, startExecutor, startLock, waitForLog } from "../executor/support.js";
+import { quietFor } from "../support/time.js";
 
 /** The executor's statement window in this test: short, so "absent means not paid" comes quickly. */
 const WINDOW_MS = 2000;
@@ -123,8 +124,7 @@ describe("a submission paydb forgot after its answer was lost", () => {
       "the statement's verdict",
     );
     expect(verdict.level).toBe("error");
-    // Give a second submission every chance: none may happen.
-    await new Promise((r) => setTimeout(r, 1500));
+    await quietFor(1500, "a second submission: none may happen");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     const { rows } = await raildb.query<{ rail_reference: string }>("SELECT rail_reference FROM payments WHERE client_reference = $1", [payoutId]);
     expect(state?.rail_reference).toBe(rows[0]!.rail_reference);

@@ -19,6 +19,7 @@ import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { eventually, metricValue } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, logEvents, poolFor, waitForLog } from "../executor/support.js";
+import { quietFor } from "../support/time.js";
 
 let mesh: Mesh;
 let paydb: pg.Pool;
@@ -81,7 +82,7 @@ async function expectNeedsAttention(e: ServiceProcess, payoutId: string, reason:
   expect((await payout(payoutId)).attention_reason).toBe(reason);
   // The attempt is logged after its row: wait for its line, then give more attempts every chance.
   await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "NEEDS_ATTENTION", "the NEEDS_ATTENTION attempt");
-  await new Promise((r) => setTimeout(r, 1500));
+  await quietFor(1500, "more attempts at a payout no retry can pay");
   const attempts = attemptsOf(e, payoutId);
   expect(attempts.length, "the executor keeps attempting a payout no retry can pay").toBeLessThanOrEqual(2);
   expect(attempts.at(-1)?.outcome).toBe("NEEDS_ATTENTION");

@@ -28,6 +28,7 @@ import { eventually, proxyClient } from "../support/clients.js";
 import { startSlowAcceptRelay, type SlowAcceptRelay } from "../support/slow-accept-relay.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor } from "../executor/support.js";
+import { quietFor } from "../support/time.js";
 
 // A budget of 1.5 s: room for an admission and a connect on a loaded machine, and still within
 // the SYN retransmission schedule (1, 3, 7 s) the relay's full queue imposes on the first call.
@@ -85,8 +86,6 @@ async function bookings(payoutId: string): Promise<number> {
   return rows[0]!.n;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe("a rail slow to accept the connection", () => {
   it("guarded: no connection within the budget is NOT_FORWARDED, and nothing of that request ever reaches the rail", async () => {
     const { proxy, relay } = await proxyBehindSlowRail("rail-proxy-slow-guarded");
@@ -114,7 +113,7 @@ describe("a rail slow to accept the connection", () => {
     );
     // ...and the first request never leaves: its connection attempt was aborted, so no SYN of it
     // is retransmitted (the kernel would have retried 1, 3 and 7 s after the first).
-    await sleep(Math.max(0, started + 8000 - Date.now()));
+    await quietFor(started + 8000 - Date.now(), "the kernel's SYN retransmissions (1, 3 and 7 s): none may carry it");
     expect(await bookings(payoutId)).toBe(0);
     expect(relay.seen, "what left the proxy: the later calls only").not.toContain(payoutId);
     expect(

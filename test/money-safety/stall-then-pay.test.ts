@@ -38,6 +38,7 @@ import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v
 import { eventually, metricValue, proxyClient } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, waitForLog } from "../executor/support.js";
+import { quietFor } from "../support/time.js";
 
 const RAIL_DEADLINE_MS = 1000;
 const AMBIGUITY_MARGIN_MS = 1000;
@@ -168,8 +169,7 @@ async function stallThroughResolution(stalled: ServiceProcess, payoutId: string,
   await resolveNotPaid(payoutId);
   stalled.resume();
   const result = await answer;
-  // Whatever it did, give a rail call time to land before counting.
-  await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
+  await quietFor(RAIL_DEADLINE_MS + 500, "whatever it did, a rail call would have landed by now");
   return result;
 }
 
@@ -249,7 +249,7 @@ describe("a proxy frozen between admission and the rail call", () => {
     expect(await railPayments(payoutId), "nothing left the frozen process").toBe(0);
     writeFileSync(file, "");
     const result = await answer;
-    await new Promise((r) => setTimeout(r, RAIL_DEADLINE_MS + 500));
+    await quietFor(RAIL_DEADLINE_MS + 500, "whatever it did, a rail call would have landed by now");
     return result;
   }
 

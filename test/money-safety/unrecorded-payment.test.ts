@@ -20,6 +20,7 @@ import { runAudit } from "../../services/cli/audit/audit.js";
 import { eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, payoutStates, poolFor, railPaymentCounts, startExecutor, startLock } from "../executor/support.js";
+import { quietFor } from "../support/time.js";
 
 let mesh: Mesh;
 let lock: ServiceProcess;
@@ -88,7 +89,7 @@ describe("a rail payment with no intent, for a payout paydb knows", () => {
     // A second run changes nothing (the payout is PAID with that payment now).
     expect((await reconcile()).summary.decisions.UNRECORDED).toBe(0);
     await executor("exec-unrecorded-paid");
-    await new Promise((r) => setTimeout(r, 2000));
+    await quietFor(2000, "the executor paying the payout again: it may not");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
   });
 

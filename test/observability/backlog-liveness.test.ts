@@ -13,6 +13,7 @@ import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/pa
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { connectClient, eventually } from "../support/clients.js";
+import { letTimePass, quietFor } from "../support/time.js";
 import { testMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
@@ -48,8 +49,6 @@ async function asAdmin(sql: string): Promise<void> {
   }
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 beforeAll(async () => {
   mesh = testMesh({ proxies: 1 });
   await mesh.start();
@@ -80,7 +79,6 @@ describe("payout backlog and loop liveness", () => {
     }, "backlog pending = 3");
     expect([...counts.keys()].sort()).toEqual(['state="needs_attention"', 'state="pending"', 'state="processing"', 'state="unknown"']);
     expect(counts.get('state="processing"')).toBe(0);
-    await sleep(1100);
     const a = await eventually(async () => {
       const x = await ages(mesh.payouts!);
       return (x.get('state="pending"') ?? 0) > 1 ? x : undefined;
@@ -140,9 +138,9 @@ describe("payout backlog and loop liveness", () => {
     const executor = mesh.executors[0]!;
     await asAdmin("REVOKE SELECT ON payouts FROM railfence_executor");
     try {
-      await sleep(500); // a claim in flight when the grant went may still finish
+      await letTimePass(500, "a claim in flight when the grant went may still finish");
       const frozen = await executorPass(executor);
-      await sleep(1500); // POLL_INTERVAL_MS is 200: several passes would have happened
+      await quietFor(1500, "POLL_INTERVAL_MS is 200: several passes would have happened");
       expect(await executorPass(executor)).toBe(frozen);
     } finally {
       await asAdmin("GRANT SELECT ON payouts TO railfence_executor");
@@ -154,7 +152,7 @@ describe("payout backlog and loop liveness", () => {
   it("a dry-run reconciler pass records nothing (negative control); a real pass is recorded in paydb and exported by payouts", async () => {
     const dry = await mesh.reconcileOnce({ RECONCILER_DRY_RUN: "true" });
     expect(dry.code, dry.lines.join("\n")).toBe(0);
-    await sleep(5500); // past the payouts service's read interval
+    await quietFor(5500, "past the payouts service's 5 s read interval: a recorded dry run would show");
     expect(await reconcilerPass(mesh.payouts!)).toBe(0);
 
     const before = Date.now() / 1000;

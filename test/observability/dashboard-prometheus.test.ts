@@ -27,6 +27,7 @@ import type { Mesh } from "../../tools/harness/mesh.js";
 import { freePort } from "../../tools/harness/ports.js";
 import { connectClient, eventually, expectRejected, proxyClient } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
+import { letTimePass } from "../support/time.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { type DashboardQuery, dashboardQueries, namespaceViolations, readDashboard, substitute } from "./dashboard-queries.js";
 
@@ -165,7 +166,8 @@ beforeAll(async () => {
     "prometheus scraped the paid payouts",
     30_000,
   );
-  await new Promise((r) => setTimeout(r, 3_000));
+  // rate() and increase() need two samples after a counter moved: three more 1 s scrapes.
+  await letTimePass(3_000, "three more scrapes after the counters moved");
 }, 180_000);
 
 afterAll(async () => {

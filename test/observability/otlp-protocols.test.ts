@@ -62,7 +62,8 @@ describe("OTLP export from the instrumentation", () => {
     const script = `import("@opentelemetry/api").then(async ({ trace, metrics }) => {
       metrics.getMeter("probe").createCounter("railfence_probe_total").add(1);
       trace.getTracer("probe").startActiveSpan(${JSON.stringify(name)}, (s) => s.end());
-      await new Promise((r) => setTimeout(r, 1500));
+      // The probe lives 1.5 s (a quiet window: its metrics exporter, every 200 ms, would post).
+      await (await import("node:timers/promises")).setTimeout(1500);
     })`;
     const before = receiver.paths.length;
     expect(await emit("http/protobuf", name, script, { OTEL_METRIC_EXPORT_INTERVAL: "200", OTEL_BLRP_SCHEDULE_DELAY: "200" })).toBe(0);

@@ -11,6 +11,7 @@ import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/pa
 import { connectClient, eventually } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";
 import { OtlpReceiver } from "./otlp-receiver.js";
+import { quietFor } from "../support/time.js";
 
 let receiver: OtlpReceiver;
 let mesh: Mesh;
@@ -39,7 +40,7 @@ afterAll(async () => {
 describe("telemetry in a quiet mesh", () => {
   it("idle polling makes no spans; a payout still gets its trace", async () => {
     // Three seconds of polling: ~60 claim polls, ~30 sweeps, ~15 purges.
-    await new Promise((r) => setTimeout(r, 3000));
+    await quietFor(3000, "three seconds of idle polling must make no span");
     expect(receiver.spans.map((s) => s.name)).toEqual([]);
 
     const payouts = connectClient(PayoutService, mesh.payouts!.url);

@@ -115,10 +115,16 @@ describe("tracing", () => {
     const before = receiver.spans.filter((s) => s.service === "reconciler").length;
     const run = await mesh.reconcileOnce({ ...OTEL(), OTEL_SERVICE_NAME: "reconciler" });
     expect(run.code).toBe(0);
-    // The process has exited: whatever it did not flush is lost for good. No waiting needed
-    // beyond the receiver handling a request that already arrived.
-    await new Promise((r) => setTimeout(r, 200));
-    const spans = receiver.spans.filter((s) => s.service === "reconciler").slice(before);
+    // The process has exited: whatever it did not flush is lost for good; what it sent is in
+    // the receiver once the receiver has handled the request that already arrived.
+    const spans = await eventually(
+      () => {
+        const mine = receiver.spans.filter((s) => s.service === "reconciler").slice(before);
+        return mine.some((s) => s.name.includes("RailProxyService/ListUnresolved")) && mine;
+      },
+      "the one-shot run's ListUnresolved span",
+      5_000,
+    );
     expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining([expect.stringContaining("RailProxyService/ListUnresolved")]));
   });
 

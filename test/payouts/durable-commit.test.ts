@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPayoutStore } from "../../services/payouts/payout-store.js";
 import { createPool } from "../../services/shared/pg.js";
 import { ReplicatedPaydb } from "../../tools/harness/replicated-paydb.js";
+import { eventually } from "../support/time.js";
 
 let paydb: ReplicatedPaydb;
 let pool: pg.Pool;
@@ -80,10 +81,17 @@ describe("CreatePayout's commit with the synchronous standby away", () => {
     paydb.cutReplication();
     try {
       const pending = insert("lost");
-      await new Promise((r) => setTimeout(r, 500));
       const admin = new pg.Client({ connectionString: paydb.primary.url("postgres") });
       await admin.connect();
-      const cancelled = await admin.query("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+      // The commit waits for the standby that no longer streams: cancel it once it is waiting.
+      const cancelled = await eventually(
+        async () => {
+          const r = await admin.query("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+          return r.rowCount === 1 && r;
+        },
+        "the insert's commit waiting on SyncRep",
+        10_000,
+      );
       await admin.end();
       expect(cancelled.rowCount).toBe(1);
       const outcome = await Promise.race([pending, new Promise((r) => setTimeout(() => r("still waiting"), 1500))]);

@@ -16,6 +16,7 @@ import { errorInfo } from "../../services/shared/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, keyRow, metric, newKey, sql, startPayouts, validRequest } from "./support.js";
+import { letTimePass } from "../support/time.js";
 
 let paydb: string;
 const started: ServiceProcess[] = [];
@@ -87,7 +88,7 @@ describe("per-client rate limit", () => {
   it("opens again in the next window: the refused key then runs once", async () => {
     const { c } = await payouts({ PAYOUTS_DEFAULT_CLIENT_ID: "client-window", LIMIT_CLIENT_REQUESTS: "1", LIMIT_CLIENT_WINDOW_MS: "2000" });
     // Start right after a window boundary so the two calls share a window.
-    await new Promise((r) => setTimeout(r, 2000 - (Date.now() % 2000) + 50));
+    await letTimePass(2000 - (Date.now() % 2000) + 50, "the next 2 s window starts");
     expect((await create(c.grpc, validRequest({ accountId: "acct-window" }), newKey())).error).toBeUndefined();
     const key = newKey();
     const req = validRequest({ accountId: "acct-window" });
@@ -96,7 +97,7 @@ describe("per-client rate limit", () => {
     const wait = retryMs(refused.error)!;
     expect(wait).toBeGreaterThan(0);
     expect(wait).toBeLessThanOrEqual(2000);
-    await new Promise((r) => setTimeout(r, wait + 100));
+    await letTimePass(wait + 100, "the announced Retry-After passes");
     const after = await create(c.grpc, req, key);
     expect(after.error).toBeUndefined();
     expect(after.replayed).toBe(false);

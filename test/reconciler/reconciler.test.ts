@@ -21,6 +21,7 @@ import { connectClient, eventually } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, payoutStates, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
+import { letTimePass } from "../support/time.js";
 
 const LANDED = "po-rec-landed";
 const NEVER = "po-rec-never";
@@ -144,8 +145,7 @@ describe("reconciler (UC-07)", () => {
       amount: { amountMinor: 2500n, currency: "EUR" },
     });
     expect(await unresolvedIds()).toEqual([...ALL].sort());
-    // Let the short settlement window pass (and be covered by the statement: covered_until = now - 1 s).
-    await new Promise((r) => setTimeout(r, SHORT_WINDOW_MS + 1200));
+    await letTimePass(SHORT_WINDOW_MS + 1200, "the short settlement window passes and the statement covers it (covered_until = now - 1 s)");
 
     // 1. Dry run with the short window: it would close three, changes nothing.
     const dry = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS), RECONCILER_DRY_RUN: "true" });
@@ -204,7 +204,7 @@ describe("reconciler (UC-07)", () => {
     // (PROCESSING under token 5): its attempt is its own business, the reconciler must not fail it.
     await paydb.query("UPDATE payouts SET fence = 5 WHERE payout_id = ANY($1)", [[STRANDED, WORKING]]);
     await paydb.query("UPDATE payouts SET state = 'PROCESSING', claimed_by = 'executor-newer' WHERE payout_id = $1", [WORKING]);
-    await new Promise((r) => setTimeout(r, SHORT_WINDOW_MS + 1200));
+    await letTimePass(SHORT_WINDOW_MS + 1200, "the short settlement window passes and the statement covers it");
 
     const run = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS) });
     expect(run.code).toBe(0);

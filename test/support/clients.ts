@@ -75,13 +75,5 @@ export async function metricValue(metricsPort: number, name: string, labels = ""
   return undefined;
 }
 
-/** Polls until fn returns a truthy value (bounded), for conditions another process makes true. */
-export async function eventually<T>(fn: () => Promise<T | undefined | false>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+/** The one polling helper lives in time.ts; re-exported here, where most tests import it from. */
+export { eventually } from "./time.js";

@@ -48,6 +48,7 @@ import { startSlowAcceptRelay } from "../support/slow-accept-relay.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";
 import { grpcJsHealthCheck } from "../support/grpc-js-health.js";
+import { quietFor } from "../support/time.js";
 
 const run = promisify(execFile);
 const buf = join(projectRoot(), "node_modules", ".bin", "buf");
@@ -195,6 +196,8 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
   let server: grpc.Server;
   let port = 0;
   /** What the server does with the next Check: its `service` field says. */
+  /** Calls the "hang" behaviour has received (and never answers). */
+  let hanging = 0;
   const behaviours: Record<
     string,
     (call: grpc.ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, done: grpc.sendUnaryData<HealthCheckResponse>) => void
@@ -208,7 +211,9 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
       done({ code: grpc.status.FAILED_PRECONDITION, details: "refused", metadata: md });
     },
     slow: (_c, done) => setTimeout(() => done(null, create(HealthCheckResponseSchema, {})), 3000),
-    hang: () => {},
+    hang: () => {
+      hanging++;
+    },
   };
 
   beforeAll(async () => {
@@ -292,8 +297,8 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
       behaviours["slow-connect-next"] = (_c, done) => done(null, create(HealthCheckResponseSchema, { status: HealthCheckResponse_ServingStatus.SERVING }));
       await c.check({ service: "slow-connect-next" }, { contextValues: gate("next") });
       expect(events).toEqual(["first:unsent", "next:asked", "next:sent"]);
-      // The first request never leaves: its connection attempt was aborted (no SYN retransmitted).
-      await new Promise((r) => setTimeout(r, 3500));
+      // The first request never leaves: its connection attempt was aborted.
+      await quietFor(3500, "the kernel's SYN retransmissions (1 and 3 s): none may carry the first request");
       expect(relay.seen).toEqual(["slow-connect-next"]);
       expect(relay.accepted).toBe(1);
     } finally {
@@ -388,8 +393,9 @@ describe("client side: railfence's transport against a @grpc/grpc-js server", ()
     // The codes the proxy reads as "the rail refused before booking" (admission.ts RAIL_REFUSALS).
     const refusals = [Code.InvalidArgument, Code.Unauthenticated, Code.PermissionDenied].map((c) => Code[c]);
     const c = client();
+    const before = hanging;
     const call = c.check({ service: "hang" }).catch((e: unknown) => ConnectError.from(e));
-    await new Promise((r) => setTimeout(r, 200));
+    await eventually(() => hanging > before, "the server to hold the call");
     server.forceShutdown();
     const cut = await call;
     expect(cut).toBeInstanceOf(ConnectError);
