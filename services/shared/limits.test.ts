@@ -4,12 +4,12 @@ import { describe, expect, it } from "vitest";
 import { projectRoot } from "./project-root.js";
 import { REQUEST_MAX_BYTES, renderLimitsTable } from "./limits.js";
 
-const readme = () => readFileSync(join(projectRoot(), "README.md"), "utf8");
+const readme = () => readFileSync(join(projectRoot(), "docs", "limits.md"), "utf8");
 
-describe("the README Limits table", () => {
+describe("the documented limits table (docs/limits.md)", () => {
   it("is exactly the table rendered from limits.ts (regenerate it from renderLimitsTable() when a limit changes)", () => {
     const m = /<!-- limits:begin -->\n([\s\S]*?)\n<!-- limits:end -->/.exec(readme());
-    expect(m, "README.md lost its <!-- limits:begin/end --> markers").not.toBeNull();
+    expect(m, "docs/limits.md lost its <!-- limits:begin/end --> markers").not.toBeNull();
     expect(m![1]).toBe(renderLimitsTable());
   });
 

@@ -1,6 +1,6 @@
 /**
  * Every server limit in one place: the shared server reads them, each service's composition
- * root takes its request size from REQUEST_MAX_BYTES, and the README's "Limits" table is rendered
+ * root takes its request size from REQUEST_MAX_BYTES, and docs/limits.md's table is rendered
  * from this file (limits.test.ts fails when the README drifts). Change a number here, and only here.
  */
 
@@ -35,7 +35,7 @@ export const LIMITS = {
 const size = (n: number) => (n % (1024 * 1024) === 0 ? `${n / 1024 / 1024} MiB` : n % 1024 === 0 ? `${n / 1024} KiB` : `${n} bytes`);
 const seconds = (ms: number) => `${ms / 1000} s`;
 
-/** The README "Limits" table, rendered from the values above. */
+/** The table in docs/limits.md, rendered from the values above. */
 export function renderLimitsTable(): string {
   const rows: [string, string, string][] = [
     ...Object.entries(REQUEST_MAX_BYTES).map(([server, bytes]): [string, string, string] => [

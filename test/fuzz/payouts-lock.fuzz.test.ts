@@ -36,7 +36,7 @@ import { FuzzTally } from "./summary.js";
 import { runs } from "../support/fast-check-seed.js";
 
 const CALL_BOUND_MS = 10_000;
-const LIMITS = documentedRequestLimits(); // README "Limits"
+const LIMITS = documentedRequestLimits(); // docs/limits.md
 const READ_MAX_BYTES = { payouts: LIMITS.payouts!, lock: LIMITS.lock! };
 let mesh: Mesh;
 let pool: ClientPool;

@@ -48,7 +48,7 @@ import { paydbState, raildbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
 import { runs } from "../support/fast-check-seed.js";
 
-const READ_MAX_BYTES = documentedRequestLimits()["rail-proxy"]!; // README "Limits"
+const READ_MAX_BYTES = documentedRequestLimits()["rail-proxy"]!; // docs/limits.md
 const CALL_BOUND_MS = 10_000;
 
 let mesh: Mesh;

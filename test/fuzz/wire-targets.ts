@@ -1,7 +1,7 @@
 /**
  * Every server of the mesh as a raw-wire target: its money (or state-changing) method, the
  * headers a caller needs, a request whose content passes every check, and the documented
- * request size limit read from the README's "Limits" table (the contract, not the code).
+ * request size limit read from docs/limits.md's table (the contract, not the code).
  * Also the protobuf wire-format pieces the hostile properties build bodies from.
  */
 import { readFileSync } from "node:fs";
@@ -29,13 +29,13 @@ export interface WireTarget {
   valid: () => Uint8Array;
   /** The same request in Connect JSON. */
   validJson: () => string;
-  /** The documented largest request message, in bytes (README "Limits"). */
+  /** The documented largest request message, in bytes (docs/limits.md). */
   maxBytes: number;
 }
 
-/** The README "Limits" rows "request message, <server>": the documented size limit per server. */
+/** The docs/limits.md rows "request message, <server>": the documented size limit per server. */
 export function documentedRequestLimits(): Record<string, number> {
-  const readme = readFileSync(join(projectRoot(), "README.md"), "utf8");
+  const readme = readFileSync(join(projectRoot(), "docs", "limits.md"), "utf8");
   const out: Record<string, number> = {};
   for (const m of readme.matchAll(/^\| request message, ([\w-]+) \| (\d+) (KiB|MiB|bytes) \|/gm)) {
     out[m[1]!] = Number(m[2]) * (m[3] === "KiB" ? 1024 : m[3] === "MiB" ? 1024 * 1024 : 1);
@@ -50,7 +50,7 @@ export function wireTargets(mesh: () => Mesh): WireTarget[] {
   const limits = documentedRequestLimits();
   const limit = (name: TargetName) => {
     const n = limits[name];
-    if (n === undefined) throw new Error(`README "Limits" has no "request message, ${name}" row`);
+    if (n === undefined) throw new Error(`docs/limits.md has no "request message, ${name}" row`);
     return n;
   };
   const money = { amountMinor: 100n, currency: "EUR" };

@@ -47,7 +47,7 @@ interface Target {
   path: string;
   readMaxBytes: number;
 }
-// Size limits as documented (README "Limits"), so the documentation is what gets tested.
+// Size limits as documented (docs/limits.md), so the documentation is what gets tested.
 const LIMITS = documentedRequestLimits();
 const TARGETS: Target[] = [
   { name: "rail-proxy", url: () => mesh.proxies[0]!.url, path: "/railfence.railproxy.v1.RailProxyService/SubmitPayout", readMaxBytes: LIMITS["rail-proxy"]! },

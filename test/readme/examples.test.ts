@@ -1,12 +1,12 @@
 /**
- * The README's hand-made calls work exactly as printed: every shell block marked
+ * The hand-made calls of docs/calling-the-api.md (linked from the README) work exactly as printed: every shell block marked
  * `<!-- readme-example: NAME -->` runs, unchanged, in bash against a mesh started the way
  * `npm start` starts it (the same launcher, compiled; its own state folder via
  * RAILFENCE_STATE_DIR so a developer's running mesh is untouched). Each block runs from a folder
  * whose `.railfence` is that mesh's, as it would from the project folder, with the project's
  * `railfence` and `buf` on PATH and grpcurl built from its Go module. What each block must show
  * is asserted by name below, and a block the test does not know (or a known one gone from the
- * README) fails it. The negative control breaks one block (a typo'd field name) and sees it fail.
+ * page) fails it. The negative control breaks one block (a typo'd field name) and sees it fail.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
@@ -15,10 +15,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { projectRoot } from "../../services/shared/project-root.js";
 import { ensureGoTool } from "../../tools/go-tools.js";
+import { eventually } from "../support/time.js";
 
 const root = projectRoot();
 
-/** The marked blocks of README.md, by name, in order. */
+/** The marked blocks of docs/calling-the-api.md, by name, in order. */
 export function readmeExamples(text: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const m of text.matchAll(/<!-- readme-example: ([a-z0-9-]+) -->\n```sh\n([\s\S]*?)\n```/g)) out.set(m[1]!, m[2]!);
@@ -58,12 +59,16 @@ beforeAll(async () => {
   launcher.stderr!.on("data", (b: Buffer) => {
     output += b.toString();
   });
-  const deadline = Date.now() + 180_000;
-  while (!output.includes("railfence is up")) {
-    if (launcher.exitCode !== null) throw new Error(`npm start's launcher exited ${launcher.exitCode}:\n${output}`);
-    if (Date.now() > deadline) throw new Error(`the mesh did not come up in 180 s:\n${output}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  await eventually(
+    () => {
+      if (launcher!.exitCode !== null) throw new Error(`npm start's launcher exited ${launcher!.exitCode}:\n${output}`);
+      return output.includes("railfence is up");
+    },
+    "npm start to print 'railfence is up'",
+    { timeoutMs: 180_000, everyMs: 250 },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}\n${output}`);
+  });
   expect(existsSync(join(dir, ".railfence", "env"))).toBe(true);
 }, 45 * 60_000);
 
@@ -88,17 +93,17 @@ function runBlock(script: string): { code: number; output: string } {
   return { code: res.status ?? -1, output: `${res.stdout}${res.stderr}` };
 }
 
-const examples = readmeExamples(readFileSync(join(root, "README.md"), "utf8"));
+const examples = readmeExamples(readFileSync(join(root, "docs", "calling-the-api.md"), "utf8"));
 
-describe("README examples, run as printed against npm start's mesh", () => {
-  it("the README marks exactly the examples this test knows", () => {
+describe("the documented API examples, run as printed against npm start's mesh", () => {
+  it("docs/calling-the-api.md marks exactly the examples this test knows", () => {
     expect([...examples.keys()].sort()).toEqual(Object.keys(EXPECT).sort());
   });
 
   for (const name of Object.keys(EXPECT)) {
     it(`${name}`, () => {
       const script = examples.get(name);
-      expect(script, `README block ${name}`).toBeDefined();
+      expect(script, `docs/calling-the-api.md block ${name}`).toBeDefined();
       const { code, output } = runBlock(script!);
       expect(code, output).toBe(0);
       for (const re of EXPECT[name]!) expect(output, `${name} prints ${re}`).toMatch(re);

@@ -194,7 +194,7 @@ describe("in a development checkout, they start and say so", () => {
   });
 });
 
-it("README documents the refusal word for word", () => {
-  const readme = readFileSync(join(root, "README.md"), "utf8").replace(/\s+/g, " ");
+it("docs/configuration.md documents the refusal word for word", () => {
+  const readme = readFileSync(join(root, "docs", "configuration.md"), "utf8").replace(/\s+/g, " ");
   expect(readme).toContain(`RAIL_PROXY_MARK_STORE=memory: ${HARNESS_ONLY_REFUSAL}`);
 });

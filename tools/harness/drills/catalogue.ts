@@ -89,7 +89,7 @@ export const SCENARIOS: Scenario[] = [
 
 /**
  * The bounded soak `npm test` runs on both backends (the full one is `npm run drill -- soak`,
- * README "Drills"): a few hundred payouts, every nemesis kind at least once.
+ * docs/drills.md): a few hundred payouts, every nemesis kind at least once.
  */
 const BOUNDED_SOAK_OPTIONS = { payouts: 150, minutes: 1.2, accounts: 20 };
 export const BOUNDED_SOAK = soak(BOUNDED_SOAK_OPTIONS);
