@@ -92,3 +92,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     ...processConfig(c),
   };
 }
+
+/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+export const configSchema = schema;

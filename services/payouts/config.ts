@@ -124,3 +124,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     ...serverConfig(c),
   };
 }
+
+/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+export const configSchema = schema;

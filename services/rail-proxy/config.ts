@@ -189,3 +189,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     ...serverConfig(c),
   };
 }
+
+/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+export const configSchema = schema;

@@ -32,3 +32,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
     ...serverConfig(c),
   };
 }
+
+/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+export const configSchema = schema;

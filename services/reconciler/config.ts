@@ -83,3 +83,6 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ReconcilerConfig
     ...processConfig(c),
   };
 }
+
+/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+export const configSchema = schema;
