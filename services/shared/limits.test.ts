@@ -15,6 +15,7 @@ describe("the documented limits table (docs/limits.md)", () => {
 
   it("names every server's request size limit, and the admission table states the proxy's", () => {
     for (const server of Object.keys(REQUEST_MAX_BYTES)) expect(readme()).toContain(`| request message, ${server} |`);
-    expect(readme()).toContain(`of at most ${REQUEST_MAX_BYTES["rail-proxy"] / 1024} KiB (see [Limits](#limits))`);
+    const fence = readFileSync(join(projectRoot(), "docs", "fence.md"), "utf8");
+    expect(fence).toContain(`of at most ${REQUEST_MAX_BYTES["rail-proxy"] / 1024} KiB (see [Limits](limits.md))`);
   });
 });
