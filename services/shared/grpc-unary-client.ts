@@ -17,7 +17,7 @@ import tls from "node:tls";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type Interceptor, type Transport, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeFromHttpStatus, findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { grpcFrame, webHeaders } from "./grpc-unary-server.js";
+import { grpcFrame, webHeaders } from "./grpc-wire.js";
 import { SEND_GATE } from "./send-gate.js";
 
 export interface UnaryClientOptions {

@@ -24,6 +24,7 @@ import {
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
+import { grpcFrame, webHeaders } from "./grpc-wire.js";
 import { writeRefusal } from "./refusal.js";
 import type { RequestProtocol } from "./wire-protocol.js";
 
@@ -80,35 +81,12 @@ export interface UnaryCall {
 const DEADLINE = () => new ConnectError("the operation timed out", Code.DeadlineExceeded);
 const CANCELLED = () => new ConnectError("the call was cancelled", Code.Canceled);
 
-/** The request's own headers as the interceptors and handlers read them (no pseudo-headers). */
-/** HTTP/2 headers as web Headers, pseudo-headers left out (both halves of the direct path). */
-export function webHeaders(headers: http2.IncomingHttpHeaders): Headers {
-  const h = new Headers();
-  for (const key in headers) {
-    if (key.charCodeAt(0) === 58 /* ":" */) continue;
-    const v = headers[key];
-    if (v === undefined) continue;
-    if (Array.isArray(v)) for (const one of v) h.append(key, one);
-    else h.set(key, v);
-  }
-  return h;
-}
-
 /** The request's own headers as the interceptors and handlers read them. */
 function requestHeaders(headers: http2.IncomingHttpHeaders, remainingMs: number | undefined): Headers {
   const h = webHeaders(headers);
   // The deadline runs from the request's arrival, as on connect-node's path (gated-adapter.ts).
   if (remainingMs !== undefined) h.set("grpc-timeout", `${Math.max(0, Math.floor(remainingMs))}m`);
   return h;
-}
-
-/** A gRPC message frame: flags 0 (uncompressed), big-endian length, the bytes. */
-export function grpcFrame(bytes: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + bytes.byteLength);
-  out[0] = 0;
-  out.writeUInt32BE(bytes.byteLength, 1);
-  out.set(bytes, 5);
-  return out;
 }
 
 /**

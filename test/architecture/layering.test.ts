@@ -84,3 +84,88 @@ describe("layers", () => {
     ).toBe(true);
   });
 });
+
+/**
+ * services/shared's floors, lowest first (docs/architecture.md, "The floors of services/shared"):
+ * a file imports its own floor or a lower one, never a higher one. Every shared file is on
+ * exactly one floor, so a new file has to be placed.
+ */
+export const SHARED_FLOORS: [floor: string, files: string[]][] = [
+  [
+    "domain",
+    [
+      "reasons",
+      "code-rule",
+      "errors",
+      "iso4217",
+      "validation",
+      "page-token",
+      "payment-match",
+      "rail-status",
+      "submission-ref",
+      "submission-liveness",
+      "limits",
+    ],
+  ],
+  ["process", ["config", "project-root", "call-context", "logger", "tls", "token-signature", "harness-only", "process-config", "identity"]],
+  ["observability", ["telemetry", "tracing", "instrumentation", "trace-file-exporter", "metrics", "rpc-metrics", "lifecycle"]],
+  ["db", ["pg", "migrate", "db-roles"]],
+  [
+    "rpc",
+    [
+      "wire-protocol",
+      "wire-check",
+      "grpc-wire",
+      "refusal",
+      "send-gate",
+      "grpc-unary-server",
+      "grpc-unary-client",
+      "client-transport",
+      "proxy-pool",
+      "reflection",
+      "health",
+    ],
+  ],
+  ["edge", ["request-body", "request-decode", "request-decompress", "request-gate", "request-stream", "gated-adapter", "authz", "server"]],
+];
+
+const floorOf = (file: string): number | undefined => {
+  const m = /^services\/shared\/([a-z0-9-]+)\.(?:js|ts)$/.exec(file);
+  return m ? SHARED_FLOORS.findIndex(([, files]) => files.includes(m[1]!)) : undefined;
+};
+
+/** Imports inside services/shared that go up a floor, and shared files on no floor. */
+export function floorProblems(graph: Map<string, string[]>): string[] {
+  const problems: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = floorOf(file);
+    if (from === undefined) continue;
+    if (from === -1) {
+      problems.push(`${file} is on no floor of services/shared (add it to SHARED_FLOORS)`);
+      continue;
+    }
+    for (const t of targets) {
+      const to = floorOf(t);
+      if (to !== undefined && to > from) problems.push(`${file} (${SHARED_FLOORS[from]![0]}) imports ${t} (${SHARED_FLOORS[to]![0]}): arrows point down only`);
+    }
+  }
+  return problems;
+}
+
+describe("the floors of services/shared", () => {
+  it("every shared file is on one floor, and no import goes up a floor", () => {
+    const names = SHARED_FLOORS.flatMap(([, files]) => files);
+    expect(new Set(names).size, "a file on two floors").toBe(names.length);
+    expect(floorProblems(graph)).toEqual([]);
+  });
+
+  it("a planted upward import and an unplaced file are caught (negative control)", () => {
+    const planted = new Map(graph);
+    planted.set("services/shared/errors.ts", [...(graph.get("services/shared/errors.ts") ?? []), "services/shared/server.js"]);
+    planted.set("services/shared/new-helper.ts", []);
+    expect(floorProblems(planted)).toEqual([
+      "services/shared/errors.ts (domain) imports services/shared/server.js (edge): arrows point down only",
+      "services/shared/new-helper.ts is on no floor of services/shared (add it to SHARED_FLOORS)",
+    ]);
+  });
+});

@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { errorInfo } from "../../services/shared/errors.js";
 import { sendGateContext } from "../../services/shared/send-gate.js";
 import { createUnaryGrpcTransport } from "../../services/shared/grpc-unary-client.js";
-import { grpcFrame } from "../../services/shared/grpc-unary-server.js";
+import { grpcFrame } from "../../services/shared/grpc-wire.js";
 import { ErrorInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../services/shared/gen/google/rpc/status_pb.js";
 import {

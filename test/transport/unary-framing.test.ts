@@ -8,7 +8,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { runs } from "../support/fast-check-seed.js";
 import { parseUnaryBody } from "../../services/shared/grpc-unary-client.js";
-import { grpcFrame } from "../../services/shared/grpc-unary-server.js";
+import { grpcFrame } from "../../services/shared/grpc-wire.js";
 
 const MAX = 4096;
 
