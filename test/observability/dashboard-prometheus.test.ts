@@ -26,7 +26,7 @@ import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/pa
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { freePort } from "../../tools/harness/ports.js";
 import { connectClient, eventually, expectRejected, proxyClient } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
+import { startFullMesh } from "../support/test-mesh.js";
 import { letTimePass } from "../support/time.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { type DashboardQuery, dashboardQueries, namespaceViolations, readDashboard, substitute } from "./dashboard-queries.js";
@@ -90,12 +90,7 @@ const query = (q: DashboardQuery) => substitute(q.expr, { namespace: NAMESPACE, 
 const label = (q: DashboardQuery) => `${q.panel} [${q.refId}]`;
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-  await mesh.addExecutor();
-  await mesh.startReconciler({ RECONCILE_INTERVAL_MS: "500" });
+  mesh = await startFullMesh({ reconcileIntervalMs: 500 });
 
   workDir = mkdtempSync(join(tmpdir(), "railfence-prometheus-"));
   const jobs = new Map<string, string[]>();

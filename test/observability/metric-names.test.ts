@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { connectClient, eventually } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
+import { startFullMesh } from "../support/test-mesh.js";
 import { scanServices } from "../../tools/generate-metrics-doc.js";
 import { parseExposition, schemeViolations } from "./metric-scheme.js";
 
@@ -24,12 +24,7 @@ function checkMetrics(text: string): { status: number; output: string } {
 }
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-  await mesh.addExecutor();
-  await mesh.startReconciler({ RECONCILE_INTERVAL_MS: "500" });
+  mesh = await startFullMesh({ reconcileIntervalMs: 500 });
   const payouts = connectClient(PayoutService, mesh.payouts!.url);
   const req = { accountId: "acc-names-1", amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-1" };
   const { payout } = await payouts.createPayout(req, { headers: { "idempotency-key": randomUUID() } });

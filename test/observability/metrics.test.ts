@@ -8,7 +8,7 @@ import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { connectClient, eventually } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
+import { startFullMesh } from "../support/test-mesh.js";
 
 let mesh: Mesh;
 
@@ -53,12 +53,7 @@ async function scrape(p: ServiceProcess): Promise<string> {
 }
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-  await mesh.addExecutor();
-  await mesh.startReconciler({ RECONCILE_INTERVAL_MS: "500" });
+  mesh = await startFullMesh({ reconcileIntervalMs: 500 });
   // Some traffic so labelled series exist.
   const payouts = connectClient(PayoutService, mesh.payouts!.url);
   const key = randomUUID();

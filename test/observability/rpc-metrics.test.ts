@@ -21,7 +21,7 @@ import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/r
 import { grpcFrame } from "../../services/shared/grpc-wire.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { connectClient, eventually, expectRejected, railControl } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
+import { startFullMesh } from "../support/test-mesh.js";
 import { parseExposition } from "./metric-scheme.js";
 
 const SERVER = "railfence_rpc_server_duration_seconds";
@@ -77,11 +77,7 @@ function rawGrpc(baseUrl: string, path: string, body: Uint8Array): Promise<strin
 const proxy = () => mesh.proxies[0]!;
 
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-  await mesh.addExecutor();
+  mesh = await startFullMesh();
 });
 
 afterAll(async () => {

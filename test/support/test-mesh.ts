@@ -17,3 +17,19 @@ export function testMesh(opts: MeshOptions = {}): Mesh {
     ...opts,
   });
 }
+
+/**
+ * Every component started, as `npm start` runs them: rail-stub and one rail-proxy (more with
+ * `proxies`), lock, payouts, one executor, and with `reconciler` a long-running reconciler
+ * passing every `reconcileIntervalMs`. Stop it in afterAll.
+ */
+export async function startFullMesh(opts: MeshOptions & { reconcileIntervalMs?: number } = {}): Promise<Mesh> {
+  const { reconcileIntervalMs, ...meshOptions } = opts;
+  const mesh = testMesh({ proxies: 1, ...meshOptions });
+  await mesh.start();
+  await mesh.startLock();
+  await mesh.startPayouts();
+  await mesh.addExecutor();
+  if (reconcileIntervalMs !== undefined) await mesh.startReconciler({ RECONCILE_INTERVAL_MS: String(reconcileIntervalMs) });
+  return mesh;
+}
