@@ -18,7 +18,6 @@ describe("executor config", () => {
       leaseTtlMs: 5000,
       lockWaitMs: 1000,
       callTimeoutMs: 10_000,
-      pauseAfterFenceMs: 0,
       executorId: "exec-1",
     });
     expect(c.railProxyUrls).toEqual(["http://127.0.0.1:7200", "http://127.0.0.1:7201"]);

@@ -2,9 +2,7 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
-import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
 
 const schema = z.object({
   ...processEnvShape(9500),
@@ -22,21 +20,12 @@ const schema = z.object({
   LOCK_WAIT_MS: env.ms(1000, 0, 60_000),
   /** Bound of every call to the lock service and the proxy. Past it the answer is "lost". */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
-  /** Harness only (refused in the image): hold still right before SubmitPayout so a stale-holder
-   * window opens on demand. */
-  EXECUTOR_PAUSE_AFTER_FENCE_MS: env.ms(0, 0, 3_600_000),
-  /** "payout" (honest default) or "attempt" (harness only, refused in the image: the untrusted worst
-   * case; see shared/submission-ref.ts). */
-  EXECUTOR_SUBMISSION_REFERENCE: z.enum(["payout", "attempt"]).default("payout"),
   /** How long the rail may take to show a payment on its statement (the reconciler's setting of
    * the same name): a lost submission paydb forgot is paid again only once the statement covers
    * this long after it and shows nothing (decision 023). */
   SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
   /** Added to that window: paydb's clock and the rail statement's may disagree by this much. */
   CLOCK_SKEW_ALLOWANCE_MS: env.ms(1000, 0, 600_000),
-  /** Harness only (refused in the image), a negative control: NOT_FOUND after a lost answer is
-   * read as "never sent" and the payout is submitted again (the reading before decision 023). */
-  EXECUTOR_TRUST_NOT_FOUND: env.bool(false),
 });
 
 export interface ExecutorConfig extends ProcessConfig {
@@ -49,31 +38,12 @@ export interface ExecutorConfig extends ProcessConfig {
   leaseTtlMs: number;
   lockWaitMs: number;
   callTimeoutMs: number;
-  pauseAfterFenceMs: number;
-  submissionReference: SubmissionReferenceMode;
   settlementWindowMs: number;
   clockSkewAllowanceMs: number;
-  trustNotFound: boolean;
-}
-
-/** The harness-only settings this configuration turns on, as "NAME=value". */
-export function harnessSettings(c: Pick<ExecutorConfig, "pauseAfterFenceMs" | "submissionReference"> & { trustNotFound?: boolean }): string[] {
-  const on: string[] = [];
-  if (c.pauseAfterFenceMs > 0) on.push(`EXECUTOR_PAUSE_AFTER_FENCE_MS=${c.pauseAfterFenceMs}`);
-  if (c.submissionReference === "attempt") on.push("EXECUTOR_SUBMISSION_REFERENCE=attempt");
-  if (c.trustNotFound) on.push("EXECUTOR_TRUST_NOT_FOUND=true");
-  return on;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
   const c = loadConfig(schema, e);
-  refuseHarnessOnly(
-    harnessSettings({
-      pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
-      submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
-      trustNotFound: c.EXECUTOR_TRUST_NOT_FOUND,
-    }),
-  );
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
     lockUrl: c.LOCK_URL,
@@ -84,11 +54,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     leaseTtlMs: c.LEASE_TTL_MS,
     lockWaitMs: c.LOCK_WAIT_MS,
     callTimeoutMs: c.CALL_TIMEOUT_MS,
-    pauseAfterFenceMs: c.EXECUTOR_PAUSE_AFTER_FENCE_MS,
-    submissionReference: c.EXECUTOR_SUBMISSION_REFERENCE,
     settlementWindowMs: c.SETTLEMENT_WINDOW_MS,
     clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS,
-    trustNotFound: c.EXECUTOR_TRUST_NOT_FOUND,
     ...processConfig(c),
   };
 }

@@ -2,10 +2,10 @@
  * An executor, built from its config: paydb (primary only, migrated) -> the lock and rail-proxy
  * clients -> UC-05 per payout (pay-one.ts), traced as a child of the payout's CreatePayout span ->
  * the claim loop (worker.ts), plus /metrics. A worker, not a server: it has no RPC port, and it is
- * untrusted by design (INV-07): nothing here is a guard. main.ts only reads the environment.
+ * untrusted by design (INV-07): nothing here is a guard. main.ts only reads the environment; the
+ * harness builds it with other behaviour (ExecutorControls) to stage a stale holder or a dishonest one.
  */
 import { context } from "@opentelemetry/api";
-import { warnHarnessOnly } from "../shared/harness-only.js";
 import type { RunningService } from "../shared/lifecycle.js";
 import type { Logger } from "../shared/logger.js";
 import { createRegistry, serveMetrics } from "../shared/metrics.js";
@@ -13,15 +13,35 @@ import { requireMigrated } from "../shared/migrate.js";
 import { createPool } from "../shared/pg.js";
 import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
 import { createLockClient, createProxyPool } from "./clients.js";
-import { harnessSettings, type ExecutorConfig } from "./config.js";
+import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
+import type { ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
 import { createPayoutStore } from "./payout-store.js";
 import { startWorker } from "./worker.js";
 
-export async function startExecutor(config: ExecutorConfig, deps: { logger: Logger }): Promise<RunningService> {
-  const { logger } = deps;
-  warnHarnessOnly(logger, harnessSettings(config));
+/**
+ * Behaviour a drill or test gives an executor to stage a failure (the product has no setting for
+ * any of it; decision 064): a pause right before SubmitPayout (a stale-holder window on demand),
+ * attempt-shaped references (the untrusted worst case, shared/submission-ref.ts), and NOT_FOUND
+ * after a lost answer read as "never sent" (the reading before decision 023).
+ */
+export interface ExecutorControls {
+  /** Names of what is planted, for the warning at start. */
+  planted: readonly string[];
+  pauseAfterFenceMs?: number;
+  submissionReference?: SubmissionReferenceMode;
+  trustNotFound?: boolean;
+}
+
+export async function startExecutor(config: ExecutorConfig, deps: { logger: Logger; controls?: ExecutorControls }): Promise<RunningService> {
+  const { logger, controls } = deps;
+  if (controls && controls.planted.length > 0) {
+    logger.warn(
+      { event: "harness_controls", planted: controls.planted },
+      `harness controls are planted (${controls.planted.join(", ")}): a drill or test process, never production`,
+    );
+  }
   const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}` });
   try {
     // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report
@@ -40,12 +60,12 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       leaseTtlMs: config.leaseTtlMs,
       lockWaitMs: config.lockWaitMs,
       callTimeoutMs: config.callTimeoutMs,
-      pauseAfterFenceMs: config.pauseAfterFenceMs,
-      submissionReference: config.submissionReference,
+      pauseAfterFenceMs: controls?.pauseAfterFenceMs ?? 0,
+      submissionReference: controls?.submissionReference ?? "payout",
       pollIntervalMs: config.pollIntervalMs,
       settlementWindowMs: config.settlementWindowMs,
       clockSkewAllowanceMs: config.clockSkewAllowanceMs,
-      trustNotFound: config.trustNotFound,
+      trustNotFound: controls?.trustNotFound ?? false,
     });
     // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
     // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
@@ -61,9 +81,6 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
           },
         ),
       );
-    if (config.pauseAfterFenceMs > 0) {
-      logger.warn({ event: "pause_after_fence", pause_ms: config.pauseAfterFenceMs }, "EXECUTOR_PAUSE_AFTER_FENCE_MS is set: test/drill mode");
-    }
     const metricsServer = await serveMetrics(registry, config.host, config.metricsPort);
     const worker = startWorker({
       store,

@@ -30,9 +30,6 @@ const intent: Intent = {
 const row = (state: SubmissionRow["state"], over: Partial<SubmissionRow> = {}) =>
   ({ payout_id: "po-1", bound_payout_id: "po-1", state, ...over }) as SubmissionRow;
 const ALL: Guards = {
-  mark: true,
-  binding: true,
-  oneLive: true,
   forwardBudgetMs: 100,
   connectedSession: true,
   sendGate: true,
@@ -260,7 +257,7 @@ describe("admission, with a fake ledger and a fake rail", () => {
 
   it("the in-memory mark (a negative control) decides before the statement", async () => {
     const w = world();
-    expect(await admission(w, { ...ALL, mark: false }, () => false)(intent)).toEqual({ kind: "REFUSED", refusal: { kind: "FENCED_OUT" } });
+    expect(await admission(w, ALL, () => false)(intent)).toEqual({ kind: "REFUSED", refusal: { kind: "FENCED_OUT" } });
     expect(w.calls).toEqual([]);
   });
 });

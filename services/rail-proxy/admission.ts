@@ -12,9 +12,9 @@
  *   4 forward once, with a deadline, never retried; the answer recorded; an answer for a row
  *       resolved meanwhile recorded as a late answer, never dropped and never invented.
  *
- * Returns an outcome; proxy-handlers.ts alone turns outcomes into Connect codes. The harness's
- * negative controls (fencing off, the in-memory mark, a guard removed) arrive as `guards` and
- * `markPrecheck`; production passes every guard on and no precheck.
+ * Returns an outcome; proxy-handlers.ts alone turns outcomes into Connect codes. Production builds
+ * it with every guard on (guards.ts); a harness negative control builds it with one removed,
+ * through these dependencies (tools/harness/controls/rail-proxy.ts), never through a setting.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "../shared/logger.js";
@@ -24,9 +24,10 @@ import { sendGateContext, type SendGate } from "../shared/send-gate.js";
 import { annotate } from "../shared/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
-import type { AdmitResult, Intent, StatementGuards, SubmissionRow, SubmissionStore } from "./submission-store.js";
+import type { AdmitResult, Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
 
-export interface Guards extends StatementGuards {
+/** The guards around the admission statement (the statement's own are the store's: submission-store.ts). */
+export interface Guards {
   /** Longest time from sending the admission statement to starting the rail call. undefined:
    * the guard is removed (a harness negative control). Always below the ambiguity margin (config.ts). */
   forwardBudgetMs: number | undefined;
@@ -54,11 +55,9 @@ export interface AdmissionDeps {
   guards: Guards;
   markPrecheck?: MarkPrecheck;
   railDeadlineMs: number;
-  /** Harness only (RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE): stops the thread right after the last
-   * budget check passed, as a stall in the residual window would. */
+  /** A stall a test plants right after the last budget check passed (the residual window). */
   holdAfterBudgetCheck?: () => void;
-  /** Harness only (RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE): stops the thread after the first budget
-   * check passed, before the send gate checks again. */
+  /** A stall a test plants after the first budget check passed, before the send gate checks again. */
   holdBeforeSendGate?: () => void;
   /** Monotonic milliseconds (tests may step it). */
   now?: () => number;
@@ -156,7 +155,7 @@ export function createAdmission(deps: AdmissionDeps) {
     // Binding + steps 1-3: one statement.
     let admitted: AdmitResult;
     try {
-      admitted = await store.admit(intent, guards);
+      admitted = await store.admit(intent);
     } catch (error) {
       metrics.admissionSeconds.observe({ result: "error" }, (now() - sent) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });

@@ -2,14 +2,9 @@
 import { hostname } from "node:os";
 import { z } from "zod";
 import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
-import { refuseHarnessOnly } from "../shared/harness-only.js";
 import { signingKeyFromFile } from "../shared/token-signature.js";
 import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
 import { DURABILITY_DECLARATIONS, type Durability } from "./paydb-durability.js";
-
-/** Guards a harness negative control may remove, one at a time (never in the Helm chart). */
-export const REMOVABLE_GUARDS = ["payout-binding", "one-live", "forward-budget", "send-gate", "connected-session", "wall-clock"] as const;
-export type RemovableGuard = (typeof REMOVABLE_GUARDS)[number];
 
 const schema = z
   .object({
@@ -49,35 +44,6 @@ const schema = z
      */
     CLOCK_SKEW_ALLOWANCE_MS: z.coerce.number().int().min(0).max(60_000).optional(),
     SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
-    /** D7: exists only for harness scenario C5 §5.2. The Helm chart cannot set it; the image refuses
-     * it (shared/harness-only.ts), as it refuses the two below. */
-    RAIL_PROXY_FENCING_ENABLED: env.bool(true),
-    /** Harness only, a negative control for ADR-007 failures i-ii: "memory" keeps marks in a
-     * per-process map (the rejected design) instead of paydb. The Helm chart cannot set it. */
-    RAIL_PROXY_MARK_STORE: z.enum(["paydb", "memory"]).default("paydb"),
-    /** Harness only, negative controls: a comma list of guards to remove (REMOVABLE_GUARDS). The
-     * Helm chart cannot set it. */
-    RAIL_PROXY_DISABLED_GUARDS: z
-      .string()
-      .default("")
-      .transform((s) =>
-        s
-          .split(",")
-          .map((g) => g.trim())
-          .filter((g) => g.length > 0),
-      )
-      .pipe(z.array(z.enum(REMOVABLE_GUARDS))),
-    /** Harness only: after the last pre-forward budget check passed, the proxy's thread stops (as
-     * a SIGSTOP there would) until this file exists: a stall planted in the residual window. The
-     * Helm chart cannot set it. */
-    RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: z.string().min(1).optional(),
-    /** Harness only: the same stall planted after the first budget check, before the send gate
-     * asks again (what the gate alone must catch). The Helm chart cannot set it. */
-    RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: z.string().min(1).optional(),
-    /** Harness only: the two holds above are hidden from the budget's monotonic clock, as a VM
-     * pause the guest's monotonic clock did not see (the wall clock must catch it). The Helm
-     * chart cannot set it. */
-    RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: env.bool(false),
     /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
@@ -122,48 +88,13 @@ export interface RailProxyConfig extends ServerConfig {
   admissionTimeoutMs: number;
   forwardBudgetMs: number;
   clockSkewAllowanceMs: number;
-  disabledGuards: readonly RemovableGuard[];
   sweepIntervalMs: number;
-  fencingEnabled: boolean;
-  markStore: "paydb" | "memory";
   tokenKey: Buffer | undefined;
   replicaId: string;
-  holdAfterBudgetCheckFile: string | undefined;
-  holdBeforeSendGateFile: string | undefined;
-  hideHoldsFromMonotonic: boolean;
-}
-
-/** The harness-only settings (negative controls) this configuration turns on, as "NAME=value". */
-export function harnessSettings(
-  c: Pick<RailProxyConfig, "fencingEnabled" | "markStore" | "disabledGuards"> & {
-    holdAfterBudgetCheckFile?: string;
-    holdBeforeSendGateFile?: string;
-    hideHoldsFromMonotonic?: boolean;
-  },
-): string[] {
-  const on: string[] = [];
-  if (!c.fencingEnabled) on.push("RAIL_PROXY_FENCING_ENABLED=false");
-  if (c.markStore === "memory") on.push("RAIL_PROXY_MARK_STORE=memory");
-  if (c.disabledGuards.length > 0) on.push(`RAIL_PROXY_DISABLED_GUARDS=${c.disabledGuards.join(",")}`);
-  if (c.holdAfterBudgetCheckFile) on.push(`RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${c.holdAfterBudgetCheckFile}`);
-  if (c.holdBeforeSendGateFile) on.push(`RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${c.holdBeforeSendGateFile}`);
-  if (c.hideHoldsFromMonotonic) on.push("RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC=true");
-  return on;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig {
   const c = loadConfig(schema, e);
-  // Before any secret is read: a negative control outside a development checkout is refused (exit 78).
-  refuseHarnessOnly(
-    harnessSettings({
-      fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
-      markStore: c.RAIL_PROXY_MARK_STORE,
-      disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
-      holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
-      holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
-      hideHoldsFromMonotonic: c.RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC,
-    }),
-  );
   const forwardBudgetMs = c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS);
   return {
     paydbUrl: databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
@@ -177,15 +108,9 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     admissionTimeoutMs: c.ADMISSION_TIMEOUT_MS,
     forwardBudgetMs,
     clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS ?? defaultClockSkewAllowance(forwardBudgetMs),
-    disabledGuards: c.RAIL_PROXY_DISABLED_GUARDS,
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,
-    fencingEnabled: c.RAIL_PROXY_FENCING_ENABLED,
-    markStore: c.RAIL_PROXY_MARK_STORE,
     tokenKey: signingKeyFromFile(c.RAIL_PROXY_TOKEN_KEY_FILE, "RAIL_PROXY_TOKEN_KEY_FILE"),
     replicaId: c.REPLICA_ID,
-    holdAfterBudgetCheckFile: c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE,
-    holdBeforeSendGateFile: c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE,
-    hideHoldsFromMonotonic: c.RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC,
     ...serverConfig(c),
   };
 }

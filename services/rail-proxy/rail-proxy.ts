@@ -1,10 +1,9 @@
 /**
  * rail-proxy, built from its config: paydb (primary only, migrated) -> the ledger -> the rail
  * client -> admission (the fence, admission.ts) -> the sweeper -> the RPC server. Dependencies a
- * test wants to replace (the rail client) come in through `deps`; main.ts only reads the
- * environment and wires signals.
+ * test wants to replace (the rail client, a guard removed by a negative control) come in through
+ * `deps`; main.ts only reads the environment and wires signals, and no setting removes a guard.
  */
-import { warnHarnessOnly } from "../shared/harness-only.js";
 import type { Logger } from "../shared/logger.js";
 import type { RunningService } from "../shared/lifecycle.js";
 import { REQUEST_MAX_BYTES } from "../shared/limits.js";
@@ -15,8 +14,8 @@ import { POLICIES } from "../shared/authz.js";
 import { startServiceServer } from "../shared/server.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
-import { harnessSettings, type RailProxyConfig } from "./config.js";
-import { announceGuards, guardsFrom, hideFromMonotonic, holdUntilFileExists, inMemoryMark } from "./negative-controls.js";
+import type { RailProxyConfig } from "./config.js";
+import { announceGuards, productionGuards, type RailProxyControls } from "./guards.js";
 import { proxyRoutes } from "./proxy-handlers.js";
 import { createProxyMetrics } from "./proxy-metrics.js";
 import { createRailClient, railConnectionTiming, type RailClient } from "./rail-client.js";
@@ -28,11 +27,12 @@ export interface RailProxyDeps {
   logger: Logger;
   /** The one rail client (ADR-007 D1); built from the config unless a test passes its own. */
   rail?: RailClient;
+  /** A harness negative control or planted stall (guards.ts); production passes none. */
+  controls?: RailProxyControls;
 }
 
 export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDeps): Promise<RunningService> {
-  const { logger } = deps;
-  warnHarnessOnly(logger, harnessSettings(config));
+  const { logger, controls } = deps;
   const pool = createPool({
     url: config.paydbUrl,
     max: config.paydbPoolMax,
@@ -41,7 +41,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
     applicationName: `rail-proxy/${config.replicaId}`,
   });
   try {
-    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs);
+    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs, controls?.admission);
     // The pool refuses a standby on every connection (ADR-007 failure iii): the first query fails
     // start-up against one, as it would fail any admission later.
     await requireMigrated(pool, "paydb");
@@ -49,8 +49,8 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
 
     const registry = createRegistry("rail-proxy");
     const metrics = createProxyMetrics(registry);
-    const guards = guardsFrom(config);
-    const stopWarning = announceGuards(config, guards, metrics, logger);
+    const guards = controls?.guards ? controls.guards(productionGuards(config)) : productionGuards(config);
+    const stopWarning = announceGuards(guards, store.statementGuards, controls?.planted ?? [], metrics, logger);
     const rail =
       deps.rail ??
       createRailClient(
@@ -64,23 +64,17 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
           directUnary: config.rpcStack.directClient,
         },
       );
-    const planted = [
-      config.holdAfterBudgetCheckFile ? holdUntilFileExists(config.holdAfterBudgetCheckFile) : undefined,
-      config.holdBeforeSendGateFile ? holdUntilFileExists(config.holdBeforeSendGateFile) : undefined,
-    ];
-    const hidden = config.hideHoldsFromMonotonic ? hideFromMonotonic(planted) : undefined;
-    const [holdAfterBudgetCheck, holdBeforeSendGate] = hidden?.holds ?? planted;
     const submit = createAdmission({
       store,
       rail,
       metrics,
       logger,
       guards,
-      markPrecheck: config.markStore === "memory" ? inMemoryMark() : undefined,
+      markPrecheck: controls?.markPrecheck,
       railDeadlineMs: config.railDeadlineMs,
-      holdAfterBudgetCheck,
-      holdBeforeSendGate,
-      now: hidden?.now,
+      holdAfterBudgetCheck: controls?.holdAfterBudgetCheck,
+      holdBeforeSendGate: controls?.holdBeforeSendGate,
+      now: controls?.now,
     });
     const stopSweeper = startSweeper(store, metrics, logger, config.sweepIntervalMs);
     // Nothing is admitted that a failover could forget (decision 024).
@@ -121,7 +115,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
         port: server.port,
         metricsPort: server.metricsPort,
         replica_id: config.replicaId,
-        fencing_enabled: config.fencingEnabled,
+        fencing_enabled: store.statementGuards.mark && !controls?.markPrecheck,
         forward_budget_ms: guards.forwardBudgetMs ?? null,
       },
       drainBoundMs: config.drainMs + config.railDeadlineMs + 2000,

@@ -1,7 +1,8 @@
 /**
  * paydb access for rail-proxy: the high-water mark and the intent ledger. The only layer that
  * knows SQL. Admission is ONE statement, `SELECT * FROM rail_admit(...)` (one round trip, one
- * implicit transaction; the function is migrations/paydb/007_money_safety.sql):
+ * implicit transaction; the function is migrations/paydb/019_admission_without_switches.sql, every
+ * guard unconditional):
  *
  * - the payout binding (SPEC C3 §3.9): the payout exists, same account/amount/currency/
  *   beneficiary, PROCESSING, fence = token; else a refusal, nothing written;
@@ -64,11 +65,22 @@ export interface Intent {
   replicaId: string;
 }
 
-/** Which guards the admission statement applies. Production: all of them. */
+/** Which guards an admission statement applies. rail_admit: all of them, always. */
 export interface StatementGuards {
   mark: boolean;
   binding: boolean;
   oneLive: boolean;
+}
+
+/**
+ * The admission statement: production's is RAIL_ADMIT. A harness negative control builds the
+ * store with its own (tools/harness/controls/rail-proxy.ts), calling SQL it installed into its
+ * throwaway paydb; the product has no switch to turn a guard off.
+ */
+export interface AdmissionStatement {
+  query(i: Intent): { name: string; text: string; values: unknown[] };
+  /** What it enforces (the guard gauges and the start-up warning report it). */
+  applies: StatementGuards;
 }
 
 export type AdmitResult =
@@ -85,8 +97,19 @@ export type AdmitResult =
 
 // now() is the transaction's start: the same instant the intent row's created_at takes, read on
 // paydb's clock, which is the clock the sweeper and the reconciler judge the row by.
-const ADMIT =
-  "SELECT outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+const ADMIT = "SELECT outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8)";
+
+/** The intent as the admission statement's first eight parameters. */
+export function intentValues(i: Intent): unknown[] {
+  return [i.reference, i.payoutId, i.accountId, i.token.toString(), i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId];
+}
+
+/** Production's admission: rail_admit, every guard on. Named: prepared once per connection, so
+ * each admission skips parse and plan. */
+export const RAIL_ADMIT: AdmissionStatement = {
+  query: (i) => ({ name: "rf_admit", text: ADMIT, values: intentValues(i) }),
+  applies: { mark: true, binding: true, oneLive: true },
+};
 
 /** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */
 const RECORD_OUTCOME = `
@@ -104,7 +127,7 @@ export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as 
 /** Seconds (3 decimals) as SQL text: ambiguity thresholds are configuration, not input. */
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 
-export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
+export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admission: AdmissionStatement = RAIL_ADMIT) {
   // The one definition of "ambiguous" (SPEC C3 §3.7): TIMEOUT, or FORWARDING past deadline + margin.
   const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${secs(ambiguousAfterMs)})))`;
   const columns = `*, ${isAmbiguous} AS ambiguous, created_at::text AS cursor`;
@@ -121,27 +144,13 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number) {
   }
 
   return {
+    /** What the admission statement enforces (production: everything). */
+    statementGuards: admission.applies,
+
     /** Binding + steps 1-3 of C3 §3.5 in one statement. */
-    async admit(i: Intent, guards: StatementGuards): Promise<AdmitResult> {
+    async admit(i: Intent): Promise<AdmitResult> {
       try {
-        // Named: prepared once per connection, so each admission skips parse and plan.
-        const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>({
-          name: "rf_admit",
-          text: ADMIT,
-          values: [
-            i.reference,
-            i.payoutId,
-            i.accountId,
-            i.token.toString(),
-            i.amountMinor.toString(),
-            i.currency,
-            i.beneficiary,
-            i.replicaId,
-            guards.mark,
-            guards.binding,
-            guards.oneLive,
-          ],
-        });
+        const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>(admission.query(i));
         const { outcome, detail, admitted_at_ms } = rows[0]!;
         switch (outcome) {
           case "ADMITTED":

@@ -107,7 +107,7 @@ export const SHARED_FLOORS: [floor: string, files: string[]][] = [
       "limits",
     ],
   ],
-  ["process", ["config", "project-root", "call-context", "logger", "tls", "token-signature", "harness-only", "process-config", "identity"]],
+  ["process", ["config", "project-root", "call-context", "logger", "tls", "token-signature", "process-config", "identity"]],
   ["observability", ["telemetry", "tracing", "instrumentation", "trace-file-exporter", "metrics", "rpc-metrics", "lifecycle"]],
   ["db", ["pg", "migrate", "db-roles"]],
   [

@@ -55,7 +55,7 @@ describe("railfence check", () => {
     await paydb.query(
       "INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence) VALUES ('po-cli-1', 'c', 'acc-cli', 500, 'EUR', 'ben-cli', 'PROCESSING', 2)",
     );
-    await paydb.query("SELECT rail_admit('po-cli-1', 'po-cli-1', 'acc-cli', 2, 500, 'EUR', 'ben-cli', 'r', true, true, true)");
+    await paydb.query("SELECT rail_admit('po-cli-1', 'po-cli-1', 'acc-cli', 2, 500, 'EUR', 'ben-cli', 'r')");
     await raildb.query(
       "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ('rr_cli_1', 'po-cli-1', 'acc-cli', 'ben-cli', 500, 'EUR', 'ACCEPTED')",
     );

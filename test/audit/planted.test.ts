@@ -11,6 +11,7 @@ import type { Mesh } from "../../tools/harness/mesh.js";
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../../tools/harness/invariants.js";
 import { runAudit } from "../../services/cli/audit/audit.js";
 import type { StatementSource } from "../../services/cli/audit/statement.js";
+import { installUnguardedAdmission } from "../../tools/harness/unguarded-admission.js";
 import { testMesh } from "../support/test-mesh.js";
 import { poolFor } from "../executor/support.js";
 
@@ -58,19 +59,22 @@ async function payout(
   );
 }
 
-/** The admission statement itself, as the owner: intent + mark + mark history, as the proxy leaves them. */
+/**
+ * The admission statement itself, as the owner: intent + mark + mark history, as the proxy leaves
+ * them. A guard removed: the harness's own statement, installed into this throwaway paydb first.
+ */
 async function admit(reference: string, payoutId: string, accountId: string, token: bigint, guards = { mark: true, binding: true, oneLive: true }) {
-  const { rows } = await paydb.query<{ outcome: string }>("SELECT outcome FROM rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted', $7, $8, $9)", [
-    reference,
-    payoutId,
-    accountId,
-    token.toString(),
-    AMOUNT.toString(),
-    BEN,
-    guards.mark,
-    guards.binding,
-    guards.oneLive,
-  ]);
+  const values = [reference, payoutId, accountId, token.toString(), AMOUNT.toString(), BEN];
+  const allOn = guards.mark && guards.binding && guards.oneLive;
+  if (!allOn) await installUnguardedAdmission(mesh.ownerUrls.paydb!);
+  const { rows } = allOn
+    ? await paydb.query<{ outcome: string }>("SELECT outcome FROM rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted')", values)
+    : await paydb.query<{ outcome: string }>("SELECT outcome FROM harness_rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted', $7, $8, $9)", [
+        ...values,
+        guards.mark,
+        guards.binding,
+        guards.oneLive,
+      ]);
   expect(rows[0]!.outcome).toBe("ADMITTED");
 }
 

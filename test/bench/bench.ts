@@ -184,7 +184,7 @@ async function main(): Promise<void> {
           const res = await raw.query({
             name: "b0_admit",
             text: ADMISSION_SQL.admit,
-            values: [payoutId, payoutId, accountId, token.toString(), "1050", "EUR", "ben-1", "raw", true, true, true],
+            values: [payoutId, payoutId, accountId, token.toString(), "1050", "EUR", "ben-1", "raw"],
           });
           if (res.rows[0]?.outcome !== "ADMITTED") throw new ConnectError(res.rows[0]?.outcome ?? "refused", Code.Aborted);
           await raw.query({ name: "b0_outcome", text: ADMISSION_SQL.recordOutcome, values: [payoutId, "ACCEPTED", `rr_${payoutId.slice(-8)}`, null, null, 1] });

@@ -61,19 +61,16 @@ class Refused extends Error {}
 async function submit(requestBytes: Buffer): Promise<Uint8Array> {
   const req = fromBinary(SubmitPayoutRequestSchema, requestBytes);
   const amount = req.amount!;
-  const admitted = await store.admit(
-    {
-      reference: req.payoutId,
-      payoutId: req.payoutId,
-      accountId: req.accountId,
-      token: req.fencingToken,
-      amountMinor: amount.amountMinor,
-      currency: amount.currency,
-      beneficiary: req.beneficiary,
-      replicaId: "floor",
-    },
-    { mark: true, binding: true, oneLive: true },
-  );
+  const admitted = await store.admit({
+    reference: req.payoutId,
+    payoutId: req.payoutId,
+    accountId: req.accountId,
+    token: req.fencingToken,
+    amountMinor: amount.amountMinor,
+    currency: amount.currency,
+    beneficiary: req.beneficiary,
+    replicaId: "floor",
+  });
   if (admitted.kind !== "ADMITTED") throw new Refused(admitted.kind);
   const answer = fromBinary(
     SubmitPaymentResponseSchema,

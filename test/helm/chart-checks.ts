@@ -5,6 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { CONTROL_VARIABLES } from "../../tools/harness/controls/variables.js";
 import { root } from "./helm-tool.js";
 import { byKind, component, containers, podSpecs, type K8sObject } from "./render.js";
 
@@ -79,32 +80,21 @@ export function proxyAvailabilityViolations(objects: K8sObject[]): string[] {
   const boundS = (Number(env.DRAIN_MS) + Number(env.RAIL_DEADLINE_MS)) / 1000;
   if (!(deploy.spec.template.spec.terminationGracePeriodSeconds > boundS))
     out.push(`grace ${deploy.spec.template.spec.terminationGracePeriodSeconds}s is not above the drain bound ${boundS}s`);
-  if (env.RAIL_PROXY_FENCING_ENABLED !== "true") out.push(`rail-proxy RAIL_PROXY_FENCING_ENABLED=${env.RAIL_PROXY_FENCING_ENABLED}`);
-  if (env.RAIL_PROXY_MARK_STORE !== "paydb") out.push(`rail-proxy RAIL_PROXY_MARK_STORE=${env.RAIL_PROXY_MARK_STORE}`);
-  if (env.RAIL_PROXY_DISABLED_GUARDS !== "") out.push(`rail-proxy RAIL_PROXY_DISABLED_GUARDS=${env.RAIL_PROXY_DISABLED_GUARDS}`);
   return out;
 }
 
-/** The harness-only switches (negative controls): only rail-proxy names them, and only as the literals that keep every guard on. */
+/**
+ * The harness's control variables (tools/harness/controls/variables.ts): the services read none of
+ * them (decision 064), so a pod naming one is a mistake at best, and no pod may.
+ */
 export function harnessSwitchViolations(objects: K8sObject[]): string[] {
   const out: string[] = [];
-  const allowed: Record<string, string> = { RAIL_PROXY_FENCING_ENABLED: "true", RAIL_PROXY_MARK_STORE: "paydb", RAIL_PROXY_DISABLED_GUARDS: "" };
-  // Switches with no safe value: never named by any pod.
-  const never = [
-    "RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE",
-    "RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE",
-    "RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC",
-    "EXECUTOR_PAUSE_AFTER_FENCE_MS",
-    "EXECUTOR_TRUST_NOT_FOUND",
-  ];
+  const never = Object.values(CONTROL_VARIABLES).flat();
   for (const p of podSpecs(objects)) {
     for (const c of containers(p.spec)) {
       if ((c.envFrom ?? []).length) out.push(`${p.component}/${c.name}: envFrom`);
       for (const e of c.env ?? []) {
         if (never.includes(e.name)) out.push(`${p.component}/${c.name}: sets ${e.name}`);
-        if (!(e.name in allowed)) continue;
-        if (p.component !== "rail-proxy") out.push(`${p.component}/${c.name}: sets ${e.name}`);
-        else if (e.value !== allowed[e.name] || e.valueFrom) out.push(`rail-proxy/${c.name}: ${e.name}=${JSON.stringify(e.value ?? e.valueFrom)}`);
       }
     }
   }

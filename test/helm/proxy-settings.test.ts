@@ -3,14 +3,14 @@
  * gets its admission timeout and pre-forward budget, the reconciler the proxy's own deadline,
  * margin and admission timeout from the same values. The chart refuses at render time exactly
  * the combinations the services refuse at start (checked against their config code), and every
- * guard is on in the rendered pod, as the proxy's own guardsFrom() reads it.
+ * guard is on in the rendered pod, as the proxy builds them (productionGuards).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { readConfig as readProxyConfig } from "../../services/rail-proxy/config.js";
-import { guardsFrom } from "../../services/rail-proxy/negative-controls.js";
+import { productionGuards } from "../../services/rail-proxy/guards.js";
 import { readConfig as readReconcilerConfig } from "../../services/reconciler/config.js";
 import { helm } from "./helm-tool.js";
 import { containerEnv, renderedSecrets } from "./pod-env.js";
@@ -63,18 +63,13 @@ describe("chart: rail-proxy and reconciler timing", () => {
 
   it("the defaults start both services with every guard on (the proxy's own reading of its env)", () => {
     const config = readProxyConfig(defaults.proxy);
-    expect(guardsFrom(config)).toEqual({
-      mark: true,
-      binding: true,
-      oneLive: true,
+    expect(productionGuards(config)).toEqual({
       forwardBudgetMs: 2000,
       connectedSession: true,
       sendGate: true,
       wallClock: true,
       clockSkewAllowanceMs: 100,
     });
-    expect(config.disabledGuards).toEqual([]);
-    expect(config.markStore).toBe("paydb");
     expect(readReconcilerConfig(defaults.reconciler).contradictionWatchMs).toBe(7 * 86_400_000);
     expect(readReconcilerConfig(defaults.reconciler).unrecordedWatchMs).toBe(86_400_000);
   });

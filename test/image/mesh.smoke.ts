@@ -249,8 +249,6 @@ describe("the chart's pods as containers", () => {
         AMBIGUITY_MARGIN_MS: String(TIMINGS.ambiguityMarginMs),
         ADMISSION_TIMEOUT_MS: String(TIMINGS.admissionTimeoutMs),
         RAIL_FORWARD_BUDGET_MS: String(TIMINGS.forwardBudgetMs),
-        RAIL_PROXY_FENCING_ENABLED: "true",
-        RAIL_PROXY_DISABLED_GUARDS: "",
       });
       // What the process made of them, in its own words and gauges.
       const ready = (await podman.logs(pod.name))

@@ -22,9 +22,9 @@ import { PAYOUT_OF_REFERENCE, poolFor, setFaults } from "../executor/support.js"
 
 const TIMING = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
 const OLD_INDEX = `CREATE UNIQUE INDEX rail_submissions_one_live_per_payout ON rail_submissions (bound_payout_id)
-  WHERE one_live_guarded AND state NOT IN ('REJECTED', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED')`;
+  WHERE state NOT IN ('REJECTED', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED')`;
 const NEW_INDEX = `CREATE UNIQUE INDEX rail_submissions_one_live_per_payout ON rail_submissions (bound_payout_id)
-  WHERE one_live_guarded AND state NOT IN ('REJECTED', 'NOT_FORWARDED') AND reopened_at IS NULL`;
+  WHERE state NOT IN ('REJECTED', 'NOT_FORWARDED') AND reopened_at IS NULL`;
 
 let mesh: Mesh;
 let paydb: pg.Pool;

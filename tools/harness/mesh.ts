@@ -8,6 +8,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { installFenceSigningKey, migrate, type DatabaseKind } from "../../services/shared/migrate.js";
+import { statementGuardsFrom } from "./controls/rail-proxy.js";
+import { controlsIn } from "./controls/variables.js";
+import { installUnguardedAdmission } from "./unguarded-admission.js";
 import { signingKeyFromFile } from "../../services/shared/token-signature.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
@@ -56,6 +59,8 @@ export interface MeshOptions {
 export class Mesh {
   postgres: PostgresServer | undefined;
   readonly databases: Record<DatabaseKind, string> = { paydb: "", raildb: "", lockdb: "" };
+  /** The same databases as their owner (migrations, and the harness's own SQL). */
+  readonly ownerUrls: Partial<Record<DatabaseKind, string>> = {};
   railStub!: ServiceProcess;
   readonly proxies: ServiceProcess[] = [];
   /** Started by startSpareProxy: stopped with the mesh, never handed to a client. */
@@ -132,7 +137,7 @@ export class Mesh {
   async startDatabases(): Promise<void> {
     this.ownsStateDir = !this.opts.stateDir;
     const suffix = this.opts.dbSuffix ?? "";
-    const migrateUrls: Partial<Record<DatabaseKind, string>> = {};
+    const migrateUrls = this.ownerUrls;
     const create = async (adminUrl: string, kind: DatabaseKind) => {
       const { url, migrateUrl } = await ownedDatabase(adminUrl, `${kind}${suffix}`);
       this.databases[kind] = url;
@@ -228,6 +233,11 @@ export class Mesh {
   }
 
   private async startProxy(list: ServiceProcess[], name: string, env: Record<string, string>): Promise<ServiceProcess> {
+    // A statement guard removed: the proxy admits through harness_rail_admit, installed here first.
+    if (controlsIn("rail-proxy", { ...process.env, ...env }).length > 0) {
+      const g = statementGuardsFrom({ ...process.env, ...env });
+      if (!(g.mark && g.binding && g.oneLive)) await installUnguardedAdmission(this.ownerUrls.paydb!);
+    }
     const proxy = new ServiceProcess({ service: "rail-proxy", name, env, onLine: this.opts.onLine, tls: this.opts.tls, nodeArgs: this.opts.proxyNodeArgs });
     list.push(proxy);
     await proxy.start();

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { projectRoot } from "../../services/shared/project-root.js";
+import { controlsIn } from "./controls/variables.js";
 import { heapArgs } from "./node-heap.js";
 
 export interface ReadyInfo {
@@ -59,6 +60,16 @@ export function serviceEntry(service: string, root: string = projectRoot()): str
   return join(root, "dist", "services", service, "main.js");
 }
 
+/**
+ * The harness's entry of service (tools/harness/entries), which builds the product with the
+ * controls env asks for: used when env sets one (controls/variables.ts) and the process runs from
+ * this checkout. Otherwise the product's own main.js, which ignores them.
+ */
+export function entryFor(service: string, env: Record<string, string | undefined>, root?: string): string {
+  if (root === undefined && controlsIn(service, env).length > 0) return join(projectRoot(), "dist", "tools", "harness", "entries", `${service}.js`);
+  return serviceEntry(service, root);
+}
+
 export class ServiceProcess {
   child: ChildProcess | undefined;
   ready: ReadyInfo | undefined;
@@ -101,7 +112,7 @@ export class ServiceProcess {
         ...(this.opts.nodeArgs ?? []),
         "--import",
         instrumentation,
-        serviceEntry(this.opts.service, root),
+        entryFor(this.opts.service, env, this.opts.root),
         ...(this.opts.args ?? []),
       ],
       {
