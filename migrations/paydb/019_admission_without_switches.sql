@@ -31,6 +31,7 @@ BEGIN
   -- The payout binding (C3 §3.9). FOR SHARE: an executor re-fencing the payout
   -- meanwhile waits for this admission to commit, and a re-fence committed before it is what
   -- this check sees.
+  -- [rule:payout-binding]
   SELECT p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence INTO po
     FROM payouts p WHERE p.payout_id = p_payout_id FOR SHARE;
   IF NOT FOUND THEN refusal := 'PAYOUT_NOT_FOUND';
@@ -39,6 +40,7 @@ BEGIN
   ELSIF po.currency <> p_currency THEN refusal := 'PAYOUT_MISMATCH'; refusal_detail := 'currency';
   ELSIF po.beneficiary <> p_beneficiary THEN refusal := 'PAYOUT_MISMATCH'; refusal_detail := 'beneficiary';
   ELSIF po.state <> 'PROCESSING' THEN refusal := 'PAYOUT_NOT_PAYABLE'; refusal_detail := po.state;
+  -- [rule:binding-fence]
   ELSIF po.fence <> p_token THEN
     -- NEWER: a later holder owns the payout (the caller is stale); OLDER: the caller never fenced it.
     refusal := 'PAYOUT_FENCE_MISMATCH'; refusal_detail := CASE WHEN po.fence > p_token THEN 'NEWER' ELSE 'OLDER' END;
@@ -53,35 +55,45 @@ BEGIN
     END IF;
     RETURN;
   END IF;
+  -- [/rule:payout-binding]
 
+  -- [rule:admit-sql]
   -- Step 1 (D2, D3): advance the account's mark only if the token is strictly greater;
   -- not advanced: FENCED_OUT, nothing written.
   INSERT INTO rail_high_water AS h (account_id, mark) VALUES (p_account_id, p_token)
     ON CONFLICT (account_id) DO UPDATE SET mark = EXCLUDED.mark, updated_at = now()
+    -- [rule:d2-strictly-greater]
     WHERE h.mark < EXCLUDED.mark;
+  -- [rule:d2-not-advanced]
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'FENCED_OUT'::text, NULL::text;
     RETURN;
   END IF;
 
   -- Steps 2-3: the intent, committed with the mark before anything is forwarded.
+  -- [rule:d3-intent]
   INSERT INTO rail_submissions
     (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id,
      mark_advanced, payout_bound)
   VALUES (p_reference, p_payout_id, p_account_id, p_token, p_amount_minor, p_currency, p_beneficiary, 'FORWARDING', p_replica_id,
      true, true);
   RETURN QUERY SELECT 'ADMITTED'::text, NULL::text;
+  -- [/rule:admit-sql]
 END $$;
 
 -- One live submission per payout, for every row: the index no longer asks whether
 -- a guard applied. Live = anything that may have moved money or may still move it, unless an
 -- operator re-opened it (migration 011).
 DROP INDEX rail_submissions_one_live_per_payout;
+-- [rule:one-live-index]
+-- [rule:one-live]
 CREATE UNIQUE INDEX rail_submissions_one_live_per_payout ON rail_submissions (bound_payout_id)
   WHERE state NOT IN ('REJECTED', 'NOT_FORWARDED') AND reopened_at IS NULL;
+-- [/rule:one-live]
 
 -- A row that records a guard not applied is refused by the ledger itself, whoever writes it.
 ALTER TABLE rail_submissions
+  -- [rule:d7-ledger-refuses]
   ADD CONSTRAINT rail_submissions_admitted_by_the_fence CHECK (mark_advanced AND payout_bound);
 
 -- The flag the old index read goes; the ledger's guard is redefined without it (the same rules

@@ -70,6 +70,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
     const token = lease.fencingToken;
     annotate({ "railfence.fencing_token": token.toString() });
     try {
+      // [rule:executor-fence]
       // 2. C1 §1.6: fence the payout row. 0 rows = someone newer owns it (or it is finished).
       let fenced;
       try {
@@ -82,6 +83,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         metrics.fencedOut.inc({ where: "paydb" });
         // A fence above every token the lock ever issued for the account was never issued to
         // anyone (forged, or the lock went backwards): flagged, or it is parked for ever.
+        // [/rule:executor-fence]
         const ahead = await fenceAheadOfLock(p.payoutId, key, token).catch(() => undefined);
         if (ahead !== undefined) {
           metrics.needsAttention.inc({ reason: "fence_ahead_of_lock" });
@@ -108,6 +110,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       if (deps.pauseAfterFenceMs > 0) await sleep(deps.pauseAfterFenceMs, signal).catch(() => {});
       if (signal.aborted) return await a.defer(token, 0, "shutting down", "ABANDONED");
 
+      // [rule:executor-lookup]
       // 4. An earlier holder may already have submitted this payout, under any reference: ask the
       // proxy for the payout's submissions. (A payout never fenced before has none: the proxy
       // admits a submission only for a payout fenced with its token.) A failed read moves nothing.
@@ -128,6 +131,8 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         }
       }
 
+      // [/rule:executor-lookup]
+      // [rule:executor-submit]
       // 5. Submit once. Not tied to the drain signal: once sent, we want the answer.
       const ref = submissionRef(p.payoutId, token, deps.submissionReference, plainIdTaken);
       let submission: Submission | undefined;
@@ -152,6 +157,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       }
       if (!submission) return await afterLostAnswer(a, ref, token, "SubmitPayout answered without a submission");
       return await settle(a, submission, token);
+      // [/rule:executor-submit]
     } finally {
       await lock.release({ key, leaseId: lease.leaseId }, call()).catch(() => {
         // Best effort: an unreleased lease expires by itself after its TTL.
@@ -160,6 +166,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
   };
 
   /** The account lease and its token, or the outcome when there is none to be had. */
+  // [rule:executor-acquire]
   async function acquire(a: Attempt, key: string, fence: bigint, signal: AbortSignal): Promise<Lease | PayOutcome> {
     const lockStarted = performance.now();
     try {
@@ -180,8 +187,10 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       return a.defer(fence, held ? jitter(deps.pollIntervalMs) : jitter(1000), reason || `lock ${Code[ConnectError.from(err).code]}`);
     }
   }
+  // [/rule:executor-acquire]
 
   /** SubmitPayout failed: what the refusal means (submit-refusal.ts), and doing it. */
+  // [rule:executor-answers]
   async function afterRefusal(a: Attempt, err: unknown, ref: string, token: bigint, lease: Lease): Promise<PayOutcome> {
     const action = refusalAction(err, ref);
     switch (action.kind) {
@@ -225,6 +234,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         return afterLostAnswer(a, ref, token, action.what, provedNotSent(err));
     }
   }
+  // [/rule:executor-answers]
 
   /**
    * The payout's fence when it is above the highest token the lock ever issued for its account
@@ -240,6 +250,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
   }
 
   /** C3 §3.8: after a lost answer, ask about that very submission; never resubmit. */
+  // [rule:executor-lost-answer]
   async function afterLostAnswer(a: Attempt, ref: string, token: bigint, what: string, neverSent = false): Promise<PayOutcome> {
     logger.warn(
       { event: "submit_answer_lost", payout_id: a.payoutId, reference: ref, fencing_token: token.toString(), error: what },
@@ -273,6 +284,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       await sleep(jitter(deps.pollIntervalMs));
     }
   }
+  // [/rule:executor-lost-answer]
 
   /**
    * A lost submission paydb does not know: the rail's statement from shortly before it was lost

@@ -100,6 +100,7 @@ export function createPayoutStore(pool: Pool) {
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.
      */
+    // [rule:fence-sql]
     async fence(payoutId: string, token: bigint, signature: Uint8Array, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
       const { rows } = await pool.query<{ previous_fence: string }>({
         name: "executor_fence",
@@ -111,6 +112,7 @@ export function createPayoutStore(pool: Pool) {
           WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
             AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
           RETURNING prev.previous_fence`,
+        // [/rule:fence-sql]
         values: [payoutId, token.toString(), executorId, secs(claimMs), signature.length ? Buffer.from(signature) : null],
       });
       return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
@@ -122,6 +124,7 @@ export function createPayoutStore(pool: Pool) {
      * only written over a payout still in flight. Returns the payout's end-to-end age in seconds
      * (created_at -> now), or undefined when fenced out.
      */
+    // [rule:executor-record-sql]
     async recordOutcome(payoutId: string, token: bigint, o: OutcomeWrite): Promise<{ ageSeconds: number } | undefined> {
       const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
       const attention = o.state === "NEEDS_ATTENTION";
@@ -136,6 +139,7 @@ export function createPayoutStore(pool: Pool) {
                 claimed_by = NULL, claimed_until = NULL, updated_at = now()
           WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
           RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`,
+        // [/rule:executor-record-sql]
         values: [
           payoutId,
           token.toString(),

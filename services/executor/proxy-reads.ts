@@ -59,9 +59,11 @@ export function createProxyReads(proxies: ProxyPool, opts: { callTimeoutMs: numb
       }
       return { kind: "found", value: { payments, coveredUntil: coveredUntil ?? new Date(0) } };
     },
+    // [rule:executor-list-submissions]
     /** Every submission of a payout, whatever reference each came under (oldest first). */
     payoutSubmissions: (payoutId: string, headers: Record<string, string>) =>
       read((c) => c.listPayoutSubmissions({ payoutId }, { timeoutMs: opts.callTimeoutMs, headers }).then((r) => r.submissions)),
+    // [/rule:executor-list-submissions]
   };
 }
 

@@ -13,6 +13,7 @@ import type { OutcomeWrite } from "./payout-store.js";
 /** A write to make, or "wait" when the proxy is still talking to the rail. */
 export type SubmissionVerdict = { kind: "record"; write: OutcomeWrite } | { kind: "wait" };
 
+// [rule:verdict]
 export function verdictFor(s: Submission): SubmissionVerdict {
   // The rail contradicted the resolution after the fact: the payout is a human's now.
   if (s.contradiction || (s.lateAnswer && (s.state === SubmissionState.RESOLVED_NOT_PAID) === (s.lateAnswer.state === SubmissionState.ACCEPTED))) {
@@ -36,6 +37,7 @@ export function verdictFor(s: Submission): SubmissionVerdict {
       return { kind: "wait" };
   }
 }
+// [/rule:verdict]
 
 /**
  * What a payout's earlier submissions (ListPayoutSubmissions, oldest first) mean for an attempt:
@@ -46,6 +48,7 @@ export type Prior = { kind: "settle"; submission: Submission } | { kind: "submit
 
 export function priorFor(payoutId: string, submissions: Submission[]): Prior {
   // A live submission may have paid or still may: it decides the payout, never a new one.
+  // [rule:executor-prior]
   const live = submissions.find((s) => !provablyNotPaid(s));
   if (live) return { kind: "settle", submission: live };
   // The rail refused it (and no operator re-opened the payout since): the payout failed. A
@@ -55,3 +58,5 @@ export function priorFor(payoutId: string, submissions: Submission[]): Prior {
   // Only NOT_FORWARDED ones (the rail was never called), or none: pay it.
   return { kind: "submit", plainIdTaken: submissions.some((s) => s.payoutId === payoutId) };
 }
+
+// [/rule:executor-prior]

@@ -31,6 +31,7 @@ export const RELEASE_CHANNEL = "railfence_lock_released";
 const FLOOR = "(SELECT floor FROM lock_token_floor)";
 
 /** Grants when free; otherwise returns how long the holder has left (by the database clock). */
+// [rule:lock-acquire]
 const ACQUIRE = `
   WITH granted AS (
     INSERT INTO locks AS l (key, token, lease_hash, owner, granted_at, expires_at)
@@ -45,6 +46,7 @@ const ACQUIRE = `
   UNION ALL
   SELECT NULL, NULL, GREATEST(0, EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::float8
     FROM locks WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM granted)`;
+// [/rule:lock-acquire]
 
 const RENEW = `
   UPDATE locks SET expires_at = now() + make_interval(secs => $3::float8 / 1000)

@@ -120,6 +120,7 @@ export function createAdmission(deps: AdmissionDeps) {
     return { kind: "REFUSED", refusal };
   }
 
+  // [rule:late-answer]
   /** The answer arrived for a row no longer waiting for one: record it on the ledger, never drop it. */
   async function lateAnswer(intent: Intent, state: "ACCEPTED" | "REJECTED", railReference: string, railReason: string | null): Promise<SubmitOutcome> {
     const row = await write("late_answer", intent.reference, () => store.recordLateAnswer(intent.reference, state, railReference, railReason));
@@ -146,6 +147,7 @@ export function createAdmission(deps: AdmissionDeps) {
     );
     return current ? { kind: "ANSWERED", row: current } : { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" };
   }
+  // [/rule:late-answer]
 
   return async function submit(intent: Intent): Promise<SubmitOutcome> {
     const sent = now();
@@ -153,9 +155,12 @@ export function createAdmission(deps: AdmissionDeps) {
     if (deps.markPrecheck && !deps.markPrecheck(intent.accountId, intent.token)) return refused({ kind: "FENCED_OUT" }, intent);
 
     // Binding + steps 1-3: one statement.
+    // [rule:admission-domain]
     let admitted: AdmitResult;
     try {
+      // [rule:d3-one-statement]
       admitted = await store.admit(intent);
+      // [rule:forward-budget]
     } catch (error) {
       metrics.admissionSeconds.observe({ result: "error" }, (now() - sent) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
@@ -166,6 +171,7 @@ export function createAdmission(deps: AdmissionDeps) {
     metrics.admitted.inc();
     annotate({ "railfence.admission": "ADMITTED" });
 
+    // [/rule:admission-domain]
     // No rail call for a row the sweeper could already have declared ambiguous: it sweeps a row
     // deadline + margin after created_at, which is after `sent`; a call started within the
     // budget (< margin) has ended, answered or timed out, before that. Checked here, and again
@@ -180,8 +186,10 @@ export function createAdmission(deps: AdmissionDeps) {
     const overBudget = () => {
       if (guards.forwardBudgetMs === undefined) return undefined;
       const delayMs = now() - sent;
+      // [rule:budget-monotonic]
       if (delayMs > guards.forwardBudgetMs) return delayMs;
       const wall = wallNow();
+      // [rule:budget-wall-clock]
       if (guards.wallClock && wall + skew > paydbDeadline) return Math.max(delayMs, wall - sentWall);
       return undefined;
     };
@@ -231,8 +239,10 @@ export function createAdmission(deps: AdmissionDeps) {
       beforeSend: () => {
         deps.holdBeforeSendGate?.();
         if (!guards.sendGate) return undefined;
+        // [rule:send-gate]
         refusedAtSend = overBudget();
         if (refusedAtSend !== undefined) return `the pre-forward budget (${guards.forwardBudgetMs} ms) passed before the request was written`;
+        // [/rule:forward-budget]
         deps.holdAfterBudgetCheck?.();
         return undefined;
       },
@@ -250,6 +260,7 @@ export function createAdmission(deps: AdmissionDeps) {
       },
     };
 
+    // [rule:forward]
     // Step 4: forward once. Not tied to the caller's signal: a caller that leaves must not stop
     // us from recording what the rail did.
     const railStarted = now();
@@ -259,7 +270,9 @@ export function createAdmission(deps: AdmissionDeps) {
       annotate({ "railfence.rail_outcome": outcome });
     };
     let answer;
+    // [rule:answer-or-deadline]
     try {
+      // [rule:d4-forward-once]
       answer = await rail.submitPayment(
         {
           clientReference: intent.reference,
@@ -269,6 +282,7 @@ export function createAdmission(deps: AdmissionDeps) {
         },
         { timeoutMs: deps.railDeadlineMs, contextValues: sendGateContext(gate) },
       );
+      // [/rule:forward]
     } catch (err) {
       // The gate refused: nothing was written, the rail was not called.
       if (refusedAtSend !== undefined) return notForwarded(refusedAtSend, "before the write");
@@ -284,10 +298,13 @@ export function createAdmission(deps: AdmissionDeps) {
         return row === "FAILED" ? { kind: "AMBIGUOUS", cause: "OUTCOME_NOT_RECORDED" } : lateAnswer(intent, "REJECTED", "", reason);
       }
       observe("TIMEOUT");
+      // [/rule:answer-or-deadline]
       const cause = ce.code === Code.DeadlineExceeded ? "RAIL_DEADLINE" : "RAIL_ERROR";
+      // [rule:record-outcome]
       const row = await write("outcome", intent.reference, () => store.recordOutcome(intent.reference, "TIMEOUT", null, null, cause, forwardDelayMs));
       if (row === undefined) {
         // Nothing to record over: the row was swept or resolved while the call was out. Whatever
+        // [rule:d4-late-answer]
         // the rail did, the resolution (and the reconciler's watch over NOT_PAID) stands.
         const current = await store.get(intent.reference).catch(() => undefined);
         logger.warn(
@@ -297,6 +314,7 @@ export function createAdmission(deps: AdmissionDeps) {
       }
       return { kind: "AMBIGUOUS", cause };
     }
+    // [rule:d4-unknown-status]
     const reading = readStatus(answer.status);
     if (reading === "UNKNOWN") {
       // An answer with a status the rail protocol does not document (unset, or one this build
@@ -311,6 +329,7 @@ export function createAdmission(deps: AdmissionDeps) {
       const row = await write("outcome", intent.reference, () =>
         store.recordOutcome(intent.reference, "TIMEOUT", answer.railReference || null, `RAIL_STATUS_${status}`, "RAIL_STATUS_UNKNOWN", forwardDelayMs),
       );
+      // [/rule:record-outcome]
       if (row === undefined) {
         const current = await store.get(intent.reference).catch(() => undefined);
         logger.warn(

@@ -21,11 +21,14 @@ const schema = z
     PAYDB_DURABILITY_CHECK_MS: env.ms(5000, 100, 600_000),
     RAIL_URL: z.url(),
     /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
+    // [rule:d1-credential-file]
     RAIL_CREDENTIALS_FILE: z.string().min(1),
+    // [rule:config-deadline-margin]
     /** Deadline of the single rail call; past it the submission is TIMEOUT (ambiguous). */
     RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
     /** FORWARDING rows older than deadline + margin belong to a dead replica: ambiguous. */
     AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+    // [/rule:config-deadline-margin]
     /** statement_timeout of the proxy's paydb statements, admission included. */
     ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
     /**
@@ -48,6 +51,7 @@ const schema = z
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
   })
+  // [rule:config-budget]
   .superRefine((c, ctx) => {
     const budget = c.RAIL_FORWARD_BUDGET_MS ?? defaultForwardBudget(c.AMBIGUITY_MARGIN_MS);
     if (budget >= c.AMBIGUITY_MARGIN_MS) {
@@ -65,6 +69,7 @@ const schema = z
       });
     }
   });
+// [/rule:config-budget]
 
 /** A quarter of the budget, at most 100 ms. */
 export function defaultClockSkewAllowance(budgetMs: number): number {

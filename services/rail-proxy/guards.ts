@@ -12,6 +12,7 @@ import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { AdmissionStatement, StatementGuards } from "./submission-store.js";
 
 /** Every guard on: the only guards the product builds. */
+// [rule:d7-production-guards]
 export function productionGuards(config: Pick<RailProxyConfig, "forwardBudgetMs" | "clockSkewAllowanceMs">): Guards {
   return {
     forwardBudgetMs: config.forwardBudgetMs,

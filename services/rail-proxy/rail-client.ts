@@ -16,12 +16,15 @@ import type { TlsSettings } from "../shared/tls.js";
  * handed to the socket leaves within 2 x deadline, or never; reconciler/config.ts counts that
  * in the settlement window's lower bound.
  */
+// [rule:rail-lag-timing]
 export function railConnectionTiming(railDeadlineMs: number, forwardBudgetMs: number | undefined): ConnectionTiming {
   // Connected at start: the first submission after a (re)start does not spend its budget on it.
   return { pingIntervalMs: railDeadlineMs, connectTimeoutMs: forwardBudgetMs ?? railDeadlineMs, connectAtStart: true };
 }
+// [/rule:rail-lag-timing]
 
 /** tls: with mutual TLS the proxy's certificate (identity rail-proxy) is checked by the rail too. */
+// [rule:d1-one-rail-client]
 export function createRailClient(baseUrl: string, credential: string, tls?: TlsSettings, timing: ConnectionTiming = {}) {
   const authorization = `Bearer ${credential}`;
   const withCredential: Interceptor = (next) => (req) => {
@@ -29,6 +32,7 @@ export function createRailClient(baseUrl: string, credential: string, tls?: TlsS
     return next(req);
   };
   // The credential rides in a header that tracing never records (spans carry rpc.* attributes only).
+  // [rule:d4-no-retry]
   return createClient(RailService, serviceTransport(baseUrl, tls, [withCredential], timing));
 }
 

@@ -36,6 +36,7 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
   const pool = createPool({
     url: config.paydbUrl,
     max: config.paydbPoolMax,
+    // [rule:d6-primary-only]
     primaryOnly: true,
     statementTimeoutMs: config.admissionTimeoutMs,
     applicationName: `rail-proxy/${config.replicaId}`,

@@ -95,9 +95,12 @@ export type AdmitResult =
   | { kind: "PAYOUT_NOT_PAYABLE"; state: string }
   | { kind: "PAYOUT_FENCE_MISMATCH"; holder: "NEWER" | "OLDER" };
 
+// [rule:admit-call]
 // now() is the transaction's start: the same instant the intent row's created_at takes, read on
 // paydb's clock, which is the clock the sweeper and the reconciler judge the row by.
+// [rule:d3-admit-call]
 const ADMIT = "SELECT outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM rail_admit($1, $2, $3, $4, $5, $6, $7, $8)";
+// [/rule:admit-call]
 
 /** The intent as the admission statement's first eight parameters. */
 export function intentValues(i: Intent): unknown[] {
@@ -112,6 +115,7 @@ export const RAIL_ADMIT: AdmissionStatement = {
 };
 
 /** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */
+// [rule:record-outcome-sql]
 const RECORD_OUTCOME = `
   UPDATE rail_submissions
      SET state = $2, rail_reference = $3, rail_reason = $4, forward_delay_ms = $6, updated_at = now(),
@@ -120,6 +124,7 @@ const RECORD_OUTCOME = `
          answered_at = CASE WHEN $2 IN ('ACCEPTED', 'REJECTED') THEN now() END
    WHERE payout_id = $1
      AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
+// [/rule:record-outcome-sql]
 
 /** The exact statements of the admission path, for the benchmark's raw floor (B0). */
 export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as const;
@@ -128,8 +133,11 @@ export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as 
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 
 export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admission: AdmissionStatement = RAIL_ADMIT) {
+  // [rule:ambiguous]
   // The one definition of "ambiguous" (SPEC C3 §3.7): TIMEOUT, or FORWARDING past deadline + margin.
+  // [rule:d4-ambiguous]
   const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${secs(ambiguousAfterMs)})))`;
+  // [/rule:ambiguous]
   const columns = `*, ${isAmbiguous} AS ambiguous, created_at::text AS cursor`;
   const one = async (sql: string, values: unknown[], name?: string): Promise<SubmissionRow | undefined> =>
     (await pool.query<SubmissionRow>(name ? { name, text: sql, values } : { text: sql, values })).rows[0];
@@ -151,6 +159,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     async admit(i: Intent): Promise<AdmitResult> {
       try {
         const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>(admission.query(i));
+        // [rule:admit-result]
         const { outcome, detail, admitted_at_ms } = rows[0]!;
         switch (outcome) {
           case "ADMITTED":
@@ -169,12 +178,14 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
         }
       } catch (err) {
         const e = err as { code?: string; constraint?: string };
+        // [rule:d3-duplicate]
         if (e.code === "23505" && e.constraint === "rail_submissions_pkey") return { kind: "DUPLICATE" };
         if (e.code === "23505" && e.constraint === "rail_submissions_one_live_per_payout") {
           return { kind: "PAYOUT_ALREADY_SUBMITTED", live: await liveReference(i.payoutId).catch(() => undefined) };
         }
         throw err;
       }
+      // [/rule:admit-result]
     },
 
     /** Records the rail's answer (or its absence). undefined: the row is no longer waiting for one. */
@@ -198,6 +209,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
      * the payout flagged. When the answer contradicts the resolution (money moved on a NOT_PAID
      * verdict, or a PAID verdict's payment was refused), the payout becomes NEEDS_ATTENTION.
      */
+    // [rule:late-answer-sql]
     recordLateAnswer(reference: string, state: "ACCEPTED" | "REJECTED", railReference: string, railReason: string | null) {
       return one(
         `WITH late AS (
@@ -216,8 +228,10 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
         [reference, state, railReference, railReason],
       );
     },
+    // [/rule:late-answer-sql]
 
     /** The pre-forward budget passed: the rail was not called. Only a row still FORWARDING. */
+    // [rule:not-forwarded-sql]
     markNotForwarded(reference: string, forwardDelayMs: number) {
       return one(
         `UPDATE rail_submissions SET state = 'NOT_FORWARDED', forward_delay_ms = $2, updated_at = now()
@@ -225,6 +239,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
         [reference, Math.round(forwardDelayMs)],
       );
     },
+    // [/rule:not-forwarded-sql]
 
     get(reference: string) {
       return one(`SELECT ${columns} FROM rail_submissions WHERE payout_id = $1`, [reference]);
@@ -268,6 +283,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
      * the row is older than `notPaidMinAgeMs` (paydb's clock; 0 when an operator forces it).
      * Returns undefined when the row is not ambiguous, absent, or too young for NOT_PAID.
      */
+    // [rule:resolve-sql]
     resolve(reference: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string, railReference: string | null, notPaidMinAgeMs: number) {
       return one(
         `UPDATE rail_submissions
@@ -282,11 +298,13 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
         [reference, outcome, actor, note, railReference, notPaidMinAgeMs / 1000],
       );
     },
+    // [/rule:resolve-sql]
 
     /**
      * The rail's statement shows a payment for a NOT_PAID resolution: recorded once on the row,
      * and the payout becomes NEEDS_ATTENTION. undefined: not a NOT_PAID row, or already recorded.
      */
+    // [rule:not-paid-watch-sql]
     recordContradiction(reference: string, railReference: string, actor: string) {
       return one(
         `WITH c AS (
@@ -303,15 +321,19 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
         [reference, railReference, actor],
       );
     },
+    // [/rule:not-paid-watch-sql]
 
     /** Turns FORWARDING rows whose replica must have died into TIMEOUT. Never forwards. */
+    // [rule:sweeper-sql]
     async sweepStaleForwarding(): Promise<number> {
       const res = await pool.query(
+        // [rule:d4-stale-forwarding]
         `UPDATE rail_submissions SET state = 'TIMEOUT', ambiguity_cause = 'STALE_FORWARDING', updated_at = now()
           WHERE state = 'FORWARDING' AND ${isAmbiguous}`,
       );
       return res.rowCount ?? 0;
     },
+    // [/rule:sweeper-sql]
 
     async countUnresolved(): Promise<{ count: number; oldestAgeSeconds: number }> {
       const { rows } = await pool.query<{ count: string; oldest: number | null }>(

@@ -9,6 +9,7 @@ import type { SubmissionStore } from "./submission-store.js";
 
 export function startSweeper(store: SubmissionStore, metrics: ProxyMetrics, logger: Logger, intervalMs: number): () => void {
   let running = false;
+  // [rule:crash]
   const tick = async () => {
     if (running) return;
     running = true;
@@ -24,6 +25,7 @@ export function startSweeper(store: SubmissionStore, metrics: ProxyMetrics, logg
       running = false;
     }
   };
+  // [/rule:crash]
   const timer = setInterval(() => void tick(), intervalMs);
   timer.unref();
   void tick();

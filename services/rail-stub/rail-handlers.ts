@@ -65,6 +65,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
     status: p.status === "ACCEPTED" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED,
     reason: p.reason,
   });
+  // [rule:rail-books]
 
   return (router: ConnectRouter) =>
     router.service(RailService, {
@@ -99,6 +100,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
           case FaultKind.NEVER_LAND_HANG:
             return hangUntilCallerLeaves(ctx.signal);
           case FaultKind.LAND_THEN_ANSWER_STATUS_UNSET:
+            // [/rule:rail-books]
             return { ...answer(await book(payment, "ACCEPTED", "")), status: PaymentStatus.UNSPECIFIED };
           case FaultKind.LAND_THEN_ANSWER_STATUS_UNKNOWN:
             return { ...answer(await book(payment, "ACCEPTED", "")), status: UNDOCUMENTED_STATUS as PaymentStatus };

@@ -34,6 +34,7 @@ const schema = z
     /** Bound of every call to a rail-proxy. */
     CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),
   })
+  // [rule:config-window]
   .superRefine((c, ctx) => {
     // A submission's rail call starts at most (admission timeout) after its intent's created_at,
     // on a connected session only. Its request leaves the proxy within 2 x deadline of that, or
@@ -47,6 +48,7 @@ const schema = z
         code: "custom",
         path: ["SETTLEMENT_WINDOW_MS"],
         message: `must be greater than 2 x RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS (${bound}): a payment could still be booked after a NOT_PAID verdict`,
+        // [/rule:config-window]
       });
     }
   });

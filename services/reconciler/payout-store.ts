@@ -8,6 +8,7 @@ import type { Pool } from "../shared/pg.js";
 export function createReconcilerStore(pool: Pool) {
   return {
     /** Money moved for the payout (whichever of its submissions moved it). Returns true when the row changed. */
+    // [rule:payout-after-resolve]
     async markPaid(payoutId: string, railReference: string): Promise<boolean> {
       const res = await pool.query(
         `UPDATE payouts SET state = 'PAID', rail_reference = $2, failure_reason = NULL,
@@ -31,6 +32,7 @@ export function createReconcilerStore(pool: Pool) {
           WHERE payout_id = $1 AND state = 'FAILED'`,
         [payoutId, railReference || "no reference"],
       );
+      // [/rule:payout-after-resolve]
       return res.rowCount === 1;
     },
 
@@ -56,6 +58,7 @@ export function createReconcilerStore(pool: Pool) {
      * means the one just closed was the only one. A PROCESSING payout under a newer fence is a
      * holder at work and is never touched here.
      */
+    // [rule:payout-unknown-failed]
     async failUnknown(payoutId: string, reason: string): Promise<boolean> {
       const res = await pool.query(
         `UPDATE payouts SET state = 'FAILED', failure_reason = $2,
@@ -65,6 +68,7 @@ export function createReconcilerStore(pool: Pool) {
       );
       return res.rowCount === 1;
     },
+    // [/rule:payout-unknown-failed]
 
     /** Which of these ids are payouts. */
     async existingPayouts(ids: readonly string[]): Promise<Set<string>> {

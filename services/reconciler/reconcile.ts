@@ -226,6 +226,7 @@ export function createReconciler(deps: ReconcileDeps) {
       const oldest = Math.min(...[...unresolved, ...watched].map((s) => toAmbiguous(s).createdAt.getTime()));
       statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), [...unresolved, ...watched]);
       statementRead = statement.read;
+      // [rule:reconcile-apply]
       coveredUntil = statement.coveredUntil;
     }
 
@@ -241,6 +242,7 @@ export function createReconciler(deps: ReconcileDeps) {
         const sub = toAmbiguous(raw);
         const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
         const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
+        // [/rule:reconcile-apply]
         if (d.decision === "HUMAN") logger.warn(line, "needs a human");
         else logger.info(line, `decision ${d.decision}`);
         if (d.decision === "WAIT" || d.decision === "HUMAN" || deps.dryRun) {
@@ -303,6 +305,7 @@ export function createReconciler(deps: ReconcileDeps) {
         }
       }
 
+      // [rule:not-paid-watch]
       // Third pass: a NOT_PAID verdict the statement now contradicts.
       for (const s of watched) {
         const paid = (statement?.byRef.get(s.payoutId) ?? []).find((e) => e.status === "ACCEPTED");
@@ -323,6 +326,7 @@ export function createReconciler(deps: ReconcileDeps) {
           count("ERROR");
         }
       }
+      // [/rule:not-paid-watch]
     }
 
     // Fourth pass: payments the rail booked with no intent on the ledger (unrecorded-payments.ts).

@@ -87,6 +87,7 @@ export const POLICIES = {
   railControl: { [`${S.railControl}/*`]: ["operator"] },
   railProxy: {
     [`${S.proxy}/SubmitPayout`]: ["executor"],
+    // [rule:d4-who-resolves]
     [`${S.proxy}/ResolveSubmission`]: ["reconciler", "operator"],
     [`${S.proxy}/ListUnresolved`]: PROXY_READERS,
     [`${S.proxy}/GetSubmission`]: PROXY_READERS,

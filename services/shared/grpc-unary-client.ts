@@ -216,6 +216,7 @@ class Session {
    * would write it whenever the connection completes, however long after the caller gave up.
    * Past `timeoutMs` the connection attempt is reset and the call fails with nothing sent.
    */
+  // [rule:rail-lag-connect]
   connected(timeoutMs: number): http2.ClientHttp2Session | Promise<http2.ClientHttp2Session> {
     const s = this.get();
     if (!s.connecting) return s;
@@ -240,6 +241,7 @@ class Session {
       if (this.active === 0 && !s.destroyed) s.unref();
     });
   }
+  // [/rule:rail-lag-connect]
 
   opened(s: http2.ClientHttp2Session): void {
     if (this.active++ === 0) s.ref();
@@ -266,6 +268,7 @@ async function exchange(session: Session, opts: UnaryClientOptions, req: UnaryRe
   );
   let s: http2.ClientHttp2Session;
   try {
+    // [rule:connected-session]
     const ready = opts.unguardedSend ? session.get() : session.connected(connectLimitMs);
     s = ready instanceof Promise ? await ready : ready;
   } catch (err) {

@@ -13,6 +13,7 @@ import { PaymentStatus } from "./gen/railfence/rail/v1/rail_pb.js";
 
 export type RailStatusReading = "ACCEPTED" | "REJECTED" | "UNKNOWN";
 
+// [rule:unknown-status]
 export function readRailStatus(status: PaymentStatus | number): RailStatusReading {
   switch (status) {
     case PaymentStatus.ACCEPTED:
@@ -23,6 +24,7 @@ export function readRailStatus(status: PaymentStatus | number): RailStatusReadin
       return "UNKNOWN";
   }
 }
+// [/rule:unknown-status]
 
 /** The rail's raw status for logs and ambiguity notes: its name when this build knows it, else its number. */
 export function railStatusName(status: PaymentStatus | number): string {

@@ -10,9 +10,11 @@
 import { SubmissionState, type Submission } from "./gen/railfence/railproxy/v1/rail_proxy_pb.js";
 
 /** True when the submission cannot have paid and may precede another one. */
+// [rule:one-live-lookup]
 export function provablyNotPaid(s: Submission): boolean {
   return s.state === SubmissionState.REJECTED || s.state === SubmissionState.NOT_FORWARDED || (s.state === SubmissionState.RESOLVED_NOT_PAID && !!s.reopening);
 }
+// [/rule:one-live-lookup]
 
 /** The submissions after the payout's last re-opening (all of them when it was never re-opened), oldest first. */
 export function sinceLastReopening(submissions: Submission[]): Submission[] {

@@ -124,6 +124,7 @@ export function hideFromMonotonic<H extends Array<(() => void) | undefined>>(hol
 }
 
 /** ADR-007's in-memory mark, decided before the statement. */
+// [rule:mark-memory]
 export function inMemoryMark(): MarkPrecheck {
   const marks = new Map<string, bigint>();
   return (accountId, token) => {
@@ -133,3 +134,4 @@ export function inMemoryMark(): MarkPrecheck {
     return true;
   };
 }
+// [/rule:mark-memory]

@@ -49,6 +49,7 @@ BEGIN
     END IF;
   END IF;
 
+  -- [rule:admit-unfenced]
   INSERT INTO rail_high_water AS h (account_id, mark) VALUES (p_account_id, p_token)
     ON CONFLICT (account_id) DO UPDATE SET mark = EXCLUDED.mark, updated_at = now()
     WHERE h.mark < EXCLUDED.mark;
@@ -57,6 +58,7 @@ BEGIN
     RETURN QUERY SELECT 'FENCED_OUT'::text, NULL::text;
     RETURN;
   END IF;
+  -- [/rule:admit-unfenced]
 
   INSERT INTO rail_submissions
     (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id,
