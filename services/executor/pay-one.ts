@@ -83,7 +83,6 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         metrics.fencedOut.inc({ where: "paydb" });
         // A fence above every token the lock ever issued for the account was never issued to
         // anyone (forged, or the lock went backwards): flagged, or it is parked for ever.
-        // [/rule:executor-fence]
         const ahead = await fenceAheadOfLock(p.payoutId, key, token).catch(() => undefined);
         if (ahead !== undefined) {
           metrics.needsAttention.inc({ reason: "fence_ahead_of_lock" });
@@ -91,6 +90,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
         }
         return a.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb" });
       }
+      // [/rule:executor-fence]
 
       // 3. When the lease may be running short (a long lock wait, a slow fence), extend it; if it
       // is already gone, stop before submitting. Not a guard (the fences guard): it only avoids

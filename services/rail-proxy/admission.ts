@@ -160,7 +160,6 @@ export function createAdmission(deps: AdmissionDeps) {
     try {
       // [rule:d3-one-statement]
       admitted = await store.admit(intent);
-      // [rule:forward-budget]
     } catch (error) {
       metrics.admissionSeconds.observe({ result: "error" }, (now() - sent) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
@@ -172,6 +171,7 @@ export function createAdmission(deps: AdmissionDeps) {
     annotate({ "railfence.admission": "ADMITTED" });
 
     // [/rule:admission-domain]
+    // [rule:forward-budget]
     // No rail call for a row the sweeper could already have declared ambiguous: it sweeps a row
     // deadline + margin after created_at, which is after `sent`; a call started within the
     // budget (< margin) has ended, answered or timed out, before that. Checked here, and again

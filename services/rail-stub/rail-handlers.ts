@@ -65,8 +65,8 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
     status: p.status === "ACCEPTED" ? PaymentStatus.ACCEPTED : PaymentStatus.REJECTED,
     reason: p.reason,
   });
-  // [rule:rail-books]
 
+  // [rule:rail-books]
   return (router: ConnectRouter) =>
     router.service(RailService, {
       async submitPayment(req, ctx: HandlerContext) {
@@ -100,13 +100,13 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
           case FaultKind.NEVER_LAND_HANG:
             return hangUntilCallerLeaves(ctx.signal);
           case FaultKind.LAND_THEN_ANSWER_STATUS_UNSET:
-            // [/rule:rail-books]
             return { ...answer(await book(payment, "ACCEPTED", "")), status: PaymentStatus.UNSPECIFIED };
           case FaultKind.LAND_THEN_ANSWER_STATUS_UNKNOWN:
             return { ...answer(await book(payment, "ACCEPTED", "")), status: UNDOCUMENTED_STATUS as PaymentStatus };
           default:
             return answer(await book(payment, "ACCEPTED", ""));
         }
+        // [/rule:rail-books]
       },
 
       async listPayments(req) {

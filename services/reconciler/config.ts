@@ -48,10 +48,10 @@ const schema = z
         code: "custom",
         path: ["SETTLEMENT_WINDOW_MS"],
         message: `must be greater than 2 x RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS (${bound}): a payment could still be booked after a NOT_PAID verdict`,
-        // [/rule:config-window]
       });
     }
   });
+// [/rule:config-window]
 
 /** Every variable the reconciler reads: the contract `railfence reconcile` (cli/reconcile-command.ts) runs it by. */
 export const RECONCILER_ENV_KEYS: readonly string[] = Object.freeze(Object.keys(schema.shape));

@@ -54,13 +54,13 @@ export type Decision =
 export interface DecideContext {
   now: Date;
   /** The rail statement is complete up to this instant. */
-  // [rule:reconcile-decide]
   coveredUntil: Date;
   settlementWindowMs: number;
   /** How far the rail's statement clock and this process's may be from paydb's (created_at). */
   clockSkewAllowanceMs: number;
 }
 
+// [rule:reconcile-decide]
 export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: DecideContext, others: StatementEntry[] = []): Decision {
   const mine = entries.filter((e) => e.clientReference === s.payoutId);
   const elsewhere = others.filter((e) => e.clientReference !== s.payoutId && e.status === "ACCEPTED");
@@ -109,6 +109,6 @@ export function decide(s: AmbiguousSubmission, entries: StatementEntry[], ctx: D
       note: `absent from the rail statement ${ctx.settlementWindowMs} ms (+${ctx.clockSkewAllowanceMs} ms clock skew allowance) after submission (statement covers ${ctx.coveredUntil.toISOString()})`,
     };
   }
-  // [/rule:reconcile-decide]
   return { decision: "WAIT", note: "not on the statement yet, and the settlement window is still open or not yet covered" };
 }
+// [/rule:reconcile-decide]

@@ -32,7 +32,6 @@ export function createReconcilerStore(pool: Pool) {
           WHERE payout_id = $1 AND state = 'FAILED'`,
         [payoutId, railReference || "no reference"],
       );
-      // [/rule:payout-after-resolve]
       return res.rowCount === 1;
     },
 
@@ -49,6 +48,7 @@ export function createReconcilerStore(pool: Pool) {
       );
       return res.rowCount === 1;
     },
+    // [/rule:payout-after-resolve]
 
     /**
      * A payout left UNKNOWN whose only submission did not pay, whatever its fence: the holder that

@@ -226,7 +226,6 @@ export function createReconciler(deps: ReconcileDeps) {
       const oldest = Math.min(...[...unresolved, ...watched].map((s) => toAmbiguous(s).createdAt.getTime()));
       statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), [...unresolved, ...watched]);
       statementRead = statement.read;
-      // [rule:reconcile-apply]
       coveredUntil = statement.coveredUntil;
     }
 
@@ -242,7 +241,6 @@ export function createReconciler(deps: ReconcileDeps) {
         const sub = toAmbiguous(raw);
         const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
         const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
-        // [/rule:reconcile-apply]
         if (d.decision === "HUMAN") logger.warn(line, "needs a human");
         else logger.info(line, `decision ${d.decision}`);
         if (d.decision === "WAIT" || d.decision === "HUMAN" || deps.dryRun) {
@@ -251,6 +249,7 @@ export function createReconciler(deps: ReconcileDeps) {
           continue;
         }
         try {
+          // [rule:reconcile-apply]
           await deps
             .proxy()
             .resolveSubmission(
@@ -261,6 +260,7 @@ export function createReconciler(deps: ReconcileDeps) {
             );
           if (d.decision === "PAID") await markPaid(raw.boundPayoutId, d.railReference);
           else await failPayout(raw.boundPayoutId, raw.fencingToken, d.failureReason);
+          // [/rule:reconcile-apply]
           count(d.decision);
         } catch (err) {
           if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {
