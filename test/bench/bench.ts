@@ -51,6 +51,7 @@ import { startFloorProxy } from "./floor-proxy.js";
 import { measureServer, RPC_SERVER_KINDS, rpcFloor } from "./rpc-floor.js";
 import { profileTable, summarizeProfiles } from "./profile-summary.js";
 import { closedLoop, cpuSeconds, peakRssMb, postgresCpuSeconds, type PointResult } from "./load.js";
+import { recordResult } from "../../tools/harness/results-log.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const WARMUP = 1;
@@ -621,6 +622,11 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
   }));
   writeFileSync(join(dir, "bench.json"), JSON.stringify({ machine, seconds: SECONDS, seed: SEED, rows, ratios, rss, violations, b3Target }, null, 2));
   writeFileSync(join(dir, "bench.md"), `${lines.join("\n")}\n`);
+  const r16 = ratios.find((r) => r.concurrency === floorC);
+  recordResult(
+    "bench",
+    `${SECONDS} s per point, seed ${SEED}, ${cpus().length} cores: at c=${floorC} B1/B0 throughput ${r16?.b1OverB0.toFixed(2)}, B1 − B0 median ${r16?.addedMedianMs.toFixed(2)} ms, proxy CPU ${r16?.proxyCpuUs.toFixed(0)} µs/op; B3 ${b3.throughput.toFixed(0)} payouts/s (target ${b3Target.toFixed(0)}); invariant violations ${violations}`,
+  );
   writeFileSync(join(dir, "bench.svg"), svgChart(series));
   log(`\n${lines.join("\n")}`);
   log(`\nwritten: ${dir}/bench.{json,md,svg}`);

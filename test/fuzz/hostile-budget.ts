@@ -14,6 +14,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { projectRoot } from "../../services/shared/project-root.js";
+import { recordResult } from "../../tools/harness/results-log.js";
 
 const { values } = parseArgs({ options: { cases: { type: "string" }, seed: { type: "string" } } });
 const target = Number(values.cases ?? 100_000);
@@ -121,6 +122,10 @@ const lines = [
   ...brokenFiles.map((f) => `- broken file: ${f}`),
 ];
 writeFileSync(join(outDir, "summary.md"), `${lines.join("\n")}\n`);
+recordResult(
+  "hostile",
+  `seed ${seed}: ${cases} cases of ${assertions.length} properties in ${(seconds / 60).toFixed(1)} min; crashes ${byKind.crash}, hangs ${byKind.hang}, state changes ${byKind["state change"]}, wrong answers ${byKind["wrong answer"]}${brokenFiles.length ? `, ${brokenFiles.length} broken files` : ""}`,
+);
 console.log(`\n${lines.join("\n")}\n\nwritten: ${outDir}/summary.{json,md}`);
 // The scale is estimated from the last tally: say so when the run fell short of what was asked.
 if (cases < target) console.log(`ran ${cases} of the ${target} cases asked for (the next run sizes itself from this one's tally)`);

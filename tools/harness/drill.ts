@@ -18,6 +18,7 @@ import { scenario, SCENARIOS } from "./drills/catalogue.js";
 import { SOAK_DEFAULTS, SOAK_GUARDS, soak, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";
 import { runsOn, type DrillResult } from "./drills/scenario.js";
+import { recordResult } from "./results-log.js";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -134,8 +135,33 @@ const ok = (r: DrillResult) => {
 const table = combinedTable(results);
 say(`\n${table}`);
 writeFileSync(join(reportDir, `${name}-${seed}.md`), `# railfence drills: ${name} (seed ${seed})\n\n${table}\n`);
+const written = recordResult(name === "soak" ? "soak" : "drills", resultLine(name, seed, results, ok));
+if (written) say(`result recorded in ${written}`);
 if (values.json) {
   const summary = results.length === 1 ? results[0]! : { scenario: name, seed, verdict: results.every(ok) ? "PASS" : "FAIL", results };
   console.log(JSON.stringify(summary));
 }
 process.exit(results.every(ok) ? 0 : 1);
+
+/** One line for docs/results.md: per backend, what ran and whether each met its expectation. */
+function resultLine(what: string, runSeed: number, rs: DrillResult[], met: (r: DrillResult) => boolean): string {
+  const minutes = (ms: number) => `${(ms / 60_000).toFixed(1)} min`;
+  const perBackend = (["pg", "etcd"] as const).flatMap((b) => {
+    const mine = rs.filter((r) => r.lockBackend === b);
+    if (mine.length === 0) return [];
+    const missed = mine.filter((r) => !met(r)).map((r) => `${r.scenario} ${r.verdict}`);
+    const caught = mine.filter((r) => r.verdict === "CORRUPTION_DETECTED" && met(r)).length;
+    const time = minutes(mine.reduce((t, r) => t + r.durationMs, 0));
+    if (what === "soak") {
+      return mine.map((r) => {
+        const resolved = (r.counts.resolvedPaid ?? 0) + (r.counts.resolvedNotPaid ?? 0);
+        return `${b}: ${r.verdict}, ${r.violations.length} violations, ${(r.counts.payoutsPaid ?? 0).toLocaleString("en")} payouts paid, ${resolved} ambiguous resolved, ${time}`;
+      });
+    }
+    return [
+      `${b}: ${mine.length} scenarios, ${missed.length === 0 ? "all as expected" : `NOT as expected: ${missed.join(", ")}`} (${caught} negative controls caught), ${time}`,
+    ];
+  });
+  const guard = what === "soak" && values["disable-guard"] ? ` (guard removed: ${values["disable-guard"]})` : "";
+  return `${what}${guard}, seed ${runSeed}: ${perBackend.join("; ")}`;
+}
