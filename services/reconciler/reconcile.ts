@@ -20,7 +20,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
-import { readRailStatus } from "../shared/rail-status.js";
+import { statementPages } from "../shared/rail-statement.js";
 import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
@@ -108,33 +108,17 @@ export function createReconciler(deps: ReconcileDeps) {
     const byPayout = new Map<string, StatementEntry[]>();
     const byContent = new Map<string, StatementEntry[]>();
     const push = (m: Map<string, StatementEntry[]>, k: string, e: StatementEntry) => m.set(k, [...(m.get(k) ?? []), e]);
-    let afterSequence = 0n;
     let coveredUntil: Date | undefined;
     let read = 0;
-    for (;;) {
-      const page = await deps.proxy().getRailStatement({ since: timestampFromDate(since), afterSequence, pageSize: 1000 }, opts());
-      // The first page's instant is the conservative one: later pages continue by sequence
-      // from a snapshot that already held everything booked before it.
-      coveredUntil ??= page.coveredUntil ? timestampDate(page.coveredUntil) : new Date(0);
-      for (const p of page.payments) {
+    for await (const page of statementPages((req) => deps.proxy().getRailStatement(req, opts()), since)) {
+      coveredUntil ??= page.coveredUntil;
+      for (const entry of page.entries) {
         read++;
-        if (p.sequence > afterSequence) afterSequence = p.sequence;
-        const entry: StatementEntry = {
-          railReference: p.railReference,
-          clientReference: p.clientReference,
-          accountId: p.accountId,
-          beneficiary: p.beneficiary,
-          amountMinor: p.amount?.amountMinor ?? 0n,
-          currency: p.amount?.currency ?? "",
-          status: readRailStatus(p.status),
-          reason: p.reason,
-        };
         if (refs.has(entry.clientReference)) push(byRef, entry.clientReference, entry);
         const named = payoutIdOf(entry.clientReference);
         if (payouts.has(named)) push(byPayout, named, entry);
         else if (contents.has(contentKey(entry))) push(byContent, contentKey(entry), entry);
       }
-      if (!page.hasMore || page.payments.length === 0) break;
     }
     // Content matches count only when their reference names no payout at all (a payout of its own
     // with the same content is another payout's payment, not this one's).

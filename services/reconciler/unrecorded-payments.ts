@@ -15,12 +15,11 @@
  * consistent and costs no call; only the others are checked against the proxy's ledger
  * (ListPayoutSubmissions), one call per payout.
  */
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Logger } from "../shared/logger.js";
 import { contentDifferences } from "../shared/payment-match.js";
 import { payoutIdOf } from "../shared/submission-ref.js";
 import type { RailProxyClient } from "../shared/proxy-pool.js";
-import { readRailStatus } from "../shared/rail-status.js";
+import { statementPages, type StatementEntry } from "../shared/rail-statement.js";
 import type { ReconcilerStore } from "./payout-store.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
 
@@ -47,19 +46,10 @@ export interface UnrecordedResult {
 
 export async function findUnrecordedPayments(deps: UnrecordedDeps): Promise<UnrecordedResult> {
   const opts = { timeoutMs: deps.callTimeoutMs };
-  const since = timestampFromDate(new Date(deps.now().getTime() - deps.watchMs));
-  const candidates = [];
-  let afterSequence = 0n;
-  let read = 0;
-  for (;;) {
-    const page = await deps.proxy().getRailStatement({ since, afterSequence, pageSize: 1000 }, opts);
-    for (const p of page.payments) {
-      read++;
-      if (p.sequence > afterSequence) afterSequence = p.sequence;
-      candidates.push(p);
-    }
-    if (!page.hasMore || page.payments.length === 0) break;
-  }
+  const since = new Date(deps.now().getTime() - deps.watchMs);
+  const candidates: StatementEntry[] = [];
+  for await (const page of statementPages((req) => deps.proxy().getRailStatement(req, opts), since)) candidates.push(...page.entries);
+  const read = candidates.length;
   const payouts = await deps.store.payoutsByIds([...new Set(candidates.map((p) => payoutIdOf(p.clientReference)))]);
   const result: UnrecordedResult = { found: 0, applied: 0, read };
   const ledger = new Map<string, { refs: Set<string>; ambiguous: boolean; truncated: boolean }>();
@@ -84,11 +74,8 @@ export async function findUnrecordedPayments(deps: UnrecordedDeps): Promise<Unre
 
     result.found++;
     deps.metrics.unrecordedPayments.inc();
-    const status = readRailStatus(p.status);
-    const differs = contentDifferences(
-      { accountId: p.accountId, amountMinor: p.amount?.amountMinor ?? 0n, currency: p.amount?.currency ?? "", beneficiary: p.beneficiary },
-      payout,
-    );
+    const status = p.status;
+    const differs = contentDifferences(p, payout);
     const line = {
       event: "payment_without_intent",
       payout_id: payoutId,

@@ -102,6 +102,7 @@ export const SHARED_FLOORS: [floor: string, files: string[]][] = [
       "page-token",
       "payment-match",
       "rail-status",
+      "rail-statement",
       "submission-ref",
       "submission-liveness",
       "limits",

@@ -176,6 +176,39 @@ describe("the audit on a live system", () => {
   });
 });
 
+describe("a status the rail protocol does not document", () => {
+  it("is named RAIL_STATUS_UNKNOWN (it may have moved money); the same payment REJECTED is not (negative control: the old reading)", async () => {
+    const p = await cleanPaid();
+    const auditor = poolFor(mesh.roleUrl("paydb", "auditor"));
+    const second = (status: "UNKNOWN" | "REJECTED", reference: string): StatementSource =>
+      async function* pages() {
+        yield [
+          {
+            railReference: reference,
+            clientReference: `${p.payoutId}:t9`,
+            accountId: p.accountId,
+            beneficiary: BEN,
+            amountMinor: AMOUNT,
+            currency: "EUR",
+            status,
+            bookedAt: new Date(),
+            sequence: 1n,
+          },
+        ];
+      };
+    try {
+      const unknownRef = rr();
+      const named = (await runAudit(auditor, second("UNKNOWN", unknownRef))).violations.filter((v) => v.invariant === "RAIL_STATUS_UNKNOWN");
+      expect(named.map((v) => JSON.stringify(v.row))).toEqual([expect.stringContaining(unknownRef)]);
+      expect(JSON.stringify(named[0]!.row)).toContain(p.payoutId);
+      const rejected = (await runAudit(auditor, second("REJECTED", rr()))).violations.filter((v) => v.invariant === "RAIL_STATUS_UNKNOWN");
+      expect(rejected).toEqual([]);
+    } finally {
+      await auditor.end();
+    }
+  });
+});
+
 describe("the audit names every planted corruption", () => {
   it("a clean history (paid once, honestly) has no violation", async () => {
     const p = await cleanPaid();
