@@ -22,7 +22,7 @@
  * and its statement provably covers that window: a payment booked late must not be declared
  * unpaid (the payout would be paid again by hand). Nothing here ever leads to a resubmission.
  */
-import type { RailStatusReading } from "../shared/rail-status.js";
+import type { StatementEntry as SharedStatementEntry } from "../shared/rail-statement.js";
 
 export interface AmbiguousSubmission {
   payoutId: string;
@@ -33,17 +33,8 @@ export interface AmbiguousSubmission {
   createdAt: Date;
 }
 
-export interface StatementEntry {
-  railReference: string;
-  clientReference: string;
-  accountId: string;
-  beneficiary: string;
-  amountMinor: bigint;
-  currency: string;
-  /** shared/rail-status.ts: UNKNOWN is a status the rail protocol does not document (unset or new). */
-  status: RailStatusReading;
-  reason: string;
-}
+/** A line of the statement as decide() reads it (shared/rail-statement.ts; its place in the statement does not matter here). */
+export type StatementEntry = Omit<SharedStatementEntry, "bookedAt" | "sequence">;
 
 export type Decision =
   | { decision: "PAID"; railReference: string; note: string }
