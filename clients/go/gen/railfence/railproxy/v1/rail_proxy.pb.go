@@ -983,7 +983,10 @@ type ResolveSubmissionRequest struct {
 	// NOT_PAID only: resolve a submission younger than the proxy's floor (2 x rail deadline +
 	// ambiguity margin + admission timeout), before which its request may still reach the rail.
 	// Refused without it (RESOLUTION_TOO_EARLY); with it the note must say why (10+ characters).
-	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	// NOT_PAID only: the reason the payout is failed with (an upper-case code, 1-64 characters of
+	// A-Z, 0-9 and _, e.g. RAIL_REJECTED or NOT_ON_RAIL_STATEMENT). Unset: RESOLVED_NOT_PAID.
+	FailureReason string `protobuf:"bytes,7,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1060,11 +1063,24 @@ func (x *ResolveSubmissionRequest) GetForce() bool {
 	return false
 }
 
-// ResolveSubmissionResponse carries the resolved submission.
+func (x *ResolveSubmissionRequest) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
+	}
+	return ""
+}
+
+// ResolveSubmissionResponse carries the resolved submission. The same statement that resolves
+// the submission closes its payout (PAID, or FAILED when no newer holder fenced it since), or
+// flags it NEEDS_ATTENTION when a PAID resolution meets a payout the books say FAILED.
 type ResolveSubmissionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The submission after resolution.
-	Submission    *Submission `protobuf:"bytes,1,opt,name=submission,proto3" json:"submission,omitempty"`
+	Submission *Submission `protobuf:"bytes,1,opt,name=submission,proto3" json:"submission,omitempty"`
+	// The state this resolution moved the payout to: PAID, FAILED, or NEEDS_ATTENTION (a PAID
+	// resolution of a payout the books said FAILED). Empty when it left the payout as it was (a
+	// newer holder's PROCESSING payout, or one already closed).
+	PayoutState   string `protobuf:"bytes,2,opt,name=payout_state,json=payoutState,proto3" json:"payout_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1104,6 +1120,13 @@ func (x *ResolveSubmissionResponse) GetSubmission() *Submission {
 		return x.Submission
 	}
 	return nil
+}
+
+func (x *ResolveSubmissionResponse) GetPayoutState() string {
+	if x != nil {
+		return x.PayoutState
+	}
+	return ""
 }
 
 // GetRailStatementRequest reads the rail's statement through the proxy.
@@ -1638,18 +1661,20 @@ const file_railfence_railproxy_v1_rail_proxy_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x86\x01\n" +
 	"\x16ListUnresolvedResponse\x12D\n" +
 	"\vsubmissions\x18\x01 \x03(\v2\".railfence.railproxy.v1.SubmissionR\vsubmissions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe3\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8a\x02\n" +
 	"\x18ResolveSubmissionRequest\x12\x1b\n" +
 	"\tpayout_id\x18\x01 \x01(\tR\bpayoutId\x12C\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2).railfence.railproxy.v1.ResolutionOutcomeR\aoutcome\x12\x14\n" +
 	"\x05actor\x18\x03 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x12%\n" +
 	"\x0erail_reference\x18\x05 \x01(\tR\rrailReference\x12\x14\n" +
-	"\x05force\x18\x06 \x01(\bR\x05force\"_\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\x12%\n" +
+	"\x0efailure_reason\x18\a \x01(\tR\rfailureReason\"\x82\x01\n" +
 	"\x19ResolveSubmissionResponse\x12B\n" +
 	"\n" +
 	"submission\x18\x01 \x01(\v2\".railfence.railproxy.v1.SubmissionR\n" +
-	"submission\"\x8f\x01\n" +
+	"submission\x12!\n" +
+	"\fpayout_state\x18\x02 \x01(\tR\vpayoutState\"\x8f\x01\n" +
 	"\x17GetRailStatementRequest\x120\n" +
 	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\x12\x1b\n" +
