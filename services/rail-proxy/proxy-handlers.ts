@@ -60,6 +60,8 @@ export function toSubmission(r: SubmissionRow): Submission {
 
 /** Reads and paging never change money, but they must still say "unavailable" clearly. */
 const readPaydb = <T>(fn: () => Promise<T>) => dbCall("PAYDB", fn);
+/** A NOT_PAID resolution's failure reason: the code the payout is failed with (RAIL_REJECTED, ...). */
+const FAILURE_REASON = /^[A-Z][A-Z0-9_]{0,63}$/;
 
 /** google.protobuf.Timestamp's own valid range (0001-01-01 .. 9999-12-31, nanos < 1e9); outside it: invalid_argument. */
 function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | undefined): void {
@@ -235,12 +237,24 @@ export function proxyRoutes(deps: {
         if (req.force && note.trim().length < 10) {
           throw invalidArgument("note", REASONS.FIELD_INVALID, "a forced NOT_PAID resolution needs a note saying why (at least 10 characters)");
         }
+        if (outcome === "PAID" && req.failureReason !== "") {
+          throw invalidArgument("failure_reason", REASONS.FIELD_INVALID, "failure_reason is for NOT_PAID resolutions only");
+        }
+        if (req.failureReason !== "" && !FAILURE_REASON.test(req.failureReason)) {
+          throw invalidArgument("failure_reason", REASONS.FIELD_INVALID, "failure_reason is an upper-case code: 1-64 characters of A-Z, 0-9 and _");
+        }
+        const failureReason = req.failureReason || "RESOLVED_NOT_PAID";
         const minAgeMs = req.force ? 0 : deps.notPaidMinAgeMs;
-        const row = await readPaydb(() => store.resolve(payoutId, outcome, actor, note, railReference, minAgeMs));
+        const row = await readPaydb(() => store.resolve(payoutId, outcome, actor, note, railReference, minAgeMs, failureReason));
         if (row) {
           metrics.resolved.inc({ outcome: outcome.toLowerCase() });
           if (req.force) deps.logger?.warn({ event: "resolution_forced", payout_id: payoutId, actor, note }, "NOT_PAID forced before the floor");
-          return { submission: toSubmission(row) };
+          if (row.payout_state === "NEEDS_ATTENTION")
+            deps.logger?.error(
+              { event: "paid_but_failed", payout_id: payoutId, bound_payout_id: row.bound_payout_id, rail_reference: railReference, actor },
+              "resolved PAID a payout the books said FAILED: flagged NEEDS_ATTENTION (its client may have paid it again)",
+            );
+          return { submission: toSubmission(row), payoutState: row.payout_state ?? "" };
         }
         const existing = await readPaydb(() => store.get(payoutId));
         if (!existing) throw new DomainError(REASONS.SUBMISSION_NOT_FOUND, "no submission for this payout", { payout_id: payoutId });

@@ -52,6 +52,11 @@ export interface SubmissionRow {
   cursor: string;
 }
 
+/** A resolved row, with the state the same statement moved its payout to (null: left as it was). */
+export interface ResolvedRow extends SubmissionRow {
+  payout_state: string | null;
+}
+
 export interface Intent {
   /** The reference the caller presented (the ledger's primary key). */
   reference: string;
@@ -279,26 +284,112 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     },
 
     /**
-     * Closes an ambiguous row: PAID with the rail's reference of the payment, NOT_PAID only once
-     * the row is older than `notPaidMinAgeMs` (paydb's clock; 0 when an operator forces it).
-     * Returns undefined when the row is not ambiguous, absent, or too young for NOT_PAID.
+     * Closes an ambiguous row, and its payout in the same statement (decision 066): PAID with the
+     * rail's reference of the payment, NOT_PAID only once the row is older than `notPaidMinAgeMs`
+     * (paydb's clock; 0 when an operator forces it). Returns undefined when the row is not
+     * ambiguous, absent, or too young for NOT_PAID.
+     *
+     * The payout, by the fence rule: PAID closes an open payout (UNKNOWN, PROCESSING, PENDING) and
+     * flags a FAILED one PAID_BUT_FAILED (its client may have paid it again); NOT_PAID fails an
+     * UNKNOWN payout (nothing else can pay it: it cannot be fenced, and this was its one live
+     * submission) and a PROCESSING or PENDING one only when nobody fenced it with a newer token
+     * since (fence <= the submission's token): a newer holder's attempt is its own business.
      */
     // [rule:resolve-sql]
-    resolve(reference: string, outcome: "PAID" | "NOT_PAID", actor: string, note: string, railReference: string | null, notPaidMinAgeMs: number) {
-      return one(
-        `UPDATE rail_submissions
-            SET previous_state = state,
-                state = CASE WHEN $2 = 'PAID' THEN 'RESOLVED_PAID' ELSE 'RESOLVED_NOT_PAID' END,
-                resolution_outcome = $2, resolution_actor = $3, resolution_note = $4,
-                rail_reference = CASE WHEN $2 = 'PAID' THEN $5 ELSE rail_reference END,
-                resolved_at = now(), updated_at = now()
-          WHERE payout_id = $1 AND ${isAmbiguous}
-            AND ($2 = 'PAID' OR created_at <= now() - make_interval(secs => $6::float8))
-          RETURNING ${columns}`,
-        [reference, outcome, actor, note, railReference, notPaidMinAgeMs / 1000],
-      );
+    resolve(
+      reference: string,
+      outcome: "PAID" | "NOT_PAID",
+      actor: string,
+      note: string,
+      railReference: string | null,
+      notPaidMinAgeMs: number,
+      failureReason: string,
+    ): Promise<ResolvedRow | undefined> {
+      return pool
+        .query<ResolvedRow>(
+          `WITH r AS (
+             UPDATE rail_submissions
+                SET previous_state = state,
+                    state = CASE WHEN $2 = 'PAID' THEN 'RESOLVED_PAID' ELSE 'RESOLVED_NOT_PAID' END,
+                    resolution_outcome = $2, resolution_actor = $3, resolution_note = $4,
+                    rail_reference = CASE WHEN $2 = 'PAID' THEN $5 ELSE rail_reference END,
+                    resolved_at = now(), updated_at = now()
+              WHERE payout_id = $1 AND ${isAmbiguous}
+                AND ($2 = 'PAID' OR created_at <= now() - make_interval(secs => $6::float8))
+              RETURNING *),
+           -- [rule:payout-after-resolve]
+           closed AS (
+             UPDATE payouts p
+                SET state = CASE WHEN r.state = 'RESOLVED_NOT_PAID' THEN 'FAILED' WHEN p.state = 'FAILED' THEN 'NEEDS_ATTENTION' ELSE 'PAID' END,
+                    rail_reference = CASE WHEN r.state = 'RESOLVED_PAID' AND p.state <> 'FAILED' THEN r.rail_reference ELSE p.rail_reference END,
+                    failure_reason = CASE WHEN r.state = 'RESOLVED_NOT_PAID' THEN $7 WHEN p.state = 'FAILED' THEN p.failure_reason END,
+                    claimed_by = CASE WHEN p.state = 'FAILED' THEN p.claimed_by END,
+                    claimed_until = CASE WHEN p.state = 'FAILED' THEN p.claimed_until END,
+                    attention_reason = CASE WHEN p.state = 'FAILED' THEN 'PAID_BUT_FAILED' ELSE p.attention_reason END,
+                    attention_detail = CASE WHEN p.state = 'FAILED'
+                      THEN format('the rail paid it (%s, resolved by %s) but the payout was FAILED', r.rail_reference, r.resolution_actor)
+                      ELSE p.attention_detail END,
+                    attention_at = CASE WHEN p.state = 'FAILED' THEN now() ELSE p.attention_at END,
+                    updated_at = now()
+               FROM r
+              WHERE p.payout_id = r.bound_payout_id
+                AND CASE WHEN r.state = 'RESOLVED_PAID' THEN p.state IN ('UNKNOWN', 'PROCESSING', 'PENDING', 'FAILED')
+                         ELSE p.state = 'UNKNOWN' OR (p.state IN ('PROCESSING', 'PENDING') AND p.fence <= r.fencing_token) END
+              RETURNING p.state)
+           -- [/rule:payout-after-resolve]
+           SELECT r.*, false AS ambiguous, r.created_at::text AS cursor,
+                  (SELECT state FROM closed) AS payout_state
+             FROM r`,
+          [reference, outcome, actor, note, railReference, notPaidMinAgeMs / 1000, failureReason],
+        )
+        .then((res) => res.rows[0]);
     },
     // [/rule:resolve-sql]
+
+    /**
+     * UNKNOWN payouts whose submissions are all closed, closed from the one that decides them (the
+     * rule of shared/submission-liveness.ts: the oldest that may have paid since the payout was last
+     * re-opened, else the newest rail refusal). The statements that close a submission close its
+     * payout too; this catches what they could not see: an executor writing UNKNOWN while the
+     * resolution was committing, or a late rail answer closing a stale submission. Returns the
+     * payouts closed, with the state each was closed in.
+     */
+    // [rule:payout-unknown-failed]
+    async closeSettledUnknown(limit: number): Promise<Array<{ payout_id: string; state: string; submission: string }>> {
+      const { rows } = await pool.query<{ payout_id: string; state: string; submission: string }>(
+        `WITH stuck AS (
+           SELECT p.payout_id FROM payouts p
+            WHERE p.state = 'UNKNOWN'
+              AND NOT EXISTS (SELECT 1 FROM rail_submissions s WHERE s.bound_payout_id = p.payout_id AND s.state IN ('FORWARDING', 'TIMEOUT'))
+            ORDER BY p.state, p.created_at LIMIT $1),
+         deciding AS (
+           SELECT DISTINCT ON (s.bound_payout_id) s.*
+             FROM stuck
+             JOIN rail_submissions s ON s.bound_payout_id = stuck.payout_id
+             LEFT JOIN LATERAL (
+               SELECT r.created_at, r.payout_id FROM rail_submissions r
+                WHERE r.bound_payout_id = stuck.payout_id AND r.reopened_at IS NOT NULL
+                ORDER BY r.created_at DESC, r.payout_id DESC LIMIT 1) last_reopening ON true
+            WHERE s.state <> 'NOT_FORWARDED'
+              AND (last_reopening.created_at IS NULL OR (s.created_at, s.payout_id) > (last_reopening.created_at, last_reopening.payout_id))
+            ORDER BY s.bound_payout_id, s.state = 'REJECTED',
+                     CASE WHEN s.state <> 'REJECTED' THEN s.created_at END ASC,
+                     s.created_at DESC, s.payout_id DESC)
+         UPDATE payouts p
+            SET state = CASE WHEN d.state IN ('ACCEPTED', 'RESOLVED_PAID') THEN 'PAID' ELSE 'FAILED' END,
+                rail_reference = CASE WHEN d.state IN ('ACCEPTED', 'RESOLVED_PAID') THEN d.rail_reference ELSE p.rail_reference END,
+                failure_reason = CASE WHEN d.state = 'REJECTED' THEN COALESCE(NULLIF(d.rail_reason, ''), 'RAIL_REJECTED')
+                                      WHEN d.state = 'RESOLVED_NOT_PAID' THEN 'RESOLVED_NOT_PAID' END,
+                claimed_by = NULL, claimed_until = NULL, updated_at = now()
+           FROM deciding d
+          WHERE p.payout_id = d.bound_payout_id AND p.state = 'UNKNOWN'
+            AND d.state IN ('ACCEPTED', 'RESOLVED_PAID', 'REJECTED', 'RESOLVED_NOT_PAID')
+          RETURNING p.payout_id, p.state, d.payout_id AS submission`,
+        [limit],
+      );
+      return rows;
+    },
+    // [/rule:payout-unknown-failed]
 
     /**
      * The rail's statement shows a payment for a NOT_PAID resolution: recorded once on the row,

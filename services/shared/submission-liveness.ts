@@ -1,6 +1,7 @@
 /**
- * Which of a payout's submissions still decide it: one definition for the executor and the
- * reconciler, the same rule paydb's one-live index enforces (migration 011).
+ * Which of a payout's submissions still decide it: one definition for the executor, the same rule
+ * paydb's one-live index enforces (migration 011) and rail-proxy's sweeper closes UNKNOWN payouts
+ * by (closeSettledUnknown in services/rail-proxy/submission-store.ts).
  *
  * Only a proven not-sent re-opens a payout: NOT_FORWARDED (the rail was never called) or REJECTED
  * (the rail's documented final refusal). RESOLVED_NOT_PAID is a judgement and keeps the payout
