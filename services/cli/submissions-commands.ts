@@ -117,7 +117,13 @@ const resolve: CommandSpec = {
       c.resolveSubmission({ payoutId, outcome, actor, note, railReference, force }),
     );
     if (ctx.json) printJson(ctx.output, messageJson(ResolveSubmissionResponseSchema, res));
-    else ctx.output.out(`resolved ${payoutId} as ${outcomeName}\n\n${submissionDetail(res.submission!)}`);
+    else {
+      // The same statement closed the payout (decision 066); say what it did to it.
+      const payout = res.payoutState
+        ? `payout ${res.submission!.boundPayoutId} is now ${res.payoutState}`
+        : `payout ${res.submission!.boundPayoutId} was left as it was (already closed, or a newer holder is paying it)`;
+      ctx.output.out(`resolved ${payoutId} as ${outcomeName}\n${payout}\n\n${submissionDetail(res.submission!)}`);
+    }
     return EXIT_OK;
   },
 };

@@ -1,74 +1,23 @@
 /**
- * paydb writes of the reconciler: a resolved submission closes its payout. The only layer of the
- * reconciler that knows SQL. A payout already PAID, FAILED or NEEDS_ATTENTION is never touched,
- * so running the reconciler twice (or beside a human with the CLI) changes nothing the second time.
+ * paydb access of the reconciler. It reads payouts and writes none (decision 066): a resolution
+ * closes its payout in rail-proxy's own statement. The one payout fact the reconciler still owns,
+ * a rail payment with no intent on the ledger, goes through paydb's payout_paid_without_intent,
+ * which can make that one move and nothing else. The only layer of the reconciler that knows SQL.
  */
 import type { Pool } from "../shared/pg.js";
 
 export function createReconcilerStore(pool: Pool) {
   return {
-    /** Money moved for the payout (whichever of its submissions moved it). Returns true when the row changed. */
-    // [rule:payout-after-resolve]
-    async markPaid(payoutId: string, railReference: string): Promise<boolean> {
-      const res = await pool.query(
-        `UPDATE payouts SET state = 'PAID', rail_reference = $2, failure_reason = NULL,
-                claimed_by = NULL, claimed_until = NULL, updated_at = now()
-          WHERE payout_id = $1 AND state IN ('UNKNOWN', 'PROCESSING', 'PENDING')`,
-        [payoutId, railReference || null],
-      );
-      return res.rowCount === 1;
-    },
-
     /**
-     * The rail paid a payout the books say FAILED (a wrong verdict, or a write nobody should have
-     * made): the refused PAID write is never dropped, the payout goes to a human. A FAILED payout
-     * invites its client to create a new one: a second payment at the business level. Returns
-     * true when the row was flagged.
+     * The rail paid this payout with no intent on the ledger: PAID when it was open, flagged
+     * NEEDS_ATTENTION (PAID_BUT_FAILED) when the books say FAILED, untouched while one of its
+     * submissions is ambiguous or when it is already closed. Returns the state it was left in,
+     * or undefined when nothing changed.
      */
-    async flagPaidButFailed(payoutId: string, railReference: string): Promise<boolean> {
-      const res = await pool.query(
-        `UPDATE payouts SET state = 'NEEDS_ATTENTION', attention_reason = 'PAID_BUT_FAILED',
-                attention_detail = 'the rail paid it (' || $2 || ') but the payout was FAILED', attention_at = now(), updated_at = now()
-          WHERE payout_id = $1 AND state = 'FAILED'`,
-        [payoutId, railReference || "no reference"],
-      );
-      return res.rowCount === 1;
+    async paidWithoutIntent(payoutId: string, railReference: string): Promise<string | undefined> {
+      const { rows } = await pool.query<{ after: string | null }>("SELECT payout_paid_without_intent($1, $2) AS after", [payoutId, railReference]);
+      return rows[0]?.after ?? undefined;
     },
-
-    /**
-     * A submission that did not pay fails its payout only if nobody fenced the payout with a newer
-     * token since (fence <= the submission's token): a newer holder's attempt is its own business.
-     */
-    async markFailed(payoutId: string, submissionToken: bigint, reason: string): Promise<boolean> {
-      const res = await pool.query(
-        `UPDATE payouts SET state = 'FAILED', failure_reason = $3,
-                claimed_by = NULL, claimed_until = NULL, updated_at = now()
-          WHERE payout_id = $1 AND state IN ('UNKNOWN', 'PROCESSING', 'PENDING') AND fence <= $2`,
-        [payoutId, submissionToken.toString(), reason],
-      );
-      return res.rowCount === 1;
-    },
-    // [/rule:payout-after-resolve]
-
-    /**
-     * A payout left UNKNOWN whose only submission did not pay, whatever its fence: the holder that
-     * recorded UNKNOWN (possibly under a newer token than the submission's, after finding it still
-     * open) is done with it, and nothing can pay it any more: an UNKNOWN payout cannot be fenced,
-     * so the proxy's binding admits no new submission for it, and one live submission per payout
-     * means the one just closed was the only one. A PROCESSING payout under a newer fence is a
-     * holder at work and is never touched here.
-     */
-    // [rule:payout-unknown-failed]
-    async failUnknown(payoutId: string, reason: string): Promise<boolean> {
-      const res = await pool.query(
-        `UPDATE payouts SET state = 'FAILED', failure_reason = $2,
-                claimed_by = NULL, claimed_until = NULL, updated_at = now()
-          WHERE payout_id = $1 AND state = 'UNKNOWN'`,
-        [payoutId, reason],
-      );
-      return res.rowCount === 1;
-    },
-    // [/rule:payout-unknown-failed]
 
     /** Which of these ids are payouts. */
     async existingPayouts(ids: readonly string[]): Promise<Set<string>> {
@@ -112,15 +61,6 @@ export function createReconcilerStore(pool: Pool) {
         `INSERT INTO reconciler_last_pass AS p (singleton, pass_at) VALUES (true, now())
          ON CONFLICT (singleton) DO UPDATE SET pass_at = GREATEST(p.pass_at, EXCLUDED.pass_at), passes = p.passes + 1`,
       );
-    },
-
-    /** UNKNOWN payouts, oldest first: some may belong to submissions closed elsewhere. */
-    async listUnknown(limit: number): Promise<string[]> {
-      const { rows } = await pool.query<{ payout_id: string }>(
-        "SELECT payout_id FROM payouts WHERE state = 'UNKNOWN' ORDER BY updated_at, payout_id LIMIT $1",
-        [limit],
-      );
-      return rows.map((r) => r.payout_id);
     },
   };
 }

@@ -1,27 +1,22 @@
 /**
- * One reconciler run (UC-07): list every ambiguous submission, read the rail's statement
- * through the proxy, decide each one (decide.ts), and close the clear cases with
- * ResolveSubmission plus the payout row. Never resubmits. Dry-run decides and logs only.
+ * One reconciler run (UC-07), three named passes. Never resubmits; dry-run decides and logs only.
+ * The reconciler writes no payout row (decision 066): rail-proxy closes a payout in the statement
+ * that closes its submission, and its sweeper closes what that statement could not see.
  *
- * A second pass brings UNKNOWN payouts in line with submissions that were closed elsewhere
- * (by a human with the CLI, by a late rail answer, or by a previous run that stopped between
- * ResolveSubmission and the payout write), so a run can always be repeated safely.
- *
- * A fourth pass (unrecorded-payments.ts) looks for rail payments that name one of our payouts
- * with no intent on the ledger (paydb lost acknowledged commits): the payout is taken as paid
- * and flagged.
- *
- * A third pass keeps watching its NOT_PAID verdicts: every submission resolved NOT_PAID within
- * the watch period is checked against the statement again; a payment that appears later is
- * recorded on the ledger (RecordContradiction), counted, paged, and its payout becomes
- * NEEDS_ATTENTION.
+ * 1. resolveAmbiguous: every ambiguous submission is decided against the rail's statement
+ *    (decide.ts) and the clear ones are closed with ResolveSubmission, payout included.
+ * 2. watchNotPaidVerdicts: every submission resolved NOT_PAID within the watch period is checked
+ *    against the statement again; a payment that appears later is recorded on the ledger
+ *    (RecordContradiction), counted, paged, and its payout becomes NEEDS_ATTENTION.
+ * 3. findUnrecordedPayments (unrecorded-payments.ts): rail payments that name one of our payouts
+ *    with no intent on the ledger (paydb lost acknowledged commits): the payout is taken as paid
+ *    and flagged.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { errorReason, hasReason, REASONS } from "../shared/errors.js";
 import type { Logger } from "../shared/logger.js";
 import { statementPages } from "../shared/rail-statement.js";
-import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
 import { contentKey } from "../shared/payment-match.js";
@@ -33,7 +28,6 @@ import { findUnrecordedPayments } from "./unrecorded-payments.js";
 
 /** Read the statement from a little before the oldest submission: the two clocks differ. */
 const STATEMENT_SLACK_MS = 5 * 60_000;
-const UNKNOWN_SYNC_LIMIT = 1000;
 
 export interface ReconcileDeps {
   proxy: () => RailProxyClient;
@@ -53,7 +47,7 @@ export interface ReconcileDeps {
   now?: () => Date;
 }
 
-export type DecisionName = Decision["decision"] | "SYNCED" | "RACED" | "CONTRADICTED" | "UNRECORDED" | "ERROR";
+export type DecisionName = Decision["decision"] | "RACED" | "CONTRADICTED" | "UNRECORDED" | "ERROR";
 
 export interface RunSummary {
   event: "reconcile_summary";
@@ -134,45 +128,126 @@ export function createReconciler(deps: ReconcileDeps) {
     return { byRef, othersOf, coveredUntil: coveredUntil ?? new Date(0), read };
   }
 
-  /** A submission that did not pay fails its payout: the one its fence waits on, or one left UNKNOWN (store.failUnknown). */
-  async function failPayout(payoutId: string, token: bigint, reason: string): Promise<boolean> {
-    return (await store.markFailed(payoutId, token, reason)) || (await store.failUnknown(payoutId, reason));
+  /** The rail paid a payout with no intent on the ledger (pass 3): paydb's payout_paid_without_intent. */
+  async function paidWithoutIntent(payoutId: string, railReference: string): Promise<boolean> {
+    const after = await store.paidWithoutIntent(payoutId, railReference);
+    if (after === "NEEDS_ATTENTION") paidButFailed(payoutId, railReference);
+    return after !== undefined;
   }
 
-  /** Money moved: PAID, or, when the books say FAILED, flagged for a human (never silently left FAILED). */
-  async function markPaid(payoutId: string, railReference: string): Promise<boolean> {
-    if (await store.markPaid(payoutId, railReference)) return true;
-    if (!(await store.flagPaidButFailed(payoutId, railReference))) return false;
+  /** Money moved for a payout the books say FAILED: paydb flagged it for a human; page. */
+  function paidButFailed(payoutId: string, railReference: string) {
     metrics.paidButFailed.inc();
     logger.error(
       { event: "paid_but_failed", payout_id: payoutId, rail_reference: railReference },
       "the rail paid a payout recorded FAILED; flagged NEEDS_ATTENTION (its client may have paid it again)",
     );
-    return true;
   }
 
-  /** Mirrors a closed submission onto its payout row. Returns false when nothing applies. */
-  async function syncPayout(s: Submission): Promise<boolean> {
-    switch (s.state) {
-      case SubmissionState.ACCEPTED:
-      case SubmissionState.RESOLVED_PAID:
-        return markPaid(s.boundPayoutId, s.railReference);
-      case SubmissionState.REJECTED:
-        return failPayout(s.boundPayoutId, s.fencingToken, s.railReason || "RAIL_REJECTED");
-      case SubmissionState.RESOLVED_NOT_PAID:
-        return failPayout(s.boundPayoutId, s.fencingToken, "RESOLVED_NOT_PAID");
-      default:
-        return false;
+  type Statement = Awaited<ReturnType<typeof readStatement>>;
+  type Count = (d: DecisionName) => void;
+
+  /** Pass 1: close what the statement makes clear. Returns the submissions left open. */
+  async function resolveAmbiguous(unresolved: readonly Submission[], statement: Statement, count: Count): Promise<AmbiguousSubmission[]> {
+    const left: AmbiguousSubmission[] = [];
+    const ctx = {
+      now: now(),
+      coveredUntil: statement.coveredUntil,
+      settlementWindowMs: deps.settlementWindowMs,
+      clockSkewAllowanceMs: deps.clockSkewAllowanceMs,
+    };
+    for (const raw of unresolved) {
+      const sub = toAmbiguous(raw);
+      const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
+      const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
+      if (d.decision === "HUMAN") logger.warn(line, "needs a human");
+      else logger.info(line, `decision ${d.decision}`);
+      if (d.decision === "WAIT" || d.decision === "HUMAN" || deps.dryRun) {
+        count(d.decision);
+        left.push(sub);
+        continue;
+      }
+      try {
+        // [rule:reconcile-apply]
+        // One call, one statement: the submission and its payout close together (decision 066).
+        const res = await deps
+          .proxy()
+          .resolveSubmission(
+            d.decision === "PAID"
+              ? { payoutId: sub.payoutId, outcome: ResolutionOutcome.PAID, actor: deps.actor, note: d.note, railReference: d.railReference }
+              : { payoutId: sub.payoutId, outcome: ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note, failureReason: d.failureReason },
+            opts(),
+          );
+        // [/rule:reconcile-apply]
+        if (d.decision === "PAID" && res.payoutState === "NEEDS_ATTENTION") paidButFailed(raw.boundPayoutId, d.railReference);
+        count(d.decision);
+      } catch (err) {
+        if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {
+          // Closed meanwhile (a late rail answer, or a human), payout included: nothing to do.
+          logger.info({ event: "resolve_raced", payout_id: sub.payoutId }, "submission was closed meanwhile");
+          count("RACED");
+          continue;
+        }
+        logger.error(
+          { event: "resolve_failed", payout_id: sub.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+          "could not apply decision",
+        );
+        count("ERROR");
+        left.push(sub);
+      }
+    }
+    return left;
+  }
+
+  /** Pass 2: a NOT_PAID verdict the statement now contradicts. */
+  // [rule:not-paid-watch]
+  async function watchNotPaidVerdicts(watched: readonly Submission[], statement: Statement | undefined, count: Count): Promise<void> {
+    for (const s of watched) {
+      const paid = (statement?.byRef.get(s.payoutId) ?? []).find((e) => e.status === "ACCEPTED");
+      if (!paid) continue;
+      try {
+        await deps.proxy().recordContradiction({ payoutId: s.payoutId, railReference: paid.railReference, actor: deps.actor }, opts());
+        metrics.contradicted.inc();
+        logger.error(
+          { event: "resolution_contradicted", payout_id: s.payoutId, bound_payout_id: s.boundPayoutId, rail_reference: paid.railReference },
+          "a NOT_PAID resolution is contradicted by the rail's statement: the payout was paid; it needs a human",
+        );
+        count("CONTRADICTED");
+      } catch (err) {
+        logger.error(
+          { event: "contradiction_not_recorded", payout_id: s.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+          "could not record a contradicted resolution",
+        );
+        count("ERROR");
+      }
     }
   }
+  // [/rule:not-paid-watch]
 
-  /**
-   * The submission that decides a payout: its live one, else the last that did not pay; of those
-   * made since an operator last re-opened the payout (none yet: nothing decides it).
-   */
-  function deciding(submissions: Submission[]): Submission | undefined {
-    const current = sinceLastReopening(submissions);
-    return current.find((s) => !provablyNotPaid(s)) ?? [...current].reverse().find((s) => s.state !== SubmissionState.NOT_FORWARDED);
+  /** Pass 3: payments the rail booked with no intent on the ledger. */
+  async function unrecordedPayments(counts: Record<DecisionName, number>, count: Count): Promise<number> {
+    try {
+      const found = await findUnrecordedPayments({
+        proxy: deps.proxy,
+        store,
+        metrics,
+        logger,
+        watchMs: deps.unrecordedWatchMs,
+        callTimeoutMs: deps.callTimeoutMs,
+        now,
+        markPaid: deps.dryRun ? async () => false : paidWithoutIntent,
+      });
+      counts.UNRECORDED += found.found;
+      metrics.decisions.inc({ decision: "unrecorded" }, found.found);
+      return found.read;
+    } catch (err) {
+      logger.error(
+        { event: "unrecorded_pass_failed", code: Code[ConnectError.from(err).code], reason: errorReason(err) },
+        "could not check the rail's payments for intents",
+      );
+      count("ERROR");
+      return 0;
+    }
   }
 
   return async function runOnce(): Promise<RunSummary> {
@@ -182,7 +257,6 @@ export function createReconciler(deps: ReconcileDeps) {
       NOT_PAID: 0,
       WAIT: 0,
       HUMAN: 0,
-      SYNCED: 0,
       RACED: 0,
       CONTRADICTED: 0,
       UNRECORDED: 0,
@@ -202,10 +276,9 @@ export function createReconciler(deps: ReconcileDeps) {
             (s) => !s.contradiction && s.lateAnswer?.state !== SubmissionState.ACCEPTED,
           )
         : [];
-    const left: AmbiguousSubmission[] = [];
     let statementRead = 0;
     let coveredUntil: Date | undefined;
-    let statement: Awaited<ReturnType<typeof readStatement>> | undefined;
+    let statement: Statement | undefined;
     if (unresolved.length + watched.length > 0) {
       const oldest = Math.min(...[...unresolved, ...watched].map((s) => toAmbiguous(s).createdAt.getTime()));
       statement = await readStatement(new Date(oldest - STATEMENT_SLACK_MS), [...unresolved, ...watched]);
@@ -213,130 +286,9 @@ export function createReconciler(deps: ReconcileDeps) {
       coveredUntil = statement.coveredUntil;
     }
 
-    // First pass: close what the statement makes clear.
-    if (statement) {
-      const ctx = {
-        now: now(),
-        coveredUntil: statement.coveredUntil,
-        settlementWindowMs: deps.settlementWindowMs,
-        clockSkewAllowanceMs: deps.clockSkewAllowanceMs,
-      };
-      for (const raw of unresolved) {
-        const sub = toAmbiguous(raw);
-        const d = decide(sub, statement.byRef.get(sub.payoutId) ?? [], ctx, statement.othersOf(raw));
-        const line = { event: "decision", payout_id: sub.payoutId, decision: d.decision, note: d.note, dry_run: deps.dryRun };
-        if (d.decision === "HUMAN") logger.warn(line, "needs a human");
-        else logger.info(line, `decision ${d.decision}`);
-        if (d.decision === "WAIT" || d.decision === "HUMAN" || deps.dryRun) {
-          count(d.decision);
-          left.push(sub);
-          continue;
-        }
-        try {
-          // [rule:reconcile-apply]
-          await deps
-            .proxy()
-            .resolveSubmission(
-              d.decision === "PAID"
-                ? { payoutId: sub.payoutId, outcome: ResolutionOutcome.PAID, actor: deps.actor, note: d.note, railReference: d.railReference }
-                : { payoutId: sub.payoutId, outcome: ResolutionOutcome.NOT_PAID, actor: deps.actor, note: d.note },
-              opts(),
-            );
-          if (d.decision === "PAID") await markPaid(raw.boundPayoutId, d.railReference);
-          else await failPayout(raw.boundPayoutId, raw.fencingToken, d.failureReason);
-          // [/rule:reconcile-apply]
-          count(d.decision);
-        } catch (err) {
-          if (hasReason(err, REASONS.NOT_AMBIGUOUS)) {
-            // Closed meanwhile (a late rail answer, or a human): take the proxy's word for it.
-            logger.info({ event: "resolve_raced", payout_id: sub.payoutId }, "submission was closed meanwhile");
-            try {
-              const got = await deps.proxy().getSubmission({ payoutId: sub.payoutId }, opts());
-              if (got.submission) await syncPayout(got.submission);
-            } catch {
-              // The UNKNOWN sync pass of the next run picks it up.
-            }
-            count("RACED");
-            continue;
-          }
-          logger.error(
-            { event: "resolve_failed", payout_id: sub.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
-            "could not apply decision",
-          );
-          count("ERROR");
-          left.push(sub);
-        }
-      }
-    }
-
-    if (!deps.dryRun) {
-      // Second pass: UNKNOWN payouts whose deciding submission is no longer ambiguous.
-      const open = new Set(unresolved.map((s) => s.boundPayoutId));
-      for (const payoutId of await store.listUnknown(UNKNOWN_SYNC_LIMIT)) {
-        if (open.has(payoutId)) continue;
-        try {
-          const got = await deps.proxy().listPayoutSubmissions({ payoutId }, opts());
-          const s = deciding(got.submissions);
-          if (s && !s.ambiguous && (await syncPayout(s))) {
-            logger.info(
-              { event: "decision", payout_id: payoutId, decision: "SYNCED", state: SubmissionState[s.state] },
-              "payout synced from its closed submission",
-            );
-            count("SYNCED");
-          }
-        } catch {
-          count("ERROR");
-        }
-      }
-
-      // [rule:not-paid-watch]
-      // Third pass: a NOT_PAID verdict the statement now contradicts.
-      for (const s of watched) {
-        const paid = (statement?.byRef.get(s.payoutId) ?? []).find((e) => e.status === "ACCEPTED");
-        if (!paid) continue;
-        try {
-          await deps.proxy().recordContradiction({ payoutId: s.payoutId, railReference: paid.railReference, actor: deps.actor }, opts());
-          metrics.contradicted.inc();
-          logger.error(
-            { event: "resolution_contradicted", payout_id: s.payoutId, bound_payout_id: s.boundPayoutId, rail_reference: paid.railReference },
-            "a NOT_PAID resolution is contradicted by the rail's statement: the payout was paid; it needs a human",
-          );
-          count("CONTRADICTED");
-        } catch (err) {
-          logger.error(
-            { event: "contradiction_not_recorded", payout_id: s.payoutId, code: Code[ConnectError.from(err).code], reason: errorReason(err) },
-            "could not record a contradicted resolution",
-          );
-          count("ERROR");
-        }
-      }
-      // [/rule:not-paid-watch]
-    }
-
-    // Fourth pass: payments the rail booked with no intent on the ledger (unrecorded-payments.ts).
-    if (deps.unrecordedWatchMs > 0) {
-      try {
-        const found = await findUnrecordedPayments({
-          proxy: deps.proxy,
-          store,
-          metrics,
-          logger,
-          watchMs: deps.unrecordedWatchMs,
-          callTimeoutMs: deps.callTimeoutMs,
-          now,
-          markPaid: deps.dryRun ? async () => false : markPaid,
-        });
-        counts.UNRECORDED += found.found;
-        metrics.decisions.inc({ decision: "unrecorded" }, found.found);
-        statementRead += found.read;
-      } catch (err) {
-        logger.error(
-          { event: "unrecorded_pass_failed", code: Code[ConnectError.from(err).code], reason: errorReason(err) },
-          "could not check the rail's payments for intents",
-        );
-        count("ERROR");
-      }
-    }
+    const left = statement ? await resolveAmbiguous(unresolved, statement, count) : [];
+    if (!deps.dryRun) await watchNotPaidVerdicts(watched, statement, count);
+    if (deps.unrecordedWatchMs > 0) statementRead += await unrecordedPayments(counts, count);
 
     const nowMs = now().getTime();
     const oldestLeft = left.length ? Math.max(0, (nowMs - Math.min(...left.map((s) => s.createdAt.getTime()))) / 1000) : 0;

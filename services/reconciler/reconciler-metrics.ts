@@ -16,7 +16,7 @@ export function createReconcilerMetrics(registry: Registry) {
     }),
     decisions: new Counter({
       name: "railfence_reconciler_decisions_total",
-      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, SYNCED, RACED, CONTRADICTED, UNRECORDED, ERROR)",
+      help: "Reconciler decisions (PAID, NOT_PAID, WAIT, HUMAN, RACED, CONTRADICTED, UNRECORDED, ERROR)",
       labelNames: ["decision"] as const,
       registers,
     }),

@@ -94,11 +94,14 @@ const forbidden: Array<[ServiceRole, string]> = [
   ["payouts", "UPDATE payouts SET state = 'PAID'"],
   ["payouts", "DELETE FROM payouts"],
   ["payouts", "TRUNCATE idempotency_keys"],
-  // The reconciler closes payouts; the ledger it changes only through rail-proxy.
+  // The reconciler writes no payout (decision 066): a resolution closes its payout in rail-proxy's
+  // statement; the ledger it changes only through rail-proxy.
   ["reconciler", "UPDATE rail_submissions SET state = 'RESOLVED_NOT_PAID'"],
   ["reconciler", "UPDATE rail_high_water SET mark = mark + 1"],
   ["reconciler", "UPDATE payouts SET amount_minor = 1"],
   ["reconciler", "UPDATE payouts SET fence = 99"],
+  ["reconciler", "UPDATE payouts SET state = 'FAILED', failure_reason = 'x' WHERE payout_id = 'po-priv-1'"],
+  ["reconciler", "UPDATE payouts SET state = 'PAID', rail_reference = 'rr_x' WHERE payout_id = 'po-priv-1'"],
   ["reconciler", "DELETE FROM payouts"],
   // The lock service's tokens only grow, and its rows are never removed.
   ["lock", "DELETE FROM locks"],
@@ -122,7 +125,12 @@ describe("each service's database role", () => {
       "payouts",
       "INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, idempotency_key) VALUES ('po-new', 'c', 'a', 1, 'EUR', 'b', 'k-1')",
     ],
-    ["reconciler", "UPDATE payouts SET state = 'FAILED', failure_reason = 'x' WHERE payout_id = 'po-priv-1'"],
+    ["reconciler", "SELECT state, fence, rail_reference FROM payouts"],
+    ["reconciler", "SELECT payout_paid_without_intent('po-priv-absent', 'rr_x')"],
+    [
+      "rail-proxy",
+      "UPDATE payouts SET rail_reference = rail_reference, failure_reason = failure_reason, claimed_by = claimed_by WHERE payout_id = 'po-priv-absent'",
+    ],
     ["lock", "SELECT token FROM locks"],
   ] as Array<[ServiceRole, string]>)("%s can still run what it uses: %s", async (role, sql) => {
     expect(await attempt(role, sql)).toBe("ok");

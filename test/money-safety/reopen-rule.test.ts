@@ -61,13 +61,19 @@ async function bookings(payoutId: string): Promise<number> {
   return rows[0]!.n;
 }
 
-/** A first submission that leaves the proxy TIMEOUT, then an operator's NOT_PAID verdict on it. */
-async function judgedNotPaid(payoutId: string, fault: FaultKind): Promise<void> {
+/**
+ * A first submission that leaves the proxy TIMEOUT; a newer holder re-fences the payout (token 6)
+ * before an operator's NOT_PAID verdict on the first. The verdict therefore leaves the payout as it
+ * is (PROCESSING under the newer fence: the fence rule of decision 066), and the one-live index is
+ * the only thing between the newer holder's submission and the rail. Returns that submission.
+ */
+async function judgedNotPaidAfterRefence(payoutId: string, fault: FaultKind) {
   await setFaults(mesh, [{ kind: fault, count: 1, clientReferencePrefix: payoutId }]);
   const first = `${payoutId}:t5`;
   await proxyClient(mesh.proxies[0]!.url)
     .submitPayout(await fencedFor(paydb, request(first, 5n)))
     .catch(() => undefined);
+  const newer = await fencedFor(paydb, request(`${payoutId}:t6`, 6n));
   const resolved = await proxyClient(mesh.proxies[0]!.url).resolveSubmission({
     payoutId: first,
     outcome: ResolutionOutcome.NOT_PAID,
@@ -76,27 +82,32 @@ async function judgedNotPaid(payoutId: string, fault: FaultKind): Promise<void> 
     force: true,
   });
   expect(resolved.submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+  expect(resolved.payoutState, "a newer holder fenced the payout: the verdict leaves it open").toBe("");
+  return newer;
 }
 
-/** A newer holder re-fences the payout (still PROCESSING: the verdict did not reach it) and submits. */
+const submit = async (request: Awaited<ReturnType<typeof judgedNotPaidAfterRefence>>) => proxyClient(mesh.proxies[0]!.url).submitPayout(request);
+
+/** A later holder re-fences the payout and submits. */
 async function submitAgain(payoutId: string, token: bigint) {
-  return proxyClient(mesh.proxies[0]!.url).submitPayout(await fencedFor(paydb, request(`${payoutId}:t${token}`, token)));
+  return submit(await fencedFor(paydb, request(`${payoutId}:t${token}`, token)));
 }
 
 describe("a NOT_PAID verdict keeps the payout closed", () => {
   it("a payout judged NOT_PAID (wrongly: the rail had booked it) is not admitted again: PAYOUT_ALREADY_SUBMITTED, paid once", async () => {
     const payoutId = "po-reopen-wrong";
-    await judgedNotPaid(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
+    const newer = await judgedNotPaidAfterRefence(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
     expect(await bookings(payoutId)).toBe(1);
-    await expectRejected(submitAgain(payoutId, 6n), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
+    await expectRejected(submit(newer), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
     expect(await bookings(payoutId)).toBe(1);
   });
 
   it("an operator re-opens a payout closed NOT_PAID explicitly (owner, actor, reason): then it is paid, once", async () => {
     const payoutId = "po-reopen-ok";
-    await judgedNotPaid(payoutId, FaultKind.NEVER_LAND_HANG);
-    await expectRejected(submitAgain(payoutId, 6n), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
-    // The reconciler (or the executor) closes the payout FAILED from the verdict.
+    const newer = await judgedNotPaidAfterRefence(payoutId, FaultKind.NEVER_LAND_HANG);
+    await expectRejected(submit(newer), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
+    // The newer holder leaves the payout UNKNOWN on that refusal and rail-proxy's sweeper closes it
+    // FAILED from the verdict (decision 066); written directly here, the sweep has its own test.
     await paydb.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'RESOLVED_NOT_PAID' WHERE payout_id = $1", [payoutId]);
     const { rows } = await paydb.query("SELECT * FROM reopen_payout($1, $2, $3)", [payoutId, "operator:alice", "statement and bank checked: never paid"]);
     expect(rows).toEqual([{ reopened_submissions: 1 }]);
@@ -111,7 +122,7 @@ describe("a NOT_PAID verdict keeps the payout closed", () => {
 
   it("a re-opening is refused, changing nothing, without a reason, for a payout with a live or refused-only submission, and to a service role", async () => {
     const payoutId = "po-reopen-refused";
-    await judgedNotPaid(payoutId, FaultKind.NEVER_LAND_HANG);
+    await judgedNotPaidAfterRefence(payoutId, FaultKind.NEVER_LAND_HANG);
     await paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [payoutId]);
     const snapshot = async () => ({
       payout: (await paydb.query("SELECT state, fence FROM payouts WHERE payout_id = $1", [payoutId])).rows,
@@ -150,8 +161,8 @@ describe("a NOT_PAID verdict keeps the payout closed", () => {
     const payoutId = "po-reopen-control";
     await paydb.query(`DROP INDEX rail_submissions_one_live_per_payout; ${OLD_INDEX}`);
     try {
-      await judgedNotPaid(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
-      const again = await submitAgain(payoutId, 6n);
+      const newer = await judgedNotPaidAfterRefence(payoutId, FaultKind.LAND_THEN_LOSE_ANSWER);
+      const again = await submit(newer);
       expect(again.submission?.state).toBe(SubmissionState.ACCEPTED);
       expect(await bookings(payoutId), "the payout paid twice").toBe(2);
     } finally {
