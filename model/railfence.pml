@@ -628,13 +628,14 @@ end_rec:
 #endif
        fi;
        rs[k] = v; ph[k] = P_LATE;
-       printf("MODEL reconciler: t%d of P%d resolved {state=%d}\n", k, rp[k], v)
-     };
-     /* then the payout row (a second statement; the reconciler may stall in between) [M:payout-after-resolve] */
-     atomic {
+       printf("MODEL reconciler: t%d of P%d resolved {state=%d}\n", k, rp[k], v);
+       /* and the payout row, in the same statement (decision 066) [M:payout-after-resolve]:
+        * PAID closes an open payout and flags a FAILED one; NOT_PAID fails the payout waiting on
+        * this attempt, and an UNKNOWN one whatever its fence (it cannot be fenced again) */
        if
        :: v == RPAID && (PAYABLE(rp[k]) || ps[rp[k]] == UNK) -> ps[rp[k]] = PAID
-       :: v == RNP && (PAYABLE(rp[k]) || ps[rp[k]] == UNK) && pf[rp[k]] == k -> set_failed(rp[k])
+       :: v == RPAID && ps[rp[k]] == FAIL -> flag_payout(rp[k])
+       :: v == RNP && ((PAYABLE(rp[k]) && pf[rp[k]] == k) || ps[rp[k]] == UNK) -> set_failed(rp[k])
        :: else -> skip
        fi;
        k = 0; v = 0
