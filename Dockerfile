@@ -66,7 +66,7 @@ COPY --from=build /app/dist ./dist
 # way): the chart's `command: [node, dist/services/...]` inherits it. instrumentation.js starts
 # the SDK only when OTEL_EXPORTER_OTLP_ENDPOINT is set and OTEL_SDK_DISABLED is not "true".
 ENV NODE_ENV=production \
-    NODE_OPTIONS="--import=/app/dist/services/shared/instrumentation.js" \
+    NODE_OPTIONS="--import=/app/dist/services/shared/observability/instrumentation.js" \
     HOST=0.0.0.0 \
     HOME=/tmp
 USER 10001:10001

@@ -405,7 +405,7 @@ end_wait:
 #ifdef UNKNOWN_AS_REJECTED
             :: rs[t] == FWD && code == A_UNK -> rs[t] = REJ; ph[t] = 0; code = A_REJ; printf("MODEL proxy: unknown status for P%d:t%d read as REJECTED\n", p, t)
 #else
-            /* shared/rail-status.ts: neither ACCEPTED nor REJECTED proves nothing: ambiguous [M:unknown-status] */
+            /* shared/domain/rail-status.ts: neither ACCEPTED nor REJECTED proves nothing: ambiguous [M:unknown-status] */
             :: rs[t] == FWD && code == A_UNK -> rs[t] = TMO; code = A_AMBIG; printf("MODEL proxy: unknown status for P%d:t%d, TIMEOUT\n", p, t)
 #endif
             :: rs[t] == FWD && code == A_AMBIG -> rs[t] = TMO; printf("MODEL proxy: no answer by the deadline, P%d:t%d TIMEOUT\n", p, t)

@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { projectRoot } from "../services/shared/project-root.js";
+import { projectRoot } from "../services/shared/process/project-root.js";
 
 /** Each tool's main package and pinned version (`go install <package>@<version>`). */
 export const GO_TOOLS = {

@@ -28,7 +28,7 @@ ALTER TABLE rail_submissions ADD CONSTRAINT rail_submissions_state_check
   CHECK (state IN ('FORWARDING', 'ACCEPTED', 'REJECTED', 'TIMEOUT', 'RESOLVED_PAID', 'RESOLVED_NOT_PAID', 'NOT_FORWARDED'));
 ALTER TABLE rail_submissions
   -- The payout this submission pays. payout_id is the reference the caller presented (the
-  -- payout id, or `<payout id>:t<token>`); services/shared/submission-ref.ts maps one to the other.
+  -- payout id, or `<payout id>:t<token>`); services/shared/domain/submission-ref.ts maps one to the other.
   ADD COLUMN bound_payout_id  text,
   -- false only when a harness negative control removed that guard for this admission.
   ADD COLUMN payout_bound     boolean NOT NULL DEFAULT true,

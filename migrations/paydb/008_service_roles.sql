@@ -19,7 +19,7 @@ END $$;
 
 REVOKE ALL ON payouts, idempotency_keys, rail_high_water, rail_high_water_log, rail_submissions, schema_migrations FROM PUBLIC;
 
--- Every service checks at start that the schema it needs is there (shared/migrate.ts).
+-- Every service checks at start that the schema it needs is there (shared/db/migrate.ts).
 GRANT SELECT ON schema_migrations TO railfence_rail_proxy, railfence_executor, railfence_payouts, railfence_reconciler, railfence_auditor;
 
 -- rail-proxy: advances marks and records intents and outcomes; reads payouts to bind a

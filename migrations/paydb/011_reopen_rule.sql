@@ -3,7 +3,7 @@
 -- A payout may be submitted again only after a submission that provably did not pay:
 -- NOT_FORWARDED (the rail was never called) or REJECTED (the rail answered the status its protocol
 -- documents as a final refusal; an answer with any other status is recorded TIMEOUT, never
--- REJECTED: services/shared/rail-status.ts). RESOLVED_NOT_PAID is a judgement (the statement's
+-- REJECTED: services/shared/domain/rail-status.ts). RESOLVED_NOT_PAID is a judgement (the statement's
 -- silence after the settlement window, or an operator's word): the reconciler keeps watching it for
 -- a week precisely because it can be wrong. So it no longer ends a submission's "live" status: a
 -- payout closed NOT_PAID is not payable again, unless an operator re-opens it explicitly

@@ -2,7 +2,7 @@
 -- fence rising, but lets the executor's role raise it to any value: a compromised executor sets
 -- 9223372036854775807 and every honest executor is fenced out of that payout for ever. When the
 -- lock service signs its tokens (HMAC-SHA256 over the lock key and the token, the same message
--- rail-proxy verifies: services/shared/token-signature.ts), paydb verifies the signature of
+-- rail-proxy verifies: services/shared/process/token-signature.ts), paydb verifies the signature of
 -- every new fence itself, so no service role can write a fence the lock did not issue.
 --
 -- The key is installed by the owner (`migrate paydb` with TOKEN_SIGNING_KEY_FILE; the harness

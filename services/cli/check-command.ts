@@ -10,7 +10,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
-import { databaseUrl } from "../shared/config.js";
+import { databaseUrl } from "../shared/process/config.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { formatTable, runAudit, type AuditResult } from "./audit/audit.js";
 import { proxyStatement } from "./audit/statement.js";

@@ -16,7 +16,7 @@ import { Code, ConnectError, createClient, type Client, type Interceptor } from 
 import { randomUUID } from "node:crypto";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
-import { errorInfo } from "../shared/errors.js";
+import { errorInfo } from "../shared/domain/errors.js";
 import { createRailfenceClient, RailfenceError, type RailfenceClient } from "../../clients/typescript/src/index.js";
 
 /** A failed call and the endpoint it went to (for the error report). */

@@ -5,7 +5,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { classifyOutcome, type Outcome } from "../../clients/typescript/src/index.js";
-import { errorInfo, REASONS } from "../shared/errors.js";
+import { errorInfo, REASONS } from "../shared/domain/errors.js";
 import { RetryInfoSchema } from "../shared/gen/google/rpc/error_details_pb.js";
 import { EXIT_NOT_FOUND, EXIT_OUTCOME_UNKNOWN, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from "./exit-codes.js";
 

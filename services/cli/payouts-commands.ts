@@ -15,6 +15,7 @@ import { CallFailed } from "./clients.js";
 import { EXIT_OK, UsageError } from "./exit-codes.js";
 import { messageJson, printJson } from "./output.js";
 import { nextPageHint, payoutDetail, payoutTable } from "./views.js";
+import { int8 } from "../shared/domain/int8.js";
 
 function endpoints(ctx: CommandContext): { payouts: string } {
   return { payouts: ctx.endpoints.payouts!.value };
@@ -25,7 +26,7 @@ export function parseAmountMinor(value: string): bigint {
   if (!/^\d{1,16}$/.test(value.trim())) {
     throw new UsageError(`--amount is in minor units (1050 = 10.50 EUR): a whole number, got "${value}"`);
   }
-  const n = BigInt(value.trim());
+  const n = int8(value.trim());
   if (n <= 0n) throw new UsageError("--amount must be greater than 0");
   return n;
 }

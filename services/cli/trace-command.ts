@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { payoutIdOf } from "../shared/submission-ref.js";
+import { payoutIdOf } from "../shared/domain/submission-ref.js";
 import type { CommandSpec } from "./command.js";
 import { EXIT_NOT_FOUND, EXIT_OK, UsageError } from "./exit-codes.js";
 import { printJson } from "./output.js";

@@ -3,8 +3,8 @@
  * line every attempt ends with (and its metric), giving the payout back for later, and recording
  * an outcome on the row fenced by the attempt's token.
  */
-import type { Logger } from "../shared/logger.js";
-import { retryWhileUnavailable } from "../shared/pg.js";
+import type { Logger } from "../shared/process/logger.js";
+import { retryWhileUnavailable } from "../shared/db/pg.js";
 import type { ExecutorMetrics } from "./executor-metrics.js";
 import type { ClaimedPayout, OutcomeWrite, PayoutStore } from "./payout-store.js";
 

@@ -7,16 +7,16 @@
  * the places where a retry is safe (reads) do it explicitly.
  */
 import { createClient, type Client } from "@connectrpc/connect";
-import { type ConnectionTiming, serviceTransport } from "../shared/client-transport.js";
+import { type ConnectionTiming, serviceTransport } from "../shared/rpc/client-transport.js";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import type { TlsSettings } from "../shared/tls.js";
+import type { TlsSettings } from "../shared/process/tls.js";
 
 export type LockClient = Client<typeof LockService>;
-export type { RailProxyClient } from "../shared/proxy-pool.js";
+export type { RailProxyClient } from "../shared/rpc/proxy-pool.js";
 
 /** With TLS configured the executor's certificate is its identity at the lock service. */
 export function createLockClient(baseUrl: string, tls?: TlsSettings, client: Pick<ConnectionTiming, "registry" | "directUnary"> = {}): LockClient {
   return createClient(LockService, serviceTransport(baseUrl, tls, [], client));
 }
 
-export { createProxyPool, type ProxyPool } from "../shared/proxy-pool.js";
+export { createProxyPool, type ProxyPool } from "../shared/rpc/proxy-pool.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError } from "../shared/config.js";
+import { ConfigError } from "../shared/process/config.js";
 import { readConfig } from "./config.js";
 
 const base = {

@@ -1,8 +1,8 @@
 /** executor configuration, read once from the environment. */
 import { hostname } from "node:os";
 import { z } from "zod";
-import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
+import { databaseUrl, env, loadConfig } from "../shared/process/config.js";
+import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process/process-config.js";
 
 const schema = z.object({
   ...processEnvShape(9500),

@@ -6,14 +6,14 @@
  * harness builds it with other behaviour (ExecutorControls) to stage a stale holder or a dishonest one.
  */
 import { context } from "@opentelemetry/api";
-import type { RunningService } from "../shared/lifecycle.js";
-import type { Logger } from "../shared/logger.js";
-import { createRegistry, serveMetrics } from "../shared/metrics.js";
-import { requireMigrated } from "../shared/migrate.js";
-import { createPool } from "../shared/pg.js";
-import { contextFromTraceparent, inSpan } from "../shared/tracing.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import type { Logger } from "../shared/process/logger.js";
+import { createRegistry, serveMetrics } from "../shared/observability/metrics.js";
+import { requireMigrated } from "../shared/db/migrate.js";
+import { createPool } from "../shared/db/pg.js";
+import { contextFromTraceparent, inSpan } from "../shared/observability/tracing.js";
 import { createLockClient, createProxyPool } from "./clients.js";
-import type { SubmissionReferenceMode } from "../shared/submission-ref.js";
+import type { SubmissionReferenceMode } from "../shared/domain/submission-ref.js";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
@@ -23,7 +23,7 @@ import { startWorker } from "./worker.js";
 /**
  * Behaviour a drill or test gives an executor to stage a failure (the product has no setting for
  * any of it; decision 064): a pause right before SubmitPayout (a stale-holder window on demand),
- * attempt-shaped references (the untrusted worst case, shared/submission-ref.ts), and NOT_FOUND
+ * attempt-shaped references (the untrusted worst case, shared/domain/submission-ref.ts), and NOT_FOUND
  * after a lost answer read as "never sent" (the reading before decision 023).
  */
 export interface ExecutorControls {

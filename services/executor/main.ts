@@ -1,6 +1,6 @@
 /** An executor's process: read the environment, start it (executor.ts), drain on signals. */
-import { runService } from "../shared/lifecycle.js";
-import { createLogger } from "../shared/logger.js";
+import { runService } from "../shared/observability/lifecycle.js";
+import { createLogger } from "../shared/process/logger.js";
 import { readConfig } from "./config.js";
 import { startExecutor } from "./executor.js";
 

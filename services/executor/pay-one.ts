@@ -10,14 +10,14 @@
  * is settled, never repeated (submission-outcome.ts).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorReason, hasReason, REASONS } from "../shared/errors.js";
-import type { Logger } from "../shared/logger.js";
-import { provedNotSent } from "../shared/grpc-unary-client.js";
+import { errorReason, hasReason, REASONS } from "../shared/domain/errors.js";
+import type { Logger } from "../shared/process/logger.js";
+import { provedNotSent } from "../shared/rpc/grpc-unary-client.js";
 import type { Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { annotate } from "../shared/tracing.js";
-import { accountLockKey } from "../shared/token-signature.js";
-import { submissionRef, type SubmissionReferenceMode } from "../shared/submission-ref.js";
+import { annotate } from "../shared/observability/tracing.js";
+import { accountLockKey } from "../shared/process/token-signature.js";
+import { submissionRef, type SubmissionReferenceMode } from "../shared/domain/submission-ref.js";
 import { startAttempt, type Attempt, type PayOutcome } from "./attempt.js";
 import type { LockClient, ProxyPool } from "./clients.js";
 import type { ExecutorMetrics } from "./executor-metrics.js";

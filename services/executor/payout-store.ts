@@ -10,7 +10,8 @@
  *
  * Every statement is named: prepared once per connection, so each call skips parse and plan.
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export interface ClaimedPayout {
   payoutId: string;
@@ -83,11 +84,11 @@ export function createPayoutStore(pool: Pool) {
         .map((r) => ({
           payoutId: r.payout_id,
           accountId: r.account_id,
-          amountMinor: BigInt(r.amount_minor),
+          amountMinor: int8(r.amount_minor),
           currency: r.currency,
           beneficiary: r.beneficiary,
           state: r.state,
-          fence: BigInt(r.fence),
+          fence: int8(r.fence),
           traceparent: r.traceparent,
           createdAt: r.created_at,
           lostSubmission: r.lost_submission_ref && r.lost_submission_at ? { ref: r.lost_submission_ref, at: r.lost_submission_at } : undefined,
@@ -115,7 +116,7 @@ export function createPayoutStore(pool: Pool) {
         // [/rule:fence-sql]
         values: [payoutId, token.toString(), executorId, secs(claimMs), signature.length ? Buffer.from(signature) : null],
       });
-      return rows[0] ? { previousFence: BigInt(rows[0].previous_fence) } : undefined;
+      return rows[0] ? { previousFence: int8(rows[0].previous_fence) } : undefined;
     },
 
     /**
@@ -161,7 +162,7 @@ export function createPayoutStore(pool: Pool) {
         text: "SELECT fence FROM payouts WHERE payout_id = $1 AND state IN ('PENDING', 'PROCESSING')",
         values: [payoutId],
       });
-      return rows[0] ? BigInt(rows[0].fence) : undefined;
+      return rows[0] ? int8(rows[0].fence) : undefined;
     },
 
     /**

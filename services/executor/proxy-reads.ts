@@ -8,7 +8,7 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Payment } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { payoutIdOf } from "../shared/submission-ref.js";
+import { payoutIdOf } from "../shared/domain/submission-ref.js";
 import type { ProxyPool } from "./clients.js";
 import { jitter, sleep } from "./timing.js";
 

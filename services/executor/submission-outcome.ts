@@ -7,7 +7,7 @@
  * submission that may have paid.
  */
 import { SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { provablyNotPaid, sinceLastReopening } from "../shared/submission-liveness.js";
+import { provablyNotPaid, sinceLastReopening } from "../shared/domain/submission-liveness.js";
 import type { OutcomeWrite } from "./payout-store.js";
 
 /** A write to make, or "wait" when the proxy is still talking to the rail. */

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { findReason, railError } from "../shared/errors.js";
+import { findReason, railError } from "../shared/domain/errors.js";
 import { refusalAction } from "./submit-refusal.js";
 
 /** The answer the proxy gives for (code, reason), from the catalogue. */

@@ -14,7 +14,7 @@
  * | anything else (network, deadline, UNAVAILABLE, ...)           | lost: ask before anything else |
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorInfo, errorReason, hasReason, REASONS } from "../shared/errors.js";
+import { errorInfo, errorReason, hasReason, REASONS } from "../shared/domain/errors.js";
 
 export type RefusalAction =
   | { kind: "fenced-out" }

@@ -7,7 +7,7 @@
  * abandon (a payout not yet submitted is given back; one already submitted keeps waiting for
  * its answer, bounded by the call timeout). Leases are released on every path.
  */
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 import type { ExecutorMetrics } from "./executor-metrics.js";
 import type { PayOutcome } from "./pay-one.js";
 import type { ClaimedPayout, PayoutStore } from "./payout-store.js";

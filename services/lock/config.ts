@@ -1,9 +1,10 @@
 /** Lock service configuration, read once from the environment. */
 import { z } from "zod";
-import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { signingKeyFromFile } from "../shared/token-signature.js";
-import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
+import { databaseUrl, env, loadConfig } from "../shared/process/config.js";
+import { signingKeyFromFile } from "../shared/process/token-signature.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process/process-config.js";
 import type { BackendName } from "./lock-backend.js";
+import { int8 } from "../shared/domain/int8.js";
 
 /**
  * Largest accepted floor: leaves 2^62 tokens of headroom below the bigint ceiling (tokens are
@@ -30,9 +31,9 @@ const schema = z
       .string()
       .regex(/^\d{1,19}$/, "must be a non-negative integer")
       .default("0")
-      .transform((v) => BigInt(v))
+      .transform((v) => int8(v))
       .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
-    /** Optional key (shared with rail-proxy) to sign each grant's token (shared/token-signature.ts). */
+    /** Optional key (shared with rail-proxy) to sign each grant's token (shared/process/token-signature.ts). */
     LOCK_TOKEN_SIGNING_KEY_FILE: env.optionalFile(),
   })
   // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;

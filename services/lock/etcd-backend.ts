@@ -28,6 +28,7 @@ import {
   type RenewInput,
 } from "./lock-backend.js";
 import { attemptUntil, Wakeup, type Attempt } from "./waiting.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export interface EtcdBackendOptions {
   client: Etcd3;
@@ -72,7 +73,7 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
   let floorRevision = "0";
   for (;;) {
     const kv = firstKv(await etcd(() => client.get(floorKey).exec()));
-    const stored = kv ? BigInt(kv.value.toString("utf8")) : 0n;
+    const stored = kv ? int8(kv.value.toString("utf8")) : 0n;
     if (kv && stored >= opts.floor) {
       floor = stored;
       floorRevision = kv.mod_revision;
@@ -118,13 +119,13 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
       if (txn.succeeded) {
         // etcd starts the TTL when it applies the grant, after sentAt: this estimate is never late.
         const expiresAt = new Date(sentAt + Number(grant.TTL) * 1000);
-        return { granted: { key, leaseId, owner, token: usedFloor + BigInt(txn.header.revision), expiresAt } };
+        return { granted: { key, leaseId, owner, token: usedFloor + int8(txn.header.revision), expiresAt } };
       }
       revokeQuietly(grant.ID);
       const floorKv = firstKv(txn.responses[0]?.response_range);
       if (floorKv && floorKv.mod_revision !== usedFloorRevision) {
         // Another replica raised the floor: adopt it and try again.
-        const raised = BigInt(floorKv.value.toString("utf8"));
+        const raised = int8(floorKv.value.toString("utf8"));
         if (raised > floor) floor = raised;
         floorRevision = floorKv.mod_revision;
         continue;
@@ -163,7 +164,7 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
           attempt: async () => {
             const r = await attempt(key, owner, ttlMs);
             if (r.granted === undefined && r.revision && !cancelWatch) {
-              cancelWatch = watchRelease(key, (BigInt(r.revision) + 1n).toString(), () => wakeup.kick());
+              cancelWatch = watchRelease(key, (int8(r.revision) + 1n).toString(), () => wakeup.kick());
             }
             return r;
           },
@@ -204,7 +205,7 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
         key: input.key,
         leaseId: input.leaseId,
         owner: value.owner,
-        token: BigInt(value.floor) + BigInt(kv.create_revision),
+        token: int8(value.floor) + int8(kv.create_revision),
         expiresAt: new Date(sentAt + Number(grant.TTL) * 1000),
       };
     },
@@ -230,7 +231,7 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
     async inspect(key: string): Promise<LockState> {
       const [holder, last] = await etcd(() => Promise.all([client.get(holderKey(key)).exec(), client.get(lastKey(key)).exec()]));
       const lkv = firstKv(last);
-      const lastToken = lkv ? BigInt(parse(lkv).floor) + BigInt(lkv.mod_revision) : 0n;
+      const lastToken = lkv ? int8(parse(lkv).floor) + int8(lkv.mod_revision) : 0n;
       const hkv = firstKv(holder);
       const free: LockState = { key, held: false, owner: "", token: 0n, expiresAt: undefined, lastToken };
       if (!hkv) return free;
@@ -242,7 +243,7 @@ export async function createEtcdBackend(opts: EtcdBackendOptions): Promise<LockB
         key,
         held: true,
         owner: value.owner,
-        token: BigInt(value.floor) + BigInt(hkv.create_revision),
+        token: int8(value.floor) + int8(hkv.create_revision),
         expiresAt: new Date(sentAt + Number(ttl.TTL) * 1000),
         lastToken,
       };

@@ -15,9 +15,9 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DomainError, REASONS, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/domain/errors.js";
 import { LeaseSchema, LockService, type Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import { signToken } from "../shared/token-signature.js";
+import { signToken } from "../shared/process/token-signature.js";
 import { AcquireAbortedError, BackendUnavailableError, type LeaseGrant, type LockBackend } from "./lock-backend.js";
 import type { LockMetrics } from "./lock-metrics.js";
 import { checkKey, checkLeaseId, checkOwner, checkTtl, checkWait } from "./lock-validation.js";

@@ -2,13 +2,13 @@
  * The lock service, built from its config: the backend (pg on a migrated lockdb, or etcd) -> the
  * RPC server. main.ts only reads the environment and wires signals.
  */
-import type { RunningService } from "../shared/lifecycle.js";
-import { createRegistry } from "../shared/metrics.js";
-import { requireMigrated } from "../shared/migrate.js";
-import { createPool } from "../shared/pg.js";
-import { POLICIES } from "../shared/authz.js";
-import { startServiceServer } from "../shared/server.js";
-import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import { createRegistry } from "../shared/observability/metrics.js";
+import { requireMigrated } from "../shared/db/migrate.js";
+import { createPool } from "../shared/db/pg.js";
+import { POLICIES } from "../shared/edge/authz.js";
+import { startServiceServer } from "../shared/edge/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/domain/limits.js";
 import { LockService } from "../shared/gen/railfence/lock/v1/lock_pb.js";
 import type { LockConfig } from "./config.js";
 import { createEtcdBackend } from "./etcd-backend.js";
@@ -18,7 +18,7 @@ import { lockRoutes } from "./lock-handlers.js";
 import { createLockMetrics } from "./lock-metrics.js";
 import { createPgBackend, RELEASE_CHANNEL } from "./pg-backend.js";
 import { PgListener } from "./pg-listener.js";
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 
 /** The only place that knows which backend is configured. */
 async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend> {

@@ -2,8 +2,8 @@
  * Request checks for the Lock service, run before any backend call so bad input changes
  * nothing. Every failure is INVALID_ARGUMENT with a reason and the field name.
  */
-import { invalidArgument, REASONS } from "../shared/errors.js";
-import { checkText } from "../shared/validation.js";
+import { invalidArgument, REASONS } from "../shared/domain/errors.js";
+import { checkText } from "../shared/domain/validation.js";
 import { LEASE_ID_PATTERN } from "./lease-id.js";
 
 /** ASCII only, and no characters that would need escaping in an etcd key path or a log line. */

@@ -11,7 +11,7 @@
  * acquire, renew and release are named statements: prepared once per connection, so each call
  * skips parse and plan (every payout runs them).
  */
-import { isUnavailableError, type Pool } from "../shared/pg.js";
+import { isUnavailableError, type Pool } from "../shared/db/pg.js";
 import { leaseHash, newLeaseId } from "./lease-id.js";
 import {
   BackendUnavailableError,
@@ -25,6 +25,7 @@ import {
 } from "./lock-backend.js";
 import type { PgListener } from "./pg-listener.js";
 import { attemptUntil, Wakeup, type Attempt } from "./waiting.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export const RELEASE_CHANNEL = "railfence_lock_released";
 
@@ -96,7 +97,7 @@ async function db<T>(fn: () => Promise<T>): Promise<T> {
 export async function createPgBackend(opts: PgBackendOptions): Promise<LockBackend> {
   const { pool, listener } = opts;
   const { rows } = await db(() => pool.query<{ floor: string }>(RATCHET_FLOOR, [opts.floor.toString()]));
-  const floor = BigInt(rows[0]!.floor);
+  const floor = int8(rows[0]!.floor);
 
   async function attempt(key: string, owner: string, ttlMs: number): Promise<Attempt<LeaseGrant>> {
     const leaseId = newLeaseId();
@@ -108,7 +109,7 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
       }),
     );
     const row = res.rows[0];
-    if (row?.token && row.expires_at) return { granted: { key, leaseId, owner, token: BigInt(row.token), expiresAt: row.expires_at } };
+    if (row?.token && row.expires_at) return { granted: { key, leaseId, owner, token: int8(row.token), expiresAt: row.expires_at } };
     return { retryInMs: row?.holder_ms ?? undefined };
   }
 
@@ -148,7 +149,7 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
       );
       const row = rows[0];
       if (!row) return undefined;
-      return { key: input.key, leaseId: input.leaseId, owner: row.owner, token: BigInt(row.token), expiresAt: row.expires_at };
+      return { key: input.key, leaseId: input.leaseId, owner: row.owner, token: int8(row.token), expiresAt: row.expires_at };
     },
 
     async release(input: ReleaseInput): Promise<ReleaseOutcome> {
@@ -164,7 +165,7 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
       const { rows } = await db(() => pool.query<{ token: string; owner: string; expires_at: Date; held: boolean }>(INSPECT, [key]));
       const row = rows[0];
       if (!row) return { key, held: false, owner: "", token: 0n, expiresAt: undefined, lastToken: 0n };
-      const token = BigInt(row.token);
+      const token = int8(row.token);
       return row.held
         ? { key, held: true, owner: row.owner, token, expiresAt: row.expires_at, lastToken: token }
         : { key, held: false, owner: "", token: 0n, expiresAt: undefined, lastToken: token };

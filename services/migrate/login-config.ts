@@ -4,9 +4,9 @@
  * LOGIN_<COMPONENT>_PASSWORD_FILE, for COMPONENT in RAIL_PROXY, EXECUTOR, PAYOUTS, RECONCILER
  * (paydb) and LOCK (lockdb). No LOGIN_* variable: no provisioning (a DBA manages the logins).
  */
-import { ConfigError, readSecretFile } from "../shared/config.js";
-import { SERVICE_ROLES, type ServiceRole } from "../shared/db-roles.js";
-import type { DatabaseKind } from "../shared/migrate.js";
+import { ConfigError, readSecretFile } from "../shared/process/config.js";
+import { SERVICE_ROLES, type ServiceRole } from "../shared/db/db-roles.js";
+import type { DatabaseKind } from "../shared/db/migrate.js";
 import { loginProblems, type LoginSpec } from "./login-roles.js";
 
 /** LOGIN_RAIL_PROXY for "rail-proxy". */

@@ -16,9 +16,9 @@
  * All logins of a database change in one transaction, serialised with other runs.
  */
 import pg from "pg";
-import { ConfigError } from "../shared/config.js";
-import { SERVICE_ROLES, type ServiceRole } from "../shared/db-roles.js";
-import type { DatabaseKind } from "../shared/migrate.js";
+import { ConfigError } from "../shared/process/config.js";
+import { SERVICE_ROLES, type ServiceRole } from "../shared/db/db-roles.js";
+import type { DatabaseKind } from "../shared/db/migrate.js";
 import { scramSha256Verifier } from "./scram.js";
 
 /** A role name the chart's schema also accepts: an unquoted identifier, so the DBA's SQL names the same role. */

@@ -8,11 +8,11 @@
  * paydb then verifies every new payout fence with (migration 014).
  */
 import { z } from "zod";
-import { databaseUrl, loadConfig } from "../shared/config.js";
-import { createLogger } from "../shared/logger.js";
-import { runMain } from "../shared/lifecycle.js";
-import { installFenceSigningKey, migrate, type DatabaseKind } from "../shared/migrate.js";
-import { signingKeyFromFile } from "../shared/token-signature.js";
+import { databaseUrl, loadConfig } from "../shared/process/config.js";
+import { createLogger } from "../shared/process/logger.js";
+import { runMain } from "../shared/observability/lifecycle.js";
+import { installFenceSigningKey, migrate, type DatabaseKind } from "../shared/db/migrate.js";
+import { signingKeyFromFile } from "../shared/process/token-signature.js";
 import { readLogins } from "./login-config.js";
 import { provisionLogins } from "./login-roles.js";
 

@@ -10,7 +10,7 @@
  * the failure and logs once per outage; the scrape itself still succeeds with every other metric.
  */
 import { Counter, Gauge, type Registry } from "prom-client";
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 import { BACKLOG_STATES, type BacklogSnapshot, type BacklogStore } from "./backlog-store.js";
 
 export function registerBacklogMetrics(registry: Registry, deps: { store: BacklogStore; logger: Logger; minIntervalMs: number; now?: () => number }) {

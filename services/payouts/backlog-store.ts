@@ -4,7 +4,7 @@
  * reconciler last finished a pass. Ages are computed by paydb (its clock, the one that stamped
  * created_at), never by this host.
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
 
 /** The states a payout waits in: not final. PAID and FAILED are final (only a human reopens). */
 export const BACKLOG_STATES = ["PENDING", "PROCESSING", "UNKNOWN", "NEEDS_ATTENTION"] as const;

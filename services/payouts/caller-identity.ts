@@ -3,12 +3,12 @@
  * can never read (or replay) another client's answer.
  *
  * Under mutual TLS the identity is the one in the caller's verified client certificate
- * (services/shared/identity.ts); the authorization policy has already refused callers that are
+ * (services/shared/process/identity.ts); the authorization policy has already refused callers that are
  * not configured clients (PAYOUTS_CLIENT_IDENTITIES). On cleartext loopback (tests, a laptop)
  * every caller is the configured default client.
  */
 import type { HandlerContext } from "@connectrpc/connect";
-import { peerIdentityKey } from "../shared/identity.js";
+import { peerIdentityKey } from "../shared/process/identity.js";
 
 /** Resolves the calling client's identity from a handler context. */
 export type CallerIdentity = (ctx: HandlerContext) => string;

@@ -1,8 +1,8 @@
 /** payouts configuration, read once from the environment. */
 import { z } from "zod";
-import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
-import { ID_PATTERN } from "../shared/validation.js";
+import { databaseUrl, env, loadConfig } from "../shared/process/config.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process/process-config.js";
+import { ID_PATTERN } from "../shared/domain/validation.js";
 import { parseDailyAmounts, type LimitsConfig } from "./limits.js";
 
 const DAY_MS = 86_400_000;

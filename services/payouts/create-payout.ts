@@ -16,9 +16,9 @@
  * half-finished attempt; the attempt finishes (or rolls back) and a retry replays it.
  */
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { DomainError, REASONS, unavailable } from "../shared/errors.js";
-import type { Logger } from "../shared/logger.js";
-import { dbUnavailable, isBusyError, isLockTimeout, isUnavailableError } from "../shared/pg.js";
+import { DomainError, REASONS, unavailable } from "../shared/domain/errors.js";
+import type { Logger } from "../shared/process/logger.js";
+import { dbUnavailable, isBusyError, isLockTimeout, isUnavailableError } from "../shared/db/pg.js";
 import { CreatePayoutResponseSchema, type CreatePayoutRequest, type CreatePayoutResponse } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimKey, requestFingerprint } from "./idempotency.js";
 import type { IdempotencyStore } from "./idempotency-store.js";

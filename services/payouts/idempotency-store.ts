@@ -10,7 +10,7 @@
  * - take over: the row is locked with `FOR UPDATE SKIP LOCKED`: if someone else holds it, we
  *   skip it and report a conflict rather than wait.
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
 import type { Queryable } from "./payout-store.js";
 
 export interface KeyRow {

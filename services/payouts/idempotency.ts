@@ -9,7 +9,7 @@
  */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createHash, randomUUID } from "node:crypto";
-import { DomainError, REASONS } from "../shared/errors.js";
+import { DomainError, REASONS } from "../shared/domain/errors.js";
 import { CreatePayoutRequestSchema, type CreatePayoutRequest } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import type { ClaimParams, IdempotencyStore } from "./idempotency-store.js";
 

@@ -4,8 +4,9 @@
  * is its own, with short timeouts, so a slow or unreachable store fails fast (fail closed)
  * instead of holding a payout request.
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
 import type { Consumption, LimitDecision } from "./limits.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export interface ConsumeParams {
   clientId: string;
@@ -46,7 +47,7 @@ export function createLimitStore(pool: Pool) {
       });
       const r = rows[0]!;
       if (r.outcome === "OK") return { kind: "ok", consumption: { rateWindow: r.rate_window, dayWindow: r.day_window } };
-      return { kind: "exceeded", limit: r.outcome, used: BigInt(r.used ?? "0"), limitValue: BigInt(r.limit_value ?? "0"), resetsAt: r.resets_at! };
+      return { kind: "exceeded", limit: r.outcome, used: int8(r.used ?? "0"), limitValue: int8(r.limit_value ?? "0"), resetsAt: r.resets_at! };
     },
 
     /** Gives back a consumption whose payout provably was not created. */

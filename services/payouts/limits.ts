@@ -25,7 +25,8 @@
  *   until its window ends; a single payout larger than the whole daily limit gets no retry hint
  *   (waiting cannot help).
  */
-import { DomainError, REASONS, unavailable } from "../shared/errors.js";
+import { DomainError, REASONS, unavailable } from "../shared/domain/errors.js";
+import { int8 } from "../shared/domain/int8.js";
 
 /** Limits of one payouts deployment (config.ts reads them). */
 export interface LimitsConfig {
@@ -57,7 +58,7 @@ export function parseDailyAmounts(text: string): Record<string, bigint | null> {
     const m = /^(\*|[A-Z]{3})=(off|\d{1,19})$/.exec(part);
     if (!m) throw new Error(`"${part}" is not CUR=<minor units> or CUR=off (CUR: ISO-4217 upper case, or *)`);
     if (m[1]! in out) throw new Error(`${m[1]} is given twice`);
-    out[m[1]!] = m[2] === "off" ? null : BigInt(m[2]!);
+    out[m[1]!] = m[2] === "off" ? null : int8(m[2]!);
   }
   if (!("*" in out)) throw new Error('name a limit for every other currency with "*=<minor units>" (or "*=off")');
   return out;

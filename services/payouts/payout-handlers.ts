@@ -4,17 +4,17 @@
  * is written, and every failure names its field.
  */
 import type { ConnectRouter } from "@connectrpc/connect";
-import { DomainError, invalidArgument, REASONS, toConnectError } from "../shared/errors.js";
-import { dbCall } from "../shared/pg.js";
+import { DomainError, invalidArgument, REASONS, toConnectError } from "../shared/domain/errors.js";
+import { dbCall } from "../shared/db/pg.js";
 import { PayoutService, PayoutState } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/validation.js";
+import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText } from "../shared/domain/validation.js";
 import type { CallerIdentity } from "./caller-identity.js";
 import { KeyReusedError, type CreatePayout } from "./create-payout.js";
 import { checkIdempotencyKey, EXPIRES_AT_HEADER, readIdempotencyKey, REPLAYED_HEADER, RETENTION_HEADER } from "./idempotency.js";
-import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
+import { decodePageToken, encodePageToken, isTimestampText } from "../shared/domain/page-token.js";
 import { stateName, toPayout } from "./payout-message.js";
 import type { PayoutStore } from "./payout-store.js";
-import { currentTraceparent } from "../shared/tracing.js";
+import { currentTraceparent } from "../shared/observability/tracing.js";
 
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 

@@ -4,6 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { randomBytes } from "node:crypto";
 import { PayoutSchema, PayoutState, type Payout } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
 import type { PayoutRow, PayoutStateName } from "./payout-store.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export const STATE_NAMES: Record<PayoutStateName, PayoutState> = {
   PENDING: PayoutState.PENDING,
@@ -24,10 +25,10 @@ export function toPayout(r: PayoutRow): Payout {
   return create(PayoutSchema, {
     payoutId: r.payout_id,
     accountId: r.account_id,
-    amount: { amountMinor: BigInt(r.amount_minor), currency: r.currency },
+    amount: { amountMinor: int8(r.amount_minor), currency: r.currency },
     beneficiary: r.beneficiary,
     state: STATE_NAMES[r.state],
-    fence: BigInt(r.fence),
+    fence: int8(r.fence),
     railReference: r.rail_reference ?? "",
     failureReason: r.failure_reason ?? "",
     createdAt: timestampFromDate(r.created_at),

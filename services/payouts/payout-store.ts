@@ -3,7 +3,7 @@
  * Executors own every later change of a payout (claim, fence, outcome); this service only
  * inserts PENDING rows and reads them back, always scoped to the owning client.
  */
-import type { Pool, PoolClient } from "../shared/pg.js";
+import type { Pool, PoolClient } from "../shared/db/pg.js";
 
 /** A pool or a client inside an open transaction. */
 export type Queryable = Pool | PoolClient;

@@ -2,14 +2,14 @@
  * The payouts API, built from its config: paydb (primary only) -> stores -> domain -> server.
  * main.ts only reads the environment and wires signals.
  */
-import type { RunningService } from "../shared/lifecycle.js";
-import type { Logger } from "../shared/logger.js";
-import { createRegistry } from "../shared/metrics.js";
-import { createPool } from "../shared/pg.js";
-import { startServiceServer } from "../shared/server.js";
-import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import type { Logger } from "../shared/process/logger.js";
+import { createRegistry } from "../shared/observability/metrics.js";
+import { createPool } from "../shared/db/pg.js";
+import { startServiceServer } from "../shared/edge/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/domain/limits.js";
 import { PayoutService } from "../shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { POLICIES } from "../shared/authz.js";
+import { POLICIES } from "../shared/edge/authz.js";
 import { registerBacklogMetrics } from "./backlog-metrics.js";
 import { createBacklogStore } from "./backlog-store.js";
 import { createCallerIdentity } from "./caller-identity.js";

@@ -3,7 +3,7 @@
  * locks or a long transaction. Correctness does not depend on it (an expired key is treated
  * as new whether or not it was purged); it only keeps the table small.
  */
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 import type { IdempotencyStore } from "./idempotency-store.js";
 import type { LimitStore } from "./limit-store.js";
 import type { PayoutsMetrics } from "./payouts-metrics.js";

@@ -17,11 +17,11 @@
  * through these dependencies (tools/harness/controls/rail-proxy.ts), never through a setting.
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Logger } from "../shared/logger.js";
-import { retryWhileUnavailable } from "../shared/pg.js";
-import { railStatusName, readRailStatus, type RailStatusReading } from "../shared/rail-status.js";
-import { sendGateContext, type SendGate } from "../shared/send-gate.js";
-import { annotate } from "../shared/tracing.js";
+import type { Logger } from "../shared/process/logger.js";
+import { retryWhileUnavailable } from "../shared/db/pg.js";
+import { railStatusName, readRailStatus, type RailStatusReading } from "../shared/domain/rail-status.js";
+import { sendGateContext, type SendGate } from "../shared/rpc/send-gate.js";
+import { annotate } from "../shared/observability/tracing.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { RailClient } from "./rail-client.js";
 import type { AdmitResult, Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
@@ -63,7 +63,7 @@ export interface AdmissionDeps {
   now?: () => number;
   /** Wall-clock epoch milliseconds (tests may step it). */
   wallNow?: () => number;
-  /** How a rail status is read (shared/rail-status.ts). Tests inject another reading as a negative control. */
+  /** How a rail status is read (shared/domain/rail-status.ts). Tests inject another reading as a negative control. */
   readStatus?: (status: number) => RailStatusReading;
 }
 

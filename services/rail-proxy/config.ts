@@ -1,9 +1,9 @@
 /** rail-proxy configuration, read once from the environment. */
 import { hostname } from "node:os";
 import { z } from "zod";
-import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
-import { signingKeyFromFile } from "../shared/token-signature.js";
-import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
+import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/process/config.js";
+import { signingKeyFromFile } from "../shared/process/token-signature.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process/process-config.js";
 import { DURABILITY_DECLARATIONS, type Durability } from "./paydb-durability.js";
 
 const schema = z

@@ -5,7 +5,7 @@
  * dependencies (RailProxyControls, tools/harness/controls/rail-proxy.ts), and the proxy still
  * reports what it runs with: the guard gauges, and a warning at start and every minute after.
  */
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 import type { Guards, MarkPrecheck } from "./admission.js";
 import type { RailProxyConfig } from "./config.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";

@@ -15,9 +15,9 @@
  *   gauged and alerted): nothing is admitted that a failover could forget.
  */
 import type pg from "pg";
-import { DomainError } from "../shared/errors.js";
-import type { Logger } from "../shared/logger.js";
-import { REASONS } from "../shared/reasons.js";
+import { DomainError } from "../shared/domain/errors.js";
+import type { Logger } from "../shared/process/logger.js";
+import { REASONS } from "../shared/domain/reasons.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 
 export const DURABILITY_DECLARATIONS = ["single-node", "managed-ha", "synchronous-standby"] as const;

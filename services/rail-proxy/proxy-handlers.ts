@@ -5,26 +5,27 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/errors.js";
-import { dbCall, dbUnavailable } from "../shared/pg.js";
-import type { Logger } from "../shared/logger.js";
-import { parseSubmissionRef } from "../shared/submission-ref.js";
+import { DomainError, invalidArgument, REASONS, unavailable } from "../shared/domain/errors.js";
+import { dbCall, dbUnavailable } from "../shared/db/pg.js";
+import type { Logger } from "../shared/process/logger.js";
+import { parseSubmissionRef } from "../shared/domain/submission-ref.js";
 import { RailProxyService, ResolutionOutcome, SubmissionSchema, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { decodePageToken, encodePageToken, isTimestampText } from "../shared/page-token.js";
-import { annotate } from "../shared/tracing.js";
-import { accountLockKey, tokenSignatureValid } from "../shared/token-signature.js";
-import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/validation.js";
+import { decodePageToken, encodePageToken, isTimestampText } from "../shared/domain/page-token.js";
+import { annotate } from "../shared/observability/tracing.js";
+import { accountLockKey, tokenSignatureValid } from "../shared/process/token-signature.js";
+import { checkBeneficiary, checkId, checkMoney, checkPageSize, checkText, checkToken } from "../shared/domain/validation.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { Intent, SubmissionRow, SubmissionStore } from "./submission-store.js";
 import type { Refusal, Submit, SubmitOutcome } from "./admission.js";
 import type { RailClient } from "./rail-client.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export function toSubmission(r: SubmissionRow): Submission {
   return create(SubmissionSchema, {
     payoutId: r.payout_id,
     accountId: r.account_id,
-    fencingToken: BigInt(r.fencing_token),
-    amount: { amountMinor: BigInt(r.amount_minor), currency: r.currency },
+    fencingToken: int8(r.fencing_token),
+    amount: { amountMinor: int8(r.amount_minor), currency: r.currency },
     beneficiary: r.beneficiary,
     state: SubmissionState[r.state],
     railReference: r.rail_reference ?? "",
@@ -71,7 +72,7 @@ function checkTimestamp(field: string, ts: { seconds: bigint; nanos: number } | 
   }
 }
 
-/** One page-token codec for every list (shared/page-token.ts); positions are PostgreSQL's created_at::text. */
+/** One page-token codec for every list (shared/domain/page-token.ts); positions are PostgreSQL's created_at::text. */
 const encodeCursor = (r: SubmissionRow, scope: string) => encodePageToken({ at: r.cursor, id: r.payout_id }, scope);
 function decodeCursor(token: string, scope: string): { cursor: string; payoutId: string } | undefined {
   const position = decodePageToken(token, scope, isTimestampText);

@@ -4,9 +4,9 @@
  * a retry to a non-idempotent rail is a second payment.
  */
 import { createClient, type Interceptor } from "@connectrpc/connect";
-import { serviceTransport, type ConnectionTiming } from "../shared/client-transport.js";
+import { serviceTransport, type ConnectionTiming } from "../shared/rpc/client-transport.js";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
-import type { TlsSettings } from "../shared/tls.js";
+import type { TlsSettings } from "../shared/process/tls.js";
 
 /**
  * How long a rail request can take to leave the process, bounded (docs/threat-model.md, the

@@ -4,14 +4,14 @@
  * test wants to replace (the rail client, a guard removed by a negative control) come in through
  * `deps`; main.ts only reads the environment and wires signals, and no setting removes a guard.
  */
-import type { Logger } from "../shared/logger.js";
-import type { RunningService } from "../shared/lifecycle.js";
-import { REQUEST_MAX_BYTES } from "../shared/limits.js";
-import { createRegistry } from "../shared/metrics.js";
-import { requireMigrated } from "../shared/migrate.js";
-import { createPool, warnIfAsynchronous } from "../shared/pg.js";
-import { POLICIES } from "../shared/authz.js";
-import { startServiceServer } from "../shared/server.js";
+import type { Logger } from "../shared/process/logger.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import { REQUEST_MAX_BYTES } from "../shared/domain/limits.js";
+import { createRegistry } from "../shared/observability/metrics.js";
+import { requireMigrated } from "../shared/db/migrate.js";
+import { createPool, warnIfAsynchronous } from "../shared/db/pg.js";
+import { POLICIES } from "../shared/edge/authz.js";
+import { startServiceServer } from "../shared/edge/server.js";
 import { RailProxyService } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { createAdmission } from "./admission.js";
 import type { RailProxyConfig } from "./config.js";

@@ -13,7 +13,7 @@
  *   (PAYOUT_ALREADY_SUBMITTED); either way the whole statement, mark included, rolls back.
  * The mark is never read into the process and never cached (ADR-007 failures i-iii).
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
 
 export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID" | "NOT_FORWARDED";
 
@@ -60,7 +60,7 @@ export interface ResolvedRow extends SubmissionRow {
 export interface Intent {
   /** The reference the caller presented (the ledger's primary key). */
   reference: string;
-  /** The payout it pays (shared/submission-ref.ts). */
+  /** The payout it pays (shared/domain/submission-ref.ts). */
   payoutId: string;
   accountId: string;
   token: bigint;
@@ -348,7 +348,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
 
     /**
      * UNKNOWN payouts whose submissions are all closed, closed from the one that decides them (the
-     * rule of shared/submission-liveness.ts: the oldest that may have paid since the payout was last
+     * rule of shared/domain/submission-liveness.ts: the oldest that may have paid since the payout was last
      * re-opened, else the newest rail refusal). The statements that close a submission close its
      * payout too; this catches what they could not see: an executor writing UNKNOWN while the
      * resolution was committing, or a late rail answer closing a stale submission. Returns the

@@ -7,7 +7,7 @@
  * the statements that close a submission close its payout too, and this catches the payouts they
  * could not see, so closing a payout from its submission has one writer, rail-proxy (decision 066).
  */
-import type { Logger } from "../shared/logger.js";
+import type { Logger } from "../shared/process/logger.js";
 import type { ProxyMetrics } from "./proxy-metrics.js";
 import type { SubmissionStore } from "./submission-store.js";
 

@@ -4,7 +4,7 @@
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { Interceptor } from "@connectrpc/connect";
-import { railError, REASONS } from "../shared/errors.js";
+import { railError, REASONS } from "../shared/domain/errors.js";
 
 const digest = (s: string) => createHash("sha256").update(s, "utf8").digest();
 

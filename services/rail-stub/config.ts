@@ -1,7 +1,7 @@
 /** rail-stub configuration, read once from the environment. */
 import { z } from "zod";
-import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/config.js";
-import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process-config.js";
+import { databaseUrl, env, loadConfig, readSecretFile } from "../shared/process/config.js";
+import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/process/process-config.js";
 
 const schema = z.object({
   ...serverEnvShape(7300, 9300),

@@ -1,8 +1,8 @@
 /** RailControlService: fault injection for tests and drills, on its own port. */
 import type { ConnectRouter } from "@connectrpc/connect";
 import { FaultKind, RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
-import { invalidArgument, REASONS } from "../shared/errors.js";
-import { checkText } from "../shared/validation.js";
+import { invalidArgument, REASONS } from "../shared/domain/errors.js";
+import { checkText } from "../shared/domain/validation.js";
 import type { FaultPlan } from "./faults.js";
 
 export function controlRoutes(faults: FaultPlan) {

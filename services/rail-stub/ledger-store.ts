@@ -1,5 +1,6 @@
 /** The stub rail's books in raildb. The only layer that knows SQL. */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export interface BookedPayment {
   sequence: bigint;
@@ -29,12 +30,12 @@ export interface LedgerRow {
 }
 
 const toPayment = (r: LedgerRow): BookedPayment => ({
-  sequence: BigInt(r.sequence),
+  sequence: int8(r.sequence),
   railReference: r.rail_reference,
   clientReference: r.client_reference,
   accountId: r.account_id,
   beneficiary: r.beneficiary,
-  amountMinor: BigInt(r.amount_minor),
+  amountMinor: int8(r.amount_minor),
   currency: r.currency,
   status: r.status,
   reason: r.reason,

@@ -6,12 +6,13 @@ import { randomBytes } from "node:crypto";
 import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Counter } from "prom-client";
-import { invalidArgument, railError, REASONS } from "../shared/errors.js";
+import { invalidArgument, railError, REASONS } from "../shared/domain/errors.js";
 import { FaultKind } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { PaymentStatus, RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
-import { checkPageSize, checkText } from "../shared/validation.js";
+import { checkPageSize, checkText } from "../shared/domain/validation.js";
 import type { FaultPlan } from "./faults.js";
 import type { BookedPayment, LedgerStore } from "./ledger-store.js";
+import { int8 } from "../shared/domain/int8.js";
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
@@ -118,7 +119,7 @@ export function railRoutes(ledger: LedgerStore, faults: FaultPlan, metrics: Rail
         ) {
           throw invalidArgument("since", REASONS.TIMESTAMP_INVALID, "since must be a valid timestamp between 0001-01-01 and 9999-12-31");
         }
-        const page = await ledger.list(BigInt(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);
+        const page = await ledger.list(int8(req.afterSequence), req.since ? timestampDate(req.since) : undefined, limit);
         return {
           payments: page.payments.map((p) => ({
             railReference: p.railReference,

@@ -3,14 +3,14 @@
  * server and, for tests and drills, its fault-control server. main.ts only reads the environment.
  */
 import { Counter } from "prom-client";
-import type { RunningService } from "../shared/lifecycle.js";
-import type { Logger } from "../shared/logger.js";
-import { createRegistry } from "../shared/metrics.js";
-import { migrate } from "../shared/migrate.js";
-import { createPool } from "../shared/pg.js";
-import { POLICIES } from "../shared/authz.js";
-import { startServiceServer } from "../shared/server.js";
-import { REQUEST_MAX_BYTES } from "../shared/limits.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import type { Logger } from "../shared/process/logger.js";
+import { createRegistry } from "../shared/observability/metrics.js";
+import { migrate } from "../shared/db/migrate.js";
+import { createPool } from "../shared/db/pg.js";
+import { POLICIES } from "../shared/edge/authz.js";
+import { startServiceServer } from "../shared/edge/server.js";
+import { REQUEST_MAX_BYTES } from "../shared/domain/limits.js";
 import { RailService } from "../shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailControlService } from "../shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { requireCredential } from "./auth.js";

@@ -1,7 +1,7 @@
 /** reconciler configuration, read once from the environment. */
 import { z } from "zod";
-import { databaseUrl, env, loadConfig } from "../shared/config.js";
-import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process-config.js";
+import { databaseUrl, env, loadConfig } from "../shared/process/config.js";
+import { processConfig, processEnvShape, type ProcessConfig } from "../shared/process/process-config.js";
 
 const schema = z
   .object({

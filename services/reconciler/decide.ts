@@ -15,14 +15,14 @@
  *
  * "Other payments of its payout" are those whose reference names the same payout, and those
  * whose reference names no payout but which pay exactly what the payout pays
- * (shared/payment-match.ts): a second payment of a payout, under whatever reference, is never
+ * (shared/domain/payment-match.ts): a second payment of a payout, under whatever reference, is never
  * mistaken for "nothing happened".
  *
  * "Absent" only means "not paid" once the rail has had the whole settlement window to book it
  * and its statement provably covers that window: a payment booked late must not be declared
  * unpaid (the payout would be paid again by hand). Nothing here ever leads to a resubmission.
  */
-import type { StatementEntry as SharedStatementEntry } from "../shared/rail-statement.js";
+import type { StatementEntry as SharedStatementEntry } from "../shared/domain/rail-statement.js";
 
 export interface AmbiguousSubmission {
   payoutId: string;
@@ -33,7 +33,7 @@ export interface AmbiguousSubmission {
   createdAt: Date;
 }
 
-/** A line of the statement as decide() reads it (shared/rail-statement.ts; its place in the statement does not matter here). */
+/** A line of the statement as decide() reads it (shared/domain/rail-statement.ts; its place in the statement does not matter here). */
 export type StatementEntry = Omit<SharedStatementEntry, "bookedAt" | "sequence">;
 
 export type Decision =

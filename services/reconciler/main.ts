@@ -3,8 +3,8 @@
  * Kubernetes CronJob mode; a failed run exits 70 so the Job is marked failed). > 0: a loop with a
  * ready line and /metrics, drained on SIGTERM.
  */
-import { EXIT_OK, EXIT_STARTUP, flushTelemetry, onShutdown, runMain } from "../shared/lifecycle.js";
-import { createLogger } from "../shared/logger.js";
+import { EXIT_OK, EXIT_STARTUP, flushTelemetry, onShutdown, runMain } from "../shared/observability/lifecycle.js";
+import { createLogger } from "../shared/process/logger.js";
 import { readConfig } from "./config.js";
 import { createReconcilerService } from "./reconciler-service.js";
 

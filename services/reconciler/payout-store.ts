@@ -4,7 +4,8 @@
  * a rail payment with no intent on the ledger, goes through paydb's payout_paid_without_intent,
  * which can make that one move and nothing else. The only layer of the reconciler that knows SQL.
  */
-import type { Pool } from "../shared/pg.js";
+import type { Pool } from "../shared/db/pg.js";
+import { int8 } from "../shared/domain/int8.js";
 
 export function createReconcilerStore(pool: Pool) {
   return {
@@ -44,7 +45,7 @@ export function createReconcilerStore(pool: Pool) {
             state: r.state,
             railReference: r.rail_reference ?? "",
             accountId: r.account_id,
-            amountMinor: BigInt(r.amount_minor),
+            amountMinor: int8(r.amount_minor),
             currency: r.currency,
             beneficiary: r.beneficiary,
           },

@@ -14,15 +14,15 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { errorReason, hasReason, REASONS } from "../shared/errors.js";
-import type { Logger } from "../shared/logger.js";
-import { statementPages } from "../shared/rail-statement.js";
+import { errorReason, hasReason, REASONS } from "../shared/domain/errors.js";
+import type { Logger } from "../shared/process/logger.js";
+import { statementPages } from "../shared/domain/rail-statement.js";
 import { ResolutionOutcome, SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { decide, type AmbiguousSubmission, type Decision, type StatementEntry } from "./decide.js";
-import { contentKey } from "../shared/payment-match.js";
-import { payoutIdOf } from "../shared/submission-ref.js";
+import { contentKey } from "../shared/domain/payment-match.js";
+import { payoutIdOf } from "../shared/domain/submission-ref.js";
 import type { ReconcilerStore } from "./payout-store.js";
-import type { RailProxyClient } from "../shared/proxy-pool.js";
+import type { RailProxyClient } from "../shared/rpc/proxy-pool.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
 import { findUnrecordedPayments } from "./unrecorded-payments.js";
 
@@ -91,8 +91,8 @@ export function createReconciler(deps: ReconcileDeps) {
 
   /**
    * The statement entries that concern the given submissions, and the instant the statement
-   * covers: by exact reference; by the payout a reference names (shared/submission-ref.ts); and by
-   * content (shared/payment-match.ts) for entries whose reference names no payout we know.
+   * covers: by exact reference; by the payout a reference names (shared/domain/submission-ref.ts); and by
+   * content (shared/domain/payment-match.ts) for entries whose reference names no payout we know.
    */
   async function readStatement(since: Date, subs: readonly Submission[]) {
     const refs = new Set(subs.map((s) => s.payoutId));

@@ -3,12 +3,12 @@
  * -> one run (reconcile.ts). `runOnce` is the Kubernetes CronJob mode; `startLoop` runs every
  * RECONCILE_INTERVAL_MS with /metrics. main.ts only reads the environment and picks the mode.
  */
-import type { RunningService } from "../shared/lifecycle.js";
-import type { Logger } from "../shared/logger.js";
-import { createRegistry, serveMetrics } from "../shared/metrics.js";
-import { requireMigrated } from "../shared/migrate.js";
-import { createPool } from "../shared/pg.js";
-import { createProxyPool } from "../shared/proxy-pool.js";
+import type { RunningService } from "../shared/observability/lifecycle.js";
+import type { Logger } from "../shared/process/logger.js";
+import { createRegistry, serveMetrics } from "../shared/observability/metrics.js";
+import { requireMigrated } from "../shared/db/migrate.js";
+import { createPool } from "../shared/db/pg.js";
+import { createProxyPool } from "../shared/rpc/proxy-pool.js";
 import type { ReconcilerConfig } from "./config.js";
 import { createReconcilerStore } from "./payout-store.js";
 import { createReconciler } from "./reconcile.js";

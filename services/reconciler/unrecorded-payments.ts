@@ -15,11 +15,11 @@
  * consistent and costs no call; only the others are checked against the proxy's ledger
  * (ListPayoutSubmissions), one call per payout.
  */
-import type { Logger } from "../shared/logger.js";
-import { contentDifferences } from "../shared/payment-match.js";
-import { payoutIdOf } from "../shared/submission-ref.js";
-import type { RailProxyClient } from "../shared/proxy-pool.js";
-import { statementPages, type StatementEntry } from "../shared/rail-statement.js";
+import type { Logger } from "../shared/process/logger.js";
+import { contentDifferences } from "../shared/domain/payment-match.js";
+import { payoutIdOf } from "../shared/domain/submission-ref.js";
+import type { RailProxyClient } from "../shared/rpc/proxy-pool.js";
+import { statementPages, type StatementEntry } from "../shared/domain/rail-statement.js";
 import type { ReconcilerStore } from "./payout-store.js";
 import type { ReconcilerMetrics } from "./reconciler-metrics.js";
 

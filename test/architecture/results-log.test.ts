@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { KEEP, RESULT_SECTIONS, withResult } from "../../tools/harness/results-log.js";
 
 const row = (n: number, result = `run ${n}`) => ({ date: `2026-12-0${n % 9} 10:00`, commit: `c${n}`, result });

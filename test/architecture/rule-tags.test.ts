@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { check } from "../../model/check-map.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { generateRuleTable, RULE_TABLE } from "../../tools/generate-rule-table.js";
 import { collectTags, tagsIn } from "../../tools/rule-tags.js";
 

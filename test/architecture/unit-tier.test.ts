@@ -21,8 +21,9 @@ function matching(pattern: string): string[] {
   const re = new RegExp(
     `^${pattern
       .replace(/[.+^${}()|[\]\\]/g, "\\$&")
-      .replace(/\*\*\//g, "(?:.*/)?")
-      .replace(/\*/g, "[^/]*")}$`,
+      .replace(/\*\*\//g, "@@")
+      .replace(/\*/g, "[^/]*")
+      .replace(/@@/g, "(?:.*/)?")}$`,
   );
   const walk = (dir: string): string[] =>
     readdirSync(dir).flatMap((name) => {

@@ -13,8 +13,8 @@ import { randomUUID } from "node:crypto";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ClientPool } from "../../tools/harness/clients.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
-import { migrate } from "../../services/shared/migrate.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { migrate } from "../../services/shared/db/migrate.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { closedLoop, cpuSeconds } from "./load.js";
 

@@ -19,7 +19,7 @@ import pg from "pg";
 import { EtcdServer, etcdBinary } from "../../tools/harness/etcd.js";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import { createEtcdClient } from "../../services/lock/etcd-client.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { LockServiceUnderTest } from "../lock/lock-fixture.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);

@@ -11,8 +11,8 @@ import { toBinary } from "@bufbuild/protobuf";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import { grpcJsHealthCheck } from "../support/grpc-js-health.js";
-import { gatedConnectAdapter } from "../../services/shared/gated-adapter.js";
-import { createLogger } from "../../services/shared/logger.js";
+import { gatedConnectAdapter } from "../../services/shared/edge/gated-adapter.js";
+import { createLogger } from "../../services/shared/process/logger.js";
 import {
   Health,
   HealthCheckResponseSchema,

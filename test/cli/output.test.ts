@@ -9,7 +9,7 @@ import { codeName, describeError, exitCodeFor, formatErrorReport } from "../../s
 import { EXIT_NOT_FOUND, EXIT_OUTCOME_UNKNOWN, EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE } from "../../services/cli/exit-codes.js";
 import { formatFields, formatMoney, formatTable, messageJson } from "../../services/cli/output.js";
 import { submissionDetail, submissionTable } from "../../services/cli/views.js";
-import { railError, REASONS, type ReasonEntry } from "../../services/shared/errors.js";
+import { railError, REASONS, type ReasonEntry } from "../../services/shared/domain/errors.js";
 import { ListUnresolvedResponseSchema, SubmissionSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 
 const submission = create(SubmissionSchema, {

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { claimed, countPayouts, holdPayoutInserts, library, payoutsOnOwnPostgres, refusals, sql, type PayoutsFixture } from "./support.js";
 import { ClientPool, eventually } from "../support/clients.js";

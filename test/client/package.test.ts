@@ -13,7 +13,7 @@ import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { countPayouts, createPaydb, dropPaydb, startPayouts } from "../payouts/support.js";
 
 const pkgDir = join(projectRoot(), "clients", "typescript");

@@ -16,7 +16,7 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { Pki } from "../../tools/harness/pki.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { goBinary, goEnv } from "../../tools/go-tools.js";
 import { sql } from "../payouts/support.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -6,7 +6,7 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { goBinary, goEnv } from "../../tools/go-tools.js";
 
 const run = promisify(execFile);

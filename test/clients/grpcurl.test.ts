@@ -2,7 +2,7 @@
  * grpcurl (the Go tool most teams reach for) against a railfence server over mutual TLS, with
  * reflection as its only schema: a refused CreatePayout prints its google.rpc.ErrorInfo decoded
  * by name, reason and all, because the server's reflection also serves the error detail files
- * (services/shared/reflection.ts). The negative control gives grpcurl the payouts proto alone,
+ * (services/shared/rpc/reflection.ts). The negative control gives grpcurl the payouts proto alone,
  * without error_details.proto: then the same detail is undecodable bytes, and the check says so.
  *
  * grpcurl is built from its Go module at a pinned version into .tools/go/bin (tools/go-tools.ts);
@@ -12,7 +12,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { ensureGoTool } from "../../tools/go-tools.js";
 import { testMesh } from "../support/test-mesh.js";
 import { newKey } from "../payouts/support.js";

@@ -18,7 +18,7 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
-import { OWNER_ROLE } from "../../services/shared/db-roles.js";
+import { OWNER_ROLE } from "../../services/shared/db/db-roles.js";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import type { ClusterInfo, Kube } from "./kube.js";
 

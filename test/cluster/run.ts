@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { formatTable, runAudit, type AuditResult, type Violation } from "../../services/cli/audit/audit.js";
-import { SERVICE_ROLES } from "../../services/shared/db-roles.js";
+import { SERVICE_ROLES } from "../../services/shared/db/db-roles.js";
 import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { chartDir } from "../helm/helm-tool.js";
 import { OtlpReceiver } from "../observability/otlp-receiver.js";

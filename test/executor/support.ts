@@ -57,7 +57,7 @@ export async function payoutStates(pool: pg.Pool, ids: string[]): Promise<Map<st
 
 /**
  * The payout a rail payment's client_reference belongs to, in SQL: the reference is the payout
- * id or an attempt reference `<payout id>:t<token>` (services/shared/submission-ref.ts).
+ * id or an attempt reference `<payout id>:t<token>` (services/shared/domain/submission-ref.ts).
  */
 export const PAYOUT_OF_REFERENCE = "regexp_replace(client_reference, ':t[0-9]{1,19}$', '')";
 

@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { recordResult } from "../../tools/harness/results-log.js";
 
 const { values } = parseArgs({ options: { cases: { type: "string" }, seed: { type: "string" } } });

@@ -4,7 +4,7 @@
  * not imported from the implementation, so a validator that drifts from the spec is caught.
  */
 import fc from "fast-check";
-import { ISO_4217 } from "../../services/shared/iso4217.js";
+import { ISO_4217 } from "../../services/shared/domain/iso4217.js";
 
 /** Look-alikes, invisible and control characters, injection and traversal strings. */
 export const CONFUSABLES: readonly string[] = [

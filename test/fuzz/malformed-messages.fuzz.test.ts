@@ -17,7 +17,7 @@ import { Code } from "@connectrpc/connect";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { expectNoLeak } from "./outcome.js";
 import { grpcFrame, rawRequest, type RawAnswer } from "./raw-h2.js";
 import { FuzzTally } from "./summary.js";

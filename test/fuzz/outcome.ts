@@ -6,7 +6,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { expect } from "vitest";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 
 /** Text that must never reach a client: it would mean an internal error leaked through. */
 export const LEAK_PATTERNS: readonly RegExp[] = [

@@ -30,7 +30,7 @@ import {
 } from "./hostile.js";
 import { bounded, expectCleanError, settle } from "./outcome.js";
 import { documentedRequestLimits } from "./wire-targets.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { lockdbState, paydbState } from "./state.js";
 import { FuzzTally } from "./summary.js";
 import { runs } from "../support/fast-check-seed.js";

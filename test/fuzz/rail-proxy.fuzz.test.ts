@@ -14,11 +14,11 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { checkInvariants, meshCheckTarget } from "../../tools/harness/invariants.js";
-import { encodePageToken } from "../../services/shared/page-token.js";
+import { encodePageToken } from "../../services/shared/domain/page-token.js";
 import { RailProxyService, SubmitPayoutRequestSchema, type SubmitPayoutRequest } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { db } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { testMesh } from "../support/test-mesh.js";
 import { ClientPool, expectServing, PROTOCOLS, type Protocol } from "./fuzz-clients.js";
 import {
@@ -387,7 +387,7 @@ describe("reads and resolution", () => {
 });
 
 describe("regressions found by fuzzing", () => {
-  // A token as ListUnresolved issues them (shared/page-token.ts), holding the given position.
+  // A token as ListUnresolved issues them (shared/domain/page-token.ts), holding the given position.
   const token = ([at, id]: [string, string]) => encodePageToken({ at, id }, "ListUnresolved");
   it.each([
     ['a cursor Date.parse accepts but PostgreSQL refuses ("0")', token(["0", "-"])],

@@ -9,7 +9,7 @@ import http2 from "node:http2";
 import { ConnectError } from "@connectrpc/connect";
 import { endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 
 export interface RawAnswer {
   status: number;

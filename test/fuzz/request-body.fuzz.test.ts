@@ -19,7 +19,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { ClientPool } from "./fuzz-clients.js";
 import { grpcFrame, rawRequest, type RawAnswer } from "./raw-h2.js";
 import { FuzzTally } from "./summary.js";

@@ -15,7 +15,7 @@ import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harne
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
-import { migrate } from "../../services/shared/migrate.js";
+import { migrate } from "../../services/shared/db/migrate.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";

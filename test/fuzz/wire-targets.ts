@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { create, ScalarType, toBinary, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import type http2 from "node:http2";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { AcquireRequestSchema, LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { CreatePayoutRequestSchema, PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { RailService, SubmitPaymentRequestSchema } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";

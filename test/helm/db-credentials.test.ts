@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { SERVICE_ROLES } from "../../services/shared/db-roles.js";
+import { SERVICE_ROLES } from "../../services/shared/db/db-roles.js";
 import { fileSource } from "./chart-checks.js";
 import { chartDir, helm } from "./helm-tool.js";
 import { byKind, containers, podSpecs, render, templateArgs, type K8sObject } from "./render.js";

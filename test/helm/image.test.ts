@@ -155,7 +155,7 @@ describe("Dockerfile", () => {
       "tsconfig.build.json",
       "tsconfig.image.json",
       "services/rail-proxy/main.ts",
-      "services/shared/instrumentation.ts",
+      "services/shared/observability/instrumentation.ts",
       "migrations/paydb/001_payouts.sql",
     ]) {
       expect(ignored(p), p).toBe(false);
@@ -207,12 +207,12 @@ describe("Dockerfile", () => {
     const m = env.match(/NODE_OPTIONS="([^"]*)"/);
     expect(m, "the final stage sets NODE_OPTIONS").not.toBeNull();
     const imported = m![1]!.match(/--import[= ](\S+)/)?.[1];
-    expect(imported).toBe("/app/dist/services/shared/instrumentation.js");
+    expect(imported).toBe("/app/dist/services/shared/observability/instrumentation.js");
     // The module is part of the product build, and loading it that way really starts the SDK
     // when OTEL_* asks for it (and only then).
     const local = join(root, imported!.replace(/^\/app\//, ""));
     expect(existsSync(local), `${local} (npm run build)`).toBe(true);
-    const telemetry = join(root, "dist", "services", "shared", "telemetry.js");
+    const telemetry = join(root, "dist", "services", "shared", "observability", "telemetry.js");
     const probe = (nodeOptions: string | undefined, extra: Record<string, string>) =>
       // The same module instance the preload started (one ESM cache per process), asked whether it did.
       spawnSync(

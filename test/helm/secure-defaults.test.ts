@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { identityFromSan } from "../../services/shared/identity.js";
+import { identityFromSan } from "../../services/shared/process/identity.js";
 import { helm } from "./helm-tool.js";
 import { byKind, component, containers, podSpecs, render, templateArgs, type K8sObject } from "./render.js";
 
@@ -102,7 +102,7 @@ describe("secure defaults: helm template with no values", () => {
         .split("\n")
         .find((l) => l.includes("DNS:"))!
         .trim();
-      // What the servers read the caller's identity from (services/shared/identity.ts).
+      // What the servers read the caller's identity from (services/shared/process/identity.ts).
       expect(identityFromSan(san), comp).toBe(IDENTITY[comp]);
       if (SERVERS.has(comp)) expect(san).toContain(`DNS:rf-railfence-${comp}`);
       // Each component mounts its own Secret only.

@@ -21,7 +21,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runAudit, type AuditCounts } from "../../services/cli/audit/audit.js";
 import { ledgerStatement } from "../../tools/harness/invariants.js";
-import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
+import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db/db-roles.js";
 import { Health, HealthCheckResponse_ServingStatus } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
@@ -144,7 +144,7 @@ describe("the image", () => {
     expect(r.code, r.output).toBe(0);
     const seen = JSON.parse(r.output.trim().split("\n").at(-1)!) as Record<string, any>;
     expect(seen.uid).toBe(10001);
-    expect(seen.nodeOptions).toBe("--import=/app/dist/services/shared/instrumentation.js");
+    expect(seen.nodeOptions).toBe("--import=/app/dist/services/shared/observability/instrumentation.js");
     expect(seen.services).toEqual(["cli", "executor", "lock", "migrate", "payouts", "rail-proxy", "rail-stub", "reconciler", "shared"]);
     expect(seen.harness).toEqual([]);
     expect(seen.distExtensions).toEqual([".js"]);

@@ -6,7 +6,7 @@
 import { Code } from "@connectrpc/connect";
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { errorInfo, errorReason } from "../../services/shared/errors.js";
+import { errorInfo, errorReason } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { newLeaseId } from "../../services/lock/lease-id.js";
 import { checkHistory, type LockEvent } from "./history.js";

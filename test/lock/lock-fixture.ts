@@ -8,7 +8,7 @@ import { allowServiceLogins, ownedDatabase, serviceUrl } from "../../tools/harne
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
-import { migrate } from "../../services/shared/migrate.js";
+import { migrate } from "../../services/shared/db/migrate.js";
 import { connectClient } from "../support/clients.js";
 import { eventually } from "../support/time.js";
 

@@ -17,8 +17,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
-import { databaseUrl } from "../../services/shared/config.js";
-import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
+import { databaseUrl } from "../../services/shared/process/config.js";
+import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db/db-roles.js";
 import { containerEnv, renderedSecrets, type Secrets } from "../helm/pod-env.js";
 import { containers, podSpecs, render } from "../helm/render.js";
 

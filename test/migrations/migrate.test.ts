@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it, inject } from "vitest";
-import { migrate, migrationFiles } from "../../services/shared/migrate.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { migrate, migrationFiles } from "../../services/shared/db/migrate.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 
 const admin = inject("pgUrl");

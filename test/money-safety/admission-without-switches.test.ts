@@ -9,7 +9,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { migrate } from "../../services/shared/migrate.js";
+import { migrate } from "../../services/shared/db/migrate.js";
 import { installUnguardedAdmission } from "../../tools/harness/unguarded-admission.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 

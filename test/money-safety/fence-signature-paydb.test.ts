@@ -17,7 +17,7 @@ import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { accountLockKey, signingKeyFromFile, signToken } from "../../services/shared/token-signature.js";
+import { accountLockKey, signingKeyFromFile, signToken } from "../../services/shared/process/token-signature.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor, waitForLog } from "../executor/support.js";
 

@@ -10,7 +10,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
+import { SERVICE_ROLES, type ServiceRole } from "../../services/shared/db/db-roles.js";
 import { testMesh } from "../support/test-mesh.js";
 import { insertPayouts, poolFor } from "../executor/support.js";
 

@@ -12,7 +12,7 @@ import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { eventually, expectRejected, proxyClient, railControl } from "../support/clients.js";

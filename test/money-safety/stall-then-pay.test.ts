@@ -33,7 +33,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { eventually, metricValue, proxyClient } from "../support/clients.js";
 import { testMesh } from "../support/test-mesh.js";

@@ -6,7 +6,7 @@
  * a second submission), the executor leaves the payout UNKNOWN, and the reconciler closes it
  * from the statement, where the payment is booked. The rail books it once.
  *
- * The reading is one function (services/shared/rail-status.ts) for the proxy and the reconciler;
+ * The reading is one function (services/shared/domain/rail-status.ts) for the proxy and the reconciler;
  * its negative control (the old reading, "anything but ACCEPTED is REJECTED") is injected into
  * the admission in services/rail-proxy/admission.test.ts.
  */
@@ -15,7 +15,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorInfo, errorReason } from "../../services/shared/errors.js";
+import { errorInfo, errorReason } from "../../services/shared/domain/errors.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { eventually, expectRejected } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";

@@ -7,7 +7,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { eventually } from "../support/clients.js";
 import { OtlpReceiver } from "./otlp-receiver.js";
 
@@ -19,7 +19,7 @@ afterAll(async () => {
   await receiver?.stop();
 });
 
-const instrumentation = join(projectRoot(), "dist", "services", "shared", "instrumentation.js");
+const instrumentation = join(projectRoot(), "dist", "services", "shared", "observability", "instrumentation.js");
 
 /** A process that makes one span (with an attribute) under the given protocol, then exits. */
 function emit(protocol: string, name: string, script = spanScript(name), extraEnv: Record<string, string> = {}): Promise<number | null> {

@@ -18,7 +18,7 @@ import { GetRailStatementRequestSchema, RailProxyService } from "../../services/
 import { Health } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
-import { grpcFrame } from "../../services/shared/grpc-wire.js";
+import { grpcFrame } from "../../services/shared/rpc/grpc-wire.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { connectClient, eventually, expectRejected, railControl } from "../support/clients.js";
 import { startFullMesh } from "../support/test-mesh.js";

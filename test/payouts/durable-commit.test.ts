@@ -16,7 +16,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPayoutStore } from "../../services/payouts/payout-store.js";
-import { createPool } from "../../services/shared/pg.js";
+import { createPool } from "../../services/shared/db/pg.js";
 import { ReplicatedPaydb } from "../../tools/harness/replicated-paydb.js";
 import { eventually } from "../support/time.js";
 

@@ -7,7 +7,7 @@ import { Code } from "@connectrpc/connect";
 import { toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { CreatePayoutResponseSchema, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { usePayoutsService, countPayouts, create, eventually, keyRow, metric, newKey, sql, validRequest } from "./support.js";

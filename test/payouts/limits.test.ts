@@ -12,7 +12,7 @@ import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, keyRow, metric, newKey, sql, startPayouts, validRequest } from "./support.js";

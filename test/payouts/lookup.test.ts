@@ -11,7 +11,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, create, createPaydb, dropPaydb, eventually, keyRow, newKey, sql, startPayouts, validRequest } from "./support.js";
 

@@ -8,7 +8,7 @@ import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { clients, countPayouts, create, createPaydb, keyRow, metric, newKey, postJson, sql, startPayouts, validRequest } from "./support.js";
 

@@ -4,7 +4,7 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
 import { usePayoutsService, countPayouts, create, newKey, sql, validRequest, type CreateInit } from "./support.js";
 

@@ -7,7 +7,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { clients, countPayouts, create, createPaydb, dropPaydb, keyRow, newKey, startPayouts, validRequest } from "./support.js";

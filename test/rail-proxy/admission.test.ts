@@ -76,7 +76,7 @@ describe("step 0: invalid requests are refused before anything is written", () =
   it.each(cases)("%s -> invalid_argument naming the field", async (_name, patch, field, reason) => {
     const before = await snapshot(acc);
     const err = await expectRejected(proxyA.submitPayout({ ...request(acc, uid("p"), 5n), ...patch }), Code.InvalidArgument, reason);
-    const { errorInfo } = await import("../../services/shared/errors.js");
+    const { errorInfo } = await import("../../services/shared/domain/errors.js");
     expect(errorInfo(err)?.domain).toBe("railfence.dev");
     expect(errorInfo(err)?.metadata.field).toBe(field);
     expect(await snapshot(acc)).toEqual(before);

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { PostgresServer } from "../../tools/harness/postgres.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { eventually, metricValue, proxyClient } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
 import { testMesh } from "../support/test-mesh.js";

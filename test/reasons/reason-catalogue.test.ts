@@ -1,5 +1,5 @@
 /**
- * The catalogue of reasons (services/shared/reasons.ts) is the only source of what a refusal
+ * The catalogue of reasons (services/shared/domain/reasons.ts) is the only source of what a refusal
  * says: these tests fail when product code can put a reason on the wire, or compares an answer
  * with a reason, that the catalogue does not hold; when the client library's copy or
  * docs/errors.md differ from it; and when a hand-written doc pairs a reason with another code.
@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { ALL_REASONS, findReason } from "../../services/shared/reasons.js";
+import { ALL_REASONS, findReason } from "../../services/shared/domain/reasons.js";
 import { codeName, generatedFiles } from "../../tools/generate-reasons.js";
 import { docPairs } from "./doc-pairs.js";
 import { productFiles, scanProduct, scanSource } from "./reason-scan.js";

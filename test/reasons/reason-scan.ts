@@ -1,9 +1,9 @@
 /**
  * Finds, in product source, every place that could put a reason on the wire or compare an
  * answer's reason with a word, so that a test can hold each of them to the catalogue
- * (services/shared/reasons.ts). What the types cannot see is what this looks for:
+ * (services/shared/domain/reasons.ts). What the types cannot see is what this looks for:
  *
- * - `google.rpc.ErrorInfo` built anywhere but services/shared/errors.ts (which builds it from
+ * - `google.rpc.ErrorInfo` built anywhere but services/shared/domain/errors.ts (which builds it from
  *   catalogue entries only);
  * - a cast to a catalogue type (`as ReasonEntry`), the one way around those types;
  * - a reason compared with a string literal (`reason === "FENCED_OUT"`,
@@ -52,7 +52,7 @@ export function scanSource(file: string, text: string, reasons: ReadonlySet<stri
     if (!reasons.has(w)) add("reason-literal", index, w);
   };
 
-  const isErrorsTs = file === "services/shared/errors.ts";
+  const isErrorsTs = file === "services/shared/domain/errors.ts";
   const isCatalogue = file.endsWith("/reasons.ts");
   if (!isErrorsTs) {
     for (const m of text.matchAll(/desc:\s*ErrorInfoSchema|create\(\s*ErrorInfoSchema/g)) add("error-info-outside-errors-ts", m.index, m[0]);

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { ServiceProcess, serviceEntry } from "../../tools/harness/service-process.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmitPayoutRequestSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";

@@ -15,7 +15,7 @@ import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/pr
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { Pki } from "../../tools/harness/pki.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
 import { testMesh } from "../support/test-mesh.js";
 import { startPayouts } from "../payouts/support.js";

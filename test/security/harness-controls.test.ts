@@ -17,7 +17,7 @@ import { Code } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { CONTROL_VARIABLES } from "../../tools/harness/controls/variables.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";

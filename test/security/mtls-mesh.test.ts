@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Pki, type IdentityFiles } from "../../tools/harness/pki.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { Health } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { PayoutService, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";

@@ -1,11 +1,11 @@
 /** The pure parts of identity and authorization: SAN parsing, policy lookup, loopback check. */
 import { describe, expect, it } from "vitest";
-import { allowedIdentities, POLICIES } from "../../services/shared/authz.js";
+import { allowedIdentities, POLICIES } from "../../services/shared/edge/authz.js";
 import { LockService } from "../../services/shared/gen/railfence/lock/v1/lock_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { identityFromSan } from "../../services/shared/identity.js";
-import { isLoopbackHost } from "../../services/shared/tls.js";
+import { identityFromSan } from "../../services/shared/process/identity.js";
+import { isLoopbackHost } from "../../services/shared/process/tls.js";
 
 describe("identityFromSan", () => {
   it("takes the spiffe URI of the railfence trust domain before any DNS name", () => {

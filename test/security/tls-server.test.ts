@@ -11,7 +11,7 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { Pki, type IdentityFiles } from "../../tools/harness/pki.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { Health } from "../../services/shared/gen/grpc/health/v1/health_pb.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { eventually, expectRejected } from "../support/clients.js";

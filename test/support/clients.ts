@@ -7,7 +7,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { expect } from "vitest";
 import pg from "pg";
-import { errorInfo } from "../../services/shared/errors.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { RailControlService, FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { connectClient } from "../../tools/harness/clients.js";

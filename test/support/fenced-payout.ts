@@ -10,7 +10,7 @@
  * and never lowers a fence, so a stale or mismatching request stays stale or mismatching.
  */
 import type pg from "pg";
-import { payoutIdOf } from "../../services/shared/submission-ref.js";
+import { payoutIdOf } from "../../services/shared/domain/submission-ref.js";
 
 /** The SubmitPayout fields the binding compares (a request literal fits as is). */
 export interface SubmitFields {

@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { eventually } from "./clients.js";
 
 export interface SlowAcceptRelay {

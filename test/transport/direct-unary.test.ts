@@ -1,5 +1,5 @@
 /**
- * The direct unary gRPC path (services/shared/grpc-unary-server.ts and grpc-unary-client.ts,
+ * The direct unary gRPC path (services/shared/rpc/grpc-unary-server.ts and grpc-unary-client.ts,
  * decision 006) interoperates, and answers exactly as connect-node did:
  *
  * - server side: a real rail-proxy answers a plain @grpc/grpc-js client, connect-node's own gRPC
@@ -21,10 +21,10 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { errorInfo } from "../../services/shared/errors.js";
-import { sendGateContext } from "../../services/shared/send-gate.js";
-import { createUnaryGrpcTransport } from "../../services/shared/grpc-unary-client.js";
-import { grpcFrame } from "../../services/shared/grpc-wire.js";
+import { errorInfo } from "../../services/shared/domain/errors.js";
+import { sendGateContext } from "../../services/shared/rpc/send-gate.js";
+import { createUnaryGrpcTransport } from "../../services/shared/rpc/grpc-unary-client.js";
+import { grpcFrame } from "../../services/shared/rpc/grpc-wire.js";
 import { ErrorInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../services/shared/gen/google/rpc/status_pb.js";
 import {
@@ -40,7 +40,7 @@ import {
   SubmitPayoutRequestSchema,
   SubmitPayoutResponseSchema,
 } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { connectClient, db, eventually, expectRejected } from "../support/clients.js";

@@ -6,7 +6,7 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import http2 from "node:http2";
 import { CreatePayoutRequestSchema } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { grpcFrame } from "../../services/shared/grpc-wire.js";
+import { grpcFrame } from "../../services/shared/rpc/grpc-wire.js";
 
 export interface RawAnswer {
   status: number;

@@ -14,7 +14,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
-import { errorReason } from "../../services/shared/errors.js";
+import { errorReason } from "../../services/shared/domain/errors.js";
 import { ClientPool } from "../support/clients.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { testMesh } from "../support/test-mesh.js";

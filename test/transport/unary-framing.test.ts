@@ -7,8 +7,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { runs } from "../support/fast-check-seed.js";
-import { parseUnaryBody } from "../../services/shared/grpc-unary-client.js";
-import { grpcFrame } from "../../services/shared/grpc-wire.js";
+import { parseUnaryBody } from "../../services/shared/rpc/grpc-unary-client.js";
+import { grpcFrame } from "../../services/shared/rpc/grpc-wire.js";
 
 const MAX = 4096;
 

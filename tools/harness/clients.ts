@@ -1,7 +1,7 @@
 /**
  * Every client the harness, the drills, the tests, the bench and the fuzzers make of a railfence
  * service: one function, chosen by service, protocol and identity. (The services' own clients of
- * each other are product code, services/shared/client-transport.ts; these are the outside
+ * each other are product code, services/shared/rpc/client-transport.ts; these are the outside
  * callers: an operator, a payouts client, a caller without a certificate, a fuzzer.)
  */
 import type { DescService } from "@bufbuild/protobuf";

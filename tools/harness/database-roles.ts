@@ -1,11 +1,11 @@
 /**
  * Databases as a deployment has them, on the harness's throwaway servers: owned by one owner
  * role that runs the migrations, with every service logging in as its own least-privilege role
- * (services/shared/db-roles.ts). The servers use `trust` on 127.0.0.1, so the roles need no
+ * (services/shared/db/db-roles.ts). The servers use `trust` on 127.0.0.1, so the roles need no
  * passwords here; a deployment gives each component its own credential (docs/deploy.md).
  */
 import pg from "pg";
-import { OWNER_ROLE, SERVICE_ROLES, type ServiceRole } from "../../services/shared/db-roles.js";
+import { OWNER_ROLE, SERVICE_ROLES, type ServiceRole } from "../../services/shared/db/db-roles.js";
 
 /** The same server and database, logged in as `role`. */
 export function urlAs(url: string, role: string): string {

@@ -13,7 +13,7 @@
 import { createWriteStream, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { scenario, SCENARIOS } from "./drills/catalogue.js";
 import { SOAK_DEFAULTS, SOAK_GUARDS, soak, type SoakGuard } from "./drills/soak.js";
 import { combinedTable, markdownReport, runScenario } from "./drills/run.js";

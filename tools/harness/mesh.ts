@@ -7,11 +7,11 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { installFenceSigningKey, migrate, type DatabaseKind } from "../../services/shared/migrate.js";
+import { installFenceSigningKey, migrate, type DatabaseKind } from "../../services/shared/db/migrate.js";
 import { statementGuardsFrom } from "./controls/rail-proxy.js";
 import { controlsIn } from "./controls/variables.js";
 import { installUnguardedAdmission } from "./unguarded-admission.js";
-import { signingKeyFromFile } from "../../services/shared/token-signature.js";
+import { signingKeyFromFile } from "../../services/shared/process/token-signature.js";
 import type { DescService } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { connectClient, type ClientOptions, type ClientTls } from "./clients.js";
@@ -19,7 +19,7 @@ import { MESH_IDENTITIES, Pki, type IdentityFiles, type MeshIdentity } from "./p
 import { PostgresServer } from "./postgres.js";
 import { ServiceProcess } from "./service-process.js";
 import { allowServiceLogins, ownedDatabase, serviceUrl } from "./database-roles.js";
-import type { ServiceRole } from "../../services/shared/db-roles.js";
+import type { ServiceRole } from "../../services/shared/db/db-roles.js";
 
 export interface MeshOptions {
   /** Folder for secrets and logs; a temp dir (removed on stop) by default. */
@@ -125,7 +125,7 @@ export class Mesh {
     return this.databases[kind];
   }
 
-  /** Database URL for kind, logged in as service `role` (least privilege; see shared/db-roles.ts). */
+  /** Database URL for kind, logged in as service `role` (least privilege; see shared/db/db-roles.ts). */
   roleUrl(kind: DatabaseKind, role: ServiceRole): string {
     return serviceUrl(this.databases[kind], role);
   }

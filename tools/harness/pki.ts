@@ -1,7 +1,7 @@
 /**
  * A throwaway PKI for `npm start`, the drills and the tests: one CA and a certificate per
  * railfence identity, made with the openssl CLI. Every certificate carries the SAN URI
- * `spiffe://railfence/<identity>` (what services/shared/identity.ts reads) plus DNS localhost and
+ * `spiffe://railfence/<identity>` (what services/shared/process/identity.ts reads) plus DNS localhost and
  * IP 127.0.0.1 (so it also works as a server certificate on this machine). Keys are 0600.
  *
  * Never use it for production: the CA key sits next to the certificates it signs.
@@ -10,7 +10,7 @@ import { execFile } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { TRUST_DOMAIN } from "../../services/shared/identity.js";
+import { TRUST_DOMAIN } from "../../services/shared/process/identity.js";
 
 const run = promisify(execFile);
 

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { controlsIn } from "./controls/variables.js";
 import { heapArgs } from "./node-heap.js";
 
@@ -103,7 +103,7 @@ export class ServiceProcess {
     for (const [k, v] of Object.entries({ ...defaults, ...process.env, ...this.opts.env, ...envOverride })) if (v !== undefined) env[k] = v;
     // Telemetry is loaded before the service (it decides from OTEL_* whether to start at all).
     const root = this.opts.root ?? projectRoot();
-    const instrumentation = join(root, "dist", "services", "shared", "instrumentation.js");
+    const instrumentation = join(root, "dist", "services", "shared", "observability", "instrumentation.js");
     const child = spawn(
       process.execPath,
       // The chart's heap limit first, so that a caller's nodeArgs can still override it.

@@ -12,7 +12,7 @@
 import { createWriteStream, mkdirSync, writeFileSync, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 import { Mesh } from "./mesh.js";
 
 const { values } = parseArgs({

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import pg from "pg";
 import type { AdmissionStatement, StatementGuards } from "../../services/rail-proxy/submission-store.js";
 import { intentValues } from "../../services/rail-proxy/submission-store.js";
-import { projectRoot } from "../../services/shared/project-root.js";
+import { projectRoot } from "../../services/shared/process/project-root.js";
 
 const ADMIT =
   "SELECT outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM harness_rail_admit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";

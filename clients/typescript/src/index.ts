@@ -17,7 +17,7 @@ export {
 } from "./payouts.js";
 export { RailProxyClient, outcomeUnknown, type SubmitPayoutInit } from "./rail-proxy.js";
 export { RailfenceError, OutcomeUnknownError, IntentMismatchError, IntentExpiredError, retryHintMs, serverAnswered, type GaveUp } from "./errors.js";
-// The catalogue of error reasons (generated from the servers' own, services/shared/reasons.ts).
+// The catalogue of error reasons (generated from the servers' own, services/shared/domain/reasons.ts).
 export { REASONS, ALL_REASONS, AREAS, findReason, isReason } from "./reasons.js";
 export type { Area, Reason, ReasonEntry, ReasonId, Retry } from "./reasons.js";
 export { FileKeyStore, MemoryKeyStore, type IntentKeyStore, type StoredIntentKey } from "./key-store.js";

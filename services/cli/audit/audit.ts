@@ -5,13 +5,13 @@
  *
  * Read-only and bounded in memory: the statement is streamed page by page into a temporary table
  * of the audit's own session (each payment's payout named by the one reference mapping,
- * shared/submission-ref.ts), every accepted payment is tied to a payout by reference or by
- * content (shared/payment-match.ts, in SQL), and each invariant is one query that returns only
+ * shared/domain/submission-ref.ts), every accepted payment is tied to a payout by reference or by
+ * content (shared/domain/payment-match.ts, in SQL), and each invariant is one query that returns only
  * its violations (at most `maxRows` of each, with the total count). PostgreSQL does the joins;
  * the process holds one page and the violations.
  */
 import type pg from "pg";
-import { payoutIdOf } from "../../shared/submission-ref.js";
+import { payoutIdOf } from "../../shared/domain/submission-ref.js";
 import { INVARIANT_QUERIES, INVARIANTS } from "./invariants.js";
 import type { StatementSource } from "./statement.js";
 

@@ -92,7 +92,7 @@ export const INVARIANT_QUERIES: readonly InvariantQuery[] = [
   {
     name: "RAIL_STATUS_UNKNOWN",
     // Counted as neither paid nor refused: a status the rail protocol does not document may have
-    // moved money (shared/rail-status.ts), so a payout paid twice could hide behind one. A human reads it.
+    // moved money (shared/domain/rail-status.ts), so a payout paid twice could hide behind one. A human reads it.
     rule: "every payment on the rail's statement has a status this build knows (ACCEPTED or REJECTED)",
     sql: `SELECT s.rail_reference, s.client_reference, s.mapped_payout AS payout_id, s.booked_at
             FROM audit_statement s WHERE s.status NOT IN ('ACCEPTED', 'REJECTED')`,

@@ -3,10 +3,10 @@
  * GetRailStatement (the audit never holds the rail credential, ADR-007 D1). The harness may read
  * the stub's ledger directly, but only as a cross-check of this one.
  */
-import type { RailProxyClient } from "../../shared/proxy-pool.js";
-import { statementPages, type StatementEntry } from "../../shared/rail-statement.js";
+import type { RailProxyClient } from "../../shared/rpc/proxy-pool.js";
+import { statementPages, type StatementEntry } from "../../shared/domain/rail-statement.js";
 
-/** A payment on the statement (shared/rail-statement.ts: the reconciler reads the same entries). */
+/** A payment on the statement (shared/domain/rail-statement.ts: the reconciler reads the same entries). */
 export type StatementPayment = Omit<StatementEntry, "reason">;
 
 /** Pages of the statement from `since` (inclusive), in statement order, ending at `until` if set. */

@@ -6,13 +6,13 @@
  * - EXECUTOR_PAUSE_AFTER_FENCE_MS: hold still right before SubmitPayout, so a stale-holder window
  *   opens on demand.
  * - EXECUTOR_SUBMISSION_REFERENCE=attempt: attempt-shaped references, the untrusted worst case
- *   (services/shared/submission-ref.ts).
+ *   (services/shared/domain/submission-ref.ts).
  * - EXECUTOR_TRUST_NOT_FOUND=true: NOT_FOUND after a lost answer read as "never sent" and the payout
  *   submitted again (the reading before decision 023), a negative control.
  */
 import { z } from "zod";
 import type { ExecutorControls } from "../../../services/executor/executor.js";
-import { env as envTypes, loadConfig } from "../../../services/shared/config.js";
+import { env as envTypes, loadConfig } from "../../../services/shared/process/config.js";
 
 const schema = z.object({
   EXECUTOR_PAUSE_AFTER_FENCE_MS: envTypes.ms(0, 0, 3_600_000),

@@ -25,7 +25,7 @@ import { existsSync } from "node:fs";
 import { z } from "zod";
 import type { MarkPrecheck } from "../../../services/rail-proxy/admission.js";
 import type { RailProxyControls } from "../../../services/rail-proxy/guards.js";
-import { env as envTypes, loadConfig } from "../../../services/shared/config.js";
+import { env as envTypes, loadConfig } from "../../../services/shared/process/config.js";
 import { unguardedAdmission } from "../unguarded-admission.js";
 
 /** Guards a negative control may remove, one at a time. */

@@ -13,7 +13,7 @@ import type { FaultRuleSchema } from "../../../services/shared/gen/railfence/rai
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../invariants.js";
 import { Mesh } from "../mesh.js";
 import { PostgresServer } from "../postgres.js";
-import type { DatabaseKind } from "../../../services/shared/migrate.js";
+import type { DatabaseKind } from "../../../services/shared/db/migrate.js";
 import { pick, type Rng } from "./rng.js";
 
 export type LockBackend = "pg" | "etcd";

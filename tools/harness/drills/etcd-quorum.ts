@@ -22,7 +22,7 @@
  * makes by "recovering" a minority member), then back at the cluster. The copy's revisions repeat
  * the cluster's, so the lock hands out tokens that go backwards: the order check must say so.
  */
-import { accountLockKey } from "../../../services/shared/token-signature.js";
+import { accountLockKey } from "../../../services/shared/process/token-signature.js";
 import { FaultKind } from "../../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import type { EtcdMember } from "../etcd-cluster.js";
 import { DrillMesh } from "./drill-mesh.js";

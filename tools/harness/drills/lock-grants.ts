@@ -18,8 +18,8 @@
  */
 import { Code, ConnectError } from "@connectrpc/connect";
 import { LockService } from "../../../services/shared/gen/railfence/lock/v1/lock_pb.js";
-import { errorReason } from "../../../services/shared/errors.js";
-import { accountLockKey } from "../../../services/shared/token-signature.js";
+import { errorReason } from "../../../services/shared/domain/errors.js";
+import { accountLockKey } from "../../../services/shared/process/token-signature.js";
 import type { DrillMesh } from "./drill-mesh.js";
 import { pick, type Rng } from "./rng.js";
 

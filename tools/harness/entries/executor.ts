@@ -5,8 +5,8 @@
  */
 import { readConfig } from "../../../services/executor/config.js";
 import { startExecutor } from "../../../services/executor/executor.js";
-import { runService } from "../../../services/shared/lifecycle.js";
-import { createLogger } from "../../../services/shared/logger.js";
+import { runService } from "../../../services/shared/observability/lifecycle.js";
+import { createLogger } from "../../../services/shared/process/logger.js";
 import { executorControls } from "../controls/executor.js";
 
 const logger = createLogger("executor");

@@ -5,8 +5,8 @@
  */
 import { readConfig } from "../../../services/rail-proxy/config.js";
 import { startRailProxy } from "../../../services/rail-proxy/rail-proxy.js";
-import { runService } from "../../../services/shared/lifecycle.js";
-import { createLogger } from "../../../services/shared/logger.js";
+import { runService } from "../../../services/shared/observability/lifecycle.js";
+import { createLogger } from "../../../services/shared/process/logger.js";
 import { railProxyControls } from "../controls/rail-proxy.js";
 
 const logger = createLogger("rail-proxy");

@@ -321,7 +321,7 @@ synced by External Secrets), "secret" (tls.secrets.<key>, the operator's),
 {{/*
 DNS names of a component's certificate. The first is the identity: the chart's generator
 (sprig) cannot write URI SANs, and a certificate without spiffe://railfence/<identity> is read by
-its first DNS SAN (services/shared/identity.ts). Servers add the names clients dial.
+its first DNS SAN (services/shared/process/identity.ts). Servers add the names clients dial.
 */}}
 {{- define "railfence.tlsDnsNames" -}}
 {{- $names := list .identity -}}
