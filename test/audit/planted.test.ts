@@ -5,33 +5,17 @@
  * violations that mention them; a clean history planted the same way must produce none.
  */
 import { randomBytes } from "node:crypto";
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { checkInvariants, meshCheckTarget, type CheckResult } from "../../tools/harness/invariants.js";
 import { runAudit } from "../../services/cli/audit/audit.js";
 import type { StatementSource } from "../../services/cli/audit/statement.js";
 import { installUnguardedAdmission } from "../../tools/harness/unguarded-admission.js";
-import { testMesh } from "../support/test-mesh.js";
 import { poolFor } from "../executor/support.js";
 
-let mesh: Mesh;
-let paydb: pg.Pool;
-let raildb: pg.Pool;
 let seq = 0;
 
-beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  paydb = poolFor(mesh.dbUrl("paydb"));
-  raildb = poolFor(mesh.dbUrl("raildb"));
-});
-
-afterAll(async () => {
-  await paydb?.end();
-  await raildb?.end();
-  await mesh?.stop();
-});
+const t = useMesh({ proxies: 1 });
 
 interface Paid {
   payoutId: string;
@@ -52,7 +36,7 @@ async function payout(
   railReference: string | null = null,
   content: { amount?: bigint; beneficiary?: string } = {},
 ) {
-  await paydb.query(
+  await t.paydb.query(
     `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, rail_reference)
      VALUES ($1, 'planted', $2, $3, 'EUR', $4, $5, $6, $7)`,
     [payoutId, accountId, (content.amount ?? AMOUNT).toString(), content.beneficiary ?? BEN, state, fence.toString(), railReference],
@@ -66,10 +50,10 @@ async function payout(
 async function admit(reference: string, payoutId: string, accountId: string, token: bigint, guards = { mark: true, binding: true, oneLive: true }) {
   const values = [reference, payoutId, accountId, token.toString(), AMOUNT.toString(), BEN];
   const allOn = guards.mark && guards.binding && guards.oneLive;
-  if (!allOn) await installUnguardedAdmission(mesh.ownerUrls.paydb!);
+  if (!allOn) await installUnguardedAdmission(t.mesh.ownerUrls.paydb!);
   const { rows } = allOn
-    ? await paydb.query<{ outcome: string }>("SELECT outcome FROM rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted')", values)
-    : await paydb.query<{ outcome: string }>("SELECT outcome FROM harness_rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted', $7, $8, $9)", [
+    ? await t.paydb.query<{ outcome: string }>("SELECT outcome FROM rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted')", values)
+    : await t.paydb.query<{ outcome: string }>("SELECT outcome FROM harness_rail_admit($1, $2, $3, $4, $5, 'EUR', $6, 'planted', $7, $8, $9)", [
         ...values,
         guards.mark,
         guards.binding,
@@ -79,11 +63,11 @@ async function admit(reference: string, payoutId: string, accountId: string, tok
 }
 
 async function settle(reference: string, state: "ACCEPTED" | "REJECTED" | "TIMEOUT" | "NOT_FORWARDED", railReference: string | null = null) {
-  await paydb.query("UPDATE rail_submissions SET state = $2, rail_reference = $3 WHERE payout_id = $1", [reference, state, railReference]);
+  await t.paydb.query("UPDATE rail_submissions SET state = $2, rail_reference = $3 WHERE payout_id = $1", [reference, state, railReference]);
 }
 
 async function resolve(reference: string, outcome: "PAID" | "NOT_PAID") {
-  await paydb.query(
+  await t.paydb.query(
     `UPDATE rail_submissions SET previous_state = state, state = $2, resolution_outcome = $3, resolution_actor = 'planted', resolution_note = '', resolved_at = now()
       WHERE payout_id = $1`,
     [reference, outcome === "PAID" ? "RESOLVED_PAID" : "RESOLVED_NOT_PAID", outcome],
@@ -91,7 +75,7 @@ async function resolve(reference: string, outcome: "PAID" | "NOT_PAID") {
 }
 
 async function railPays(reference: string, accountId: string, railReference = rr(), content: { amount?: bigint; beneficiary?: string; status?: string } = {}) {
-  await raildb.query(
+  await t.raildb.query(
     "INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status) VALUES ($1, $2, $3, $4, $5, 'EUR', $6)",
     [railReference, reference, accountId, content.beneficiary ?? BEN, (content.amount ?? AMOUNT).toString(), content.status ?? "ACCEPTED"],
   );
@@ -108,12 +92,12 @@ async function cleanPaid(): Promise<Paid> {
   await admit(payoutId, payoutId, accountId, token);
   const railReference = await railPays(payoutId, accountId);
   await settle(payoutId, "ACCEPTED", railReference);
-  await paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = $2 WHERE payout_id = $1", [payoutId, railReference]);
+  await t.paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = $2 WHERE payout_id = $1", [payoutId, railReference]);
   return { payoutId, accountId, token, railReference };
 }
 
 async function check(quiescent = false): Promise<CheckResult> {
-  return checkInvariants(meshCheckTarget(mesh), { quiescent });
+  return checkInvariants(meshCheckTarget(t.mesh), { quiescent });
 }
 
 /** The invariants whose violations mention any of `ids`. */
@@ -127,7 +111,7 @@ describe("the audit on a live system", () => {
     const n = ++seq;
     const id = `po-live-${n}`;
     const accountId = `acc-live-${n}`;
-    const auditor = poolFor(mesh.roleUrl("paydb", "auditor"));
+    const auditor = poolFor(t.mesh.roleUrl("paydb", "auditor"));
     // The audit has begun reading the statement when the proxy admits a payout (intent and mark
     // committed) and the rail books it: the next page shows the payment.
     const statement: StatementSource = async function* pages() {
@@ -179,7 +163,7 @@ describe("the audit on a live system", () => {
 describe("a status the rail protocol does not document", () => {
   it("is named RAIL_STATUS_UNKNOWN (it may have moved money); the same payment REJECTED is not (negative control: the old reading)", async () => {
     const p = await cleanPaid();
-    const auditor = poolFor(mesh.roleUrl("paydb", "auditor"));
+    const auditor = poolFor(t.mesh.roleUrl("paydb", "auditor"));
     const second = (status: "UNKNOWN" | "REJECTED", reference: string): StatementSource =>
       async function* pages() {
         yield [
@@ -258,7 +242,7 @@ describe("the audit names every planted corruption", () => {
 
   it("a FAILED payout that the rail paid is named", async () => {
     const p = await cleanPaid();
-    await paydb.query("UPDATE payouts SET state = 'FAILED', rail_reference = NULL WHERE payout_id = $1", [p.payoutId]);
+    await t.paydb.query("UPDATE payouts SET state = 'FAILED', rail_reference = NULL WHERE payout_id = $1", [p.payoutId]);
     expect(await namedFor([p.payoutId])).toEqual(expect.arrayContaining(["PAID_DESPITE_NOT_PAID"]));
   });
 
@@ -269,7 +253,7 @@ describe("the audit names every planted corruption", () => {
     await admit(id, id, `acc-planted-${n}`, 5n);
     await settle(id, "TIMEOUT");
     await resolve(id, "NOT_PAID");
-    await paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [id]);
+    await t.paydb.query("UPDATE payouts SET state = 'FAILED' WHERE payout_id = $1", [id]);
     await railPays(id, `acc-planted-${n}`);
     expect(await namedFor([id])).toEqual(expect.arrayContaining(["PAID_DESPITE_NOT_PAID", "UNFLAGGED"]));
   });
@@ -282,11 +266,11 @@ describe("the audit names every planted corruption", () => {
     await settle(id, "TIMEOUT");
     await resolve(id, "PAID");
     const ref = await railPays(id, `acc-planted-${n}`);
-    await paydb.query("UPDATE rail_submissions SET late_answer_state = 'ACCEPTED', late_rail_reference = $2, late_answered_at = now() WHERE payout_id = $1", [
+    await t.paydb.query("UPDATE rail_submissions SET late_answer_state = 'ACCEPTED', late_rail_reference = $2, late_answered_at = now() WHERE payout_id = $1", [
       id,
       ref,
     ]);
-    await paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = $2 WHERE payout_id = $1", [id, ref]);
+    await t.paydb.query("UPDATE payouts SET state = 'PAID', rail_reference = $2 WHERE payout_id = $1", [id, ref]);
     expect(await namedFor([id])).toEqual(["UNFLAGGED"]);
   });
 
@@ -314,7 +298,7 @@ describe("the audit names every planted corruption", () => {
 
   it("a mark that went backwards in the history is named", async () => {
     const p = await cleanPaid();
-    await paydb.query("INSERT INTO rail_high_water_log (account_id, old_mark, new_mark) VALUES ($1, $2, 2)", [p.accountId, p.token.toString()]);
+    await t.paydb.query("INSERT INTO rail_high_water_log (account_id, old_mark, new_mark) VALUES ($1, $2, 2)", [p.accountId, p.token.toString()]);
     expect(await namedFor([p.accountId])).toEqual(expect.arrayContaining(["MARK_MONOTONIC"]));
   });
 

@@ -13,38 +13,25 @@
  *   fence lands, and the next executor's FENCE_AHEAD_OF_LOCK check is what catches it.
  */
 import { randomBytes } from "node:crypto";
-import type pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { accountLockKey, signingKeyFromFile, signToken } from "../../services/shared/process/token-signature.js";
-import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, poolFor, waitForLog } from "../executor/support.js";
+import { insertPayouts, waitForLog } from "../executor/support.js";
 
 const MAX_TOKEN = 9223372036854775807n;
-let mesh: Mesh;
-let paydb: pg.Pool;
-let executorDb: pg.Pool;
 let key: Buffer;
 const executors: ServiceProcess[] = [];
 
+const t = useMesh({ proxies: 1, signTokens: true });
+
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 1, signTokens: true });
-  await mesh.start();
-  await mesh.startLock();
-  paydb = poolFor(mesh.dbUrl("paydb"));
-  executorDb = poolFor(mesh.roleUrl("paydb", "executor"));
-  key = signingKeyFromFile(mesh.tokenKeyFile, "token-signing key")!;
+  await t.mesh.startLock();
+  key = signingKeyFromFile(t.mesh.tokenKeyFile, "token-signing key")!;
 });
 
 afterEach(async () => {
   await Promise.all(executors.splice(0).map((e) => e.stop(10_000)));
-});
-
-afterAll(async () => {
-  await executorDb?.end();
-  await paydb?.end();
-  await mesh?.stop();
 });
 
 const sqlstate = (p: Promise<unknown>) =>
@@ -54,13 +41,13 @@ const sqlstate = (p: Promise<unknown>) =>
   );
 
 async function executor(id: string): Promise<ServiceProcess> {
-  const e = await mesh.addExecutor({ EXECUTOR_ID: id, POLL_INTERVAL_MS: "50", LOG_LEVEL: "info" });
+  const e = await t.mesh.addExecutor({ EXECUTOR_ID: id, POLL_INTERVAL_MS: "50", LOG_LEVEL: "info" });
   executors.push(e);
   return e;
 }
 
 async function payoutRow(payoutId: string) {
-  const { rows } = await paydb.query<{ fence: string; state: string; attention_reason: string | null }>(
+  const { rows } = await t.paydb.query<{ fence: string; state: string; attention_reason: string | null }>(
     "SELECT fence::text, state, attention_reason FROM payouts WHERE payout_id = $1",
     [payoutId],
   );
@@ -69,11 +56,13 @@ async function payoutRow(payoutId: string) {
 
 /** The executor role's fence write, with the signature it presents. */
 const fenceAs = (payoutId: string, fence: bigint, signature: Buffer | null) =>
-  executorDb.query("UPDATE payouts SET fence = $2, fence_signature = $3, updated_at = now() WHERE payout_id = $1", [payoutId, fence.toString(), signature]);
+  t
+    .roleDb("paydb", "executor")
+    .query("UPDATE payouts SET fence = $2, fence_signature = $3, updated_at = now() WHERE payout_id = $1", [payoutId, fence.toString(), signature]);
 
 describe("paydb verifies every payout fence against the lock's signature", () => {
   it("an honest executor pays through the check: its fence carries the lock's signature", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-sig-honest", accountId: "acc-sig-honest" }]);
+    await insertPayouts(t.paydb, [{ payoutId: "po-sig-honest", accountId: "acc-sig-honest" }]);
     const e = await executor("exec-sig-honest");
     const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === "po-sig-honest", "the attempt");
     expect(attempt).toMatchObject({ outcome: "PAID" });
@@ -88,24 +77,24 @@ describe("paydb verifies every payout fence against the lock's signature", () =>
   ])("a forged fence with %s is refused (42501) and changes nothing", async (_what, sign) => {
     const payoutId = `po-sig-forged-${randomBytes(3).toString("hex")}`;
     const accountId = `acc-${payoutId}`;
-    await insertPayouts(paydb, [{ payoutId, accountId }]);
+    await insertPayouts(t.paydb, [{ payoutId, accountId }]);
     expect(await sqlstate(fenceAs(payoutId, MAX_TOKEN, sign(accountId, MAX_TOKEN)))).toBe("42501");
     expect(await payoutRow(payoutId)).toMatchObject({ fence: "0", state: "PENDING" });
   });
 
   it("a token the lock signed for the account is accepted from the same role (the check is the signature, not the role)", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-sig-valid", accountId: "acc-sig-valid" }]);
+    await insertPayouts(t.paydb, [{ payoutId: "po-sig-valid", accountId: "acc-sig-valid" }]);
     expect(await sqlstate(fenceAs("po-sig-valid", 42n, Buffer.from(signToken(key, accountLockKey("acc-sig-valid"), 42n))))).toBe("ok");
     expect((await payoutRow("po-sig-valid")).fence).toBe("42");
   });
 
   it("negative control: with the check removed alone the forged fence lands, and the next executor flags it FENCE_AHEAD_OF_LOCK", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-sig-nocheck", accountId: "acc-sig-nocheck" }]);
-    await paydb.query("ALTER TABLE payouts DISABLE TRIGGER payouts_fence_signed");
+    await insertPayouts(t.paydb, [{ payoutId: "po-sig-nocheck", accountId: "acc-sig-nocheck" }]);
+    await t.paydb.query("ALTER TABLE payouts DISABLE TRIGGER payouts_fence_signed");
     try {
       expect(await sqlstate(fenceAs("po-sig-nocheck", MAX_TOKEN, null))).toBe("ok");
     } finally {
-      await paydb.query("ALTER TABLE payouts ENABLE TRIGGER payouts_fence_signed");
+      await t.paydb.query("ALTER TABLE payouts ENABLE TRIGGER payouts_fence_signed");
     }
     expect((await payoutRow("po-sig-nocheck")).fence).toBe(MAX_TOKEN.toString());
     const e = await executor("exec-sig-nocheck");

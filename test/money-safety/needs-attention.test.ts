@@ -12,43 +12,33 @@
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { eventually, metricValue } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, logEvents, poolFor, waitForLog } from "../executor/support.js";
+import { insertPayouts, logEvents, waitForLog } from "../executor/support.js";
 import { quietFor } from "../support/time.js";
 
-let mesh: Mesh;
-let paydb: pg.Pool;
 const executors: ServiceProcess[] = [];
 
+const t = useMesh({ proxies: 2, signTokens: true });
+
 beforeAll(async () => {
-  mesh = testMesh({ proxies: 2, signTokens: true });
-  await mesh.start();
-  await mesh.startLock();
+  await t.mesh.startLock();
   // Replica 1 verifies signatures with a key the lock service does not sign with.
-  const otherKey = join(mesh.stateDir, "secrets", "other-token-key");
+  const otherKey = join(t.mesh.stateDir, "secrets", "other-token-key");
   writeFileSync(otherKey, `${randomBytes(32).toString("hex")}\n`, { mode: 0o600 });
-  await mesh.proxies[0]!.restart({ RAIL_PROXY_TOKEN_KEY_FILE: otherKey });
-  paydb = poolFor(mesh.dbUrl("paydb"));
+  await t.mesh.proxies[0]!.restart({ RAIL_PROXY_TOKEN_KEY_FILE: otherKey });
 });
 
 afterEach(async () => {
   await Promise.all(executors.splice(0).map((e) => e.stop(10_000)));
 });
 
-afterAll(async () => {
-  await paydb?.end();
-  await mesh?.stop();
-});
-
 async function executor(id: string, proxy: number, env: Record<string, string> = {}): Promise<ServiceProcess> {
-  const e = await mesh.addExecutor({
+  const e = await t.mesh.addExecutor({
     EXECUTOR_ID: id,
-    RAIL_PROXY_URLS: mesh.proxies[proxy]!.url,
+    RAIL_PROXY_URLS: t.mesh.proxies[proxy]!.url,
     POLL_INTERVAL_MS: "50",
     LEASE_TTL_MS: "2000",
     CALL_TIMEOUT_MS: "2000",
@@ -59,7 +49,7 @@ async function executor(id: string, proxy: number, env: Record<string, string> =
 }
 
 async function payout(payoutId: string) {
-  const { rows } = await paydb.query<{ state: string; attention_reason?: string | null; attention_detail?: string | null }>(
+  const { rows } = await t.paydb.query<{ state: string; attention_reason?: string | null; attention_detail?: string | null }>(
     "SELECT * FROM payouts WHERE payout_id = $1",
     [payoutId],
   );
@@ -91,23 +81,23 @@ async function expectNeedsAttention(e: ServiceProcess, payoutId: string, reason:
 
 describe("non-transient refusals put the payout in NEEDS_ATTENTION", () => {
   it("a token-signature key mismatch (permission_denied) is not retried for ever", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-attn-sig", accountId: "acc-attn-sig" }]);
+    await insertPayouts(t.paydb, [{ payoutId: "po-attn-sig", accountId: "acc-attn-sig" }]);
     const e = await executor("executor-attn-sig", 0);
     await expectNeedsAttention(e, "po-attn-sig", "TOKEN_SIGNATURE_INVALID");
   });
 
   it("an account whose mark is above anything the lock can issue is flagged, not fenced out for ever", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-attn-mark", accountId: "acc-attn-mark" }]);
-    await paydb.query("INSERT INTO rail_high_water (account_id, mark) VALUES ('acc-attn-mark', 9223372036854775807)");
+    await insertPayouts(t.paydb, [{ payoutId: "po-attn-mark", accountId: "acc-attn-mark" }]);
+    await t.paydb.query("INSERT INTO rail_high_water (account_id, mark) VALUES ('acc-attn-mark', 9223372036854775807)");
     const e = await executor("executor-attn-mark", 1);
     await expectNeedsAttention(e, "po-attn-mark", "MARK_AHEAD_OF_LOCK");
   });
 
   it("a binding refusal (the payout changed under the executor) is flagged with the proxy's reason", async () => {
-    await insertPayouts(paydb, [{ payoutId: "po-attn-bind", accountId: "acc-attn-bind", amountMinor: 1000n }]);
+    await insertPayouts(t.paydb, [{ payoutId: "po-attn-bind", accountId: "acc-attn-bind", amountMinor: 1000n }]);
     const e = await executor("executor-attn-bind", 1, { EXECUTOR_PAUSE_AFTER_FENCE_MS: "1500" });
     await eventually(async () => logEvents(e).some((l) => l.event === "fenced" && l.payout_id === "po-attn-bind"), "the payout to be fenced");
-    await paydb.query("UPDATE payouts SET amount_minor = 999999 WHERE payout_id = 'po-attn-bind'");
+    await t.paydb.query("UPDATE payouts SET amount_minor = 999999 WHERE payout_id = 'po-attn-bind'");
     await expectNeedsAttention(e, "po-attn-bind", "PAYOUT_MISMATCH");
   });
 });

@@ -12,6 +12,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fencedByExecutor } from "../support/fenced-payout.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import { ledgerStatement } from "../../tools/harness/invariants.js";
 import { runAudit } from "../../services/cli/audit/audit.js";
@@ -55,7 +56,7 @@ async function ambiguous(token = 3n): Promise<string> {
   const payoutId = `po-one-writer-${++seq}`;
   const accountId = `acc-one-writer-${seq}`;
   await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: 4200n, beneficiary: "ben-one-writer" }]);
-  await paydb.query("UPDATE payouts SET fence = $2, state = 'PROCESSING', claimed_by = 'executor-a' WHERE payout_id = $1", [payoutId, token.toString()]);
+  await fencedByExecutor(paydb, payoutId, token, "executor-a");
   await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: payoutId }]);
   const err = await proxy()
     .submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-one-writer" })

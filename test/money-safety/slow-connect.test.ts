@@ -20,6 +20,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fencedByExecutor } from "../support/fenced-payout.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/domain/errors.js";
@@ -64,7 +65,7 @@ async function proxyBehindSlowRail(name: string, env: Record<string, string> = {
 
 async function fencedPayout(payoutId: string, accountId: string, token: bigint): Promise<void> {
   await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: 3100n, beneficiary: "ben-slow" }]);
-  await paydb.query("UPDATE payouts SET fence = $2, state = 'PROCESSING' WHERE payout_id = $1", [payoutId, token.toString()]);
+  await fencedByExecutor(paydb, payoutId, token);
 }
 
 function submit(proxy: ServiceProcess, payoutId: string, accountId: string, token: bigint) {

@@ -31,6 +31,7 @@ import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fencedByExecutor } from "../support/fenced-payout.js";
 import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/domain/errors.js";
@@ -110,7 +111,7 @@ afterAll(async () => {
 /** A payout fenced by an executor holding `token` (what an honest executor does before submitting). */
 async function fencedPayout(payoutId: string, accountId: string, token: bigint): Promise<void> {
   await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: 4200n, beneficiary: "ben-stall" }]);
-  await paydb.query("UPDATE payouts SET fence = $2, state = 'PROCESSING' WHERE payout_id = $1", [payoutId, token.toString()]);
+  await fencedByExecutor(paydb, payoutId, token);
   // An earlier admission left a mark for the account: its row is what the blocker holds.
   await paydb.query("INSERT INTO rail_high_water (account_id, mark) VALUES ($1, 1)", [accountId]);
 }

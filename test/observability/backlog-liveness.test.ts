@@ -8,15 +8,12 @@
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import type { Mesh } from "../../tools/harness/mesh.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { connectClient, eventually } from "../support/clients.js";
 import { letTimePass, quietFor } from "../support/time.js";
-import { testMesh } from "../support/test-mesh.js";
-
-let mesh: Mesh;
 
 /** Every sample of `name` on p's /metrics, keyed by its labels (component left out). */
 async function samples(p: ServiceProcess, name: string): Promise<Map<string, number>> {
@@ -40,7 +37,7 @@ const reconcilerPass = async (p: ServiceProcess) => (await samples(p, "railfence
 const executorPass = async (p: ServiceProcess) => (await samples(p, "railfence_executor_last_pass_timestamp_seconds")).get("")!;
 
 async function asAdmin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: mesh.dbUrl("paydb") });
+  const c = new pg.Client({ connectionString: t.mesh.dbUrl("paydb") });
   await c.connect();
   try {
     await c.query(sql);
@@ -49,22 +46,18 @@ async function asAdmin(sql: string): Promise<void> {
   }
 }
 
-beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-}, 120_000);
+const t = useMesh({ proxies: 1, startTimeoutMs: 120_000 });
 
-afterAll(async () => {
-  await mesh?.stop();
+beforeAll(async () => {
+  await t.mesh.startLock();
+  await t.mesh.startPayouts();
 });
 
 describe("payout backlog and loop liveness", () => {
   const payoutIds: string[] = [];
 
   it("payouts created with no executor running are a pending backlog with an age; every state is exported, lower case", async () => {
-    const client = connectClient(PayoutService, mesh.payouts!.url);
+    const client = connectClient(PayoutService, t.mesh.payouts!.url);
     for (let i = 0; i < 3; i++) {
       const { payout } = await client.createPayout(
         { accountId: `acc-backlog-${i}`, amount: { amountMinor: 100n, currency: "EUR" }, beneficiary: "ben-1" },
@@ -74,13 +67,13 @@ describe("payout backlog and loop liveness", () => {
     }
     // The gauges are read at most every 5 s: the first scrape may predate the payouts.
     const counts = await eventually(async () => {
-      const b = await backlog(mesh.payouts!);
+      const b = await backlog(t.mesh.payouts!);
       return b.get('state="pending"') === 3 ? b : undefined;
     }, "backlog pending = 3");
     expect([...counts.keys()].sort()).toEqual(['state="needs_attention"', 'state="pending"', 'state="processing"', 'state="unknown"']);
     expect(counts.get('state="processing"')).toBe(0);
     const a = await eventually(async () => {
-      const x = await ages(mesh.payouts!);
+      const x = await ages(t.mesh.payouts!);
       return (x.get('state="pending"') ?? 0) > 1 ? x : undefined;
     }, "oldest pending age > 1 s");
     expect(a.get('state="pending"')).toBeLessThan(120);
@@ -91,15 +84,15 @@ describe("payout backlog and loop liveness", () => {
     // paydb computes the age with now(): every fresh read gives a larger age. Three scrapes in a
     // row: the 5 s read can expire between at most one pair of them.
     const [x1, x2, x3] = [
-      (await ages(mesh.payouts!)).get('state="pending"')!,
-      (await ages(mesh.payouts!)).get('state="pending"')!,
-      (await ages(mesh.payouts!)).get('state="pending"')!,
+      (await ages(t.mesh.payouts!)).get('state="pending"')!,
+      (await ages(t.mesh.payouts!)).get('state="pending"')!,
+      (await ages(t.mesh.payouts!)).get('state="pending"')!,
     ];
     expect(x1 === x2 || x2 === x3, `${x1} ${x2} ${x3}`).toBe(true);
     const first = x3;
     const later = await eventually(
       async () => {
-        const x = (await ages(mesh.payouts!)).get('state="pending"')!;
+        const x = (await ages(t.mesh.payouts!)).get('state="pending"')!;
         return x > first ? x : undefined;
       },
       "a fresh read",
@@ -109,11 +102,11 @@ describe("payout backlog and loop liveness", () => {
   });
 
   it("with no pass ever recorded, the reconciler's last pass is exported as 0", async () => {
-    expect(await reconcilerPass(mesh.payouts!)).toBe(0);
+    expect(await reconcilerPass(t.mesh.payouts!)).toBe(0);
   });
 
   it("an executor's last pass moves while it claims, and the backlog empties once the payouts are paid", async () => {
-    const executor = await mesh.addExecutor();
+    const executor = await t.mesh.addExecutor();
     const t1 = await eventually(async () => {
       const v = await executorPass(executor);
       return v > 0 ? v : undefined;
@@ -124,18 +117,18 @@ describe("payout backlog and loop liveness", () => {
       return v > t1 ? v : undefined;
     }, "a later executor pass");
     expect(t2).toBeGreaterThan(t1);
-    const client = connectClient(PayoutService, mesh.payouts!.url);
+    const client = connectClient(PayoutService, t.mesh.payouts!.url);
     for (const id of payoutIds) await eventually(async () => (await client.getPayout({ payoutId: id })).payout?.state === 3, `payout ${id} PAID`);
     const after = await eventually(async () => {
-      const b = await backlog(mesh.payouts!);
+      const b = await backlog(t.mesh.payouts!);
       return b.get('state="pending"') === 0 && b.get('state="processing"') === 0 ? b : undefined;
     }, "backlog empty");
     expect(after.get('state="unknown"')).toBe(0);
-    expect((await ages(mesh.payouts!)).get('state="pending"')).toBe(0);
+    expect((await ages(t.mesh.payouts!)).get('state="pending"')).toBe(0);
   });
 
   it("an executor that cannot claim (its paydb role denied the payouts table) stops passing (negative control)", async () => {
-    const executor = mesh.executors[0]!;
+    const executor = t.mesh.executors[0]!;
     await asAdmin("REVOKE SELECT ON payouts FROM railfence_executor");
     try {
       await letTimePass(500, "a claim in flight when the grant went may still finish");
@@ -150,39 +143,39 @@ describe("payout backlog and loop liveness", () => {
   });
 
   it("a dry-run reconciler pass records nothing (negative control); a real pass is recorded in paydb and exported by payouts", async () => {
-    const dry = await mesh.reconcileOnce({ RECONCILER_DRY_RUN: "true" });
+    const dry = await t.mesh.reconcileOnce({ RECONCILER_DRY_RUN: "true" });
     expect(dry.code, dry.lines.join("\n")).toBe(0);
     await quietFor(5500, "past the payouts service's 5 s read interval: a recorded dry run would show");
-    expect(await reconcilerPass(mesh.payouts!)).toBe(0);
+    expect(await reconcilerPass(t.mesh.payouts!)).toBe(0);
 
     const before = Date.now() / 1000;
-    const run = await mesh.reconcileOnce();
+    const run = await t.mesh.reconcileOnce();
     expect(run.code, run.lines.join("\n")).toBe(0);
     const first = await eventually(async () => {
-      const v = (await reconcilerPass(mesh.payouts!)) ?? 0;
+      const v = (await reconcilerPass(t.mesh.payouts!)) ?? 0;
       return v > 0 ? v : undefined;
     }, "reconciler pass exported");
     expect(first).toBeGreaterThan(before - 5);
     expect(first).toBeLessThan(Date.now() / 1000 + 5);
 
-    const again = await mesh.reconcileOnce();
+    const again = await t.mesh.reconcileOnce();
     expect(again.code).toBe(0);
-    await eventually(async () => ((await reconcilerPass(mesh.payouts!)) ?? 0) > first, "second pass exported");
+    await eventually(async () => ((await reconcilerPass(t.mesh.payouts!)) ?? 0) > first, "second pass exported");
   });
 
   it("a backlog read that fails leaves the gauges out of the scrape and is counted; they come back with the grant", async () => {
-    const failures = async () => (await samples(mesh.payouts!, "railfence_payouts_backlog_read_failures_total")).get("") ?? 0;
+    const failures = async () => (await samples(t.mesh.payouts!, "railfence_payouts_backlog_read_failures_total")).get("") ?? 0;
     const before = await failures();
     await asAdmin("REVOKE SELECT ON reconciler_last_pass FROM railfence_payouts");
     try {
-      await eventually(async () => (await backlog(mesh.payouts!)).size === 0, "backlog series gone", 10_000);
-      expect(await reconcilerPass(mesh.payouts!)).toBeUndefined();
+      await eventually(async () => (await backlog(t.mesh.payouts!)).size === 0, "backlog series gone", 10_000);
+      expect(await reconcilerPass(t.mesh.payouts!)).toBeUndefined();
       expect(await failures()).toBeGreaterThan(before);
       // Every other metric is still served.
-      expect((await samples(mesh.payouts!, "railfence_payouts_created_total")).get("")).toBe(3);
+      expect((await samples(t.mesh.payouts!, "railfence_payouts_created_total")).get("")).toBe(3);
     } finally {
       await asAdmin("GRANT SELECT ON reconciler_last_pass TO railfence_payouts");
     }
-    await eventually(async () => (await backlog(mesh.payouts!)).size === 4, "backlog series back", 10_000);
+    await eventually(async () => (await backlog(t.mesh.payouts!)).size === 4, "backlog series back", 10_000);
   });
 });

@@ -9,9 +9,8 @@
  */
 import { spawn } from "node:child_process";
 import { create } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type pg from "pg";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { ServiceProcess, serviceEntry } from "../../tools/harness/service-process.js";
 import { errorReason } from "../../services/shared/domain/errors.js";
 import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
@@ -19,8 +18,7 @@ import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/ra
 import { SubmitPayoutRequestSchema, SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { connectClient, eventually } from "../support/clients.js";
 import { fencedFor } from "../support/fenced-payout.js";
-import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, payoutStates, poolFor, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
+import { insertPayouts, payoutStates, proxyClient, railPaymentCounts, setFaults } from "../executor/support.js";
 import { letTimePass } from "../support/time.js";
 
 const LANDED = "po-rec-landed";
@@ -37,29 +35,14 @@ const ALL = [LANDED, NEVER, DOUBLE, REJECTED];
 const PROXY_TIMING = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "1000", ADMISSION_TIMEOUT_MS: "2000" };
 const SHORT_WINDOW_MS = 4500;
 
-let mesh: Mesh;
-let paydb: pg.Pool;
-let raildb: pg.Pool;
-
-beforeAll(async () => {
-  mesh = testMesh({ proxies: 2, proxyEnv: PROXY_TIMING });
-  await mesh.start();
-  paydb = poolFor(mesh.dbUrl("paydb"));
-  raildb = poolFor(mesh.dbUrl("raildb"));
-});
-
-afterAll(async () => {
-  await paydb?.end();
-  await raildb?.end();
-  await mesh?.stop();
-});
+const t = useMesh({ proxies: 2, proxyEnv: PROXY_TIMING });
 
 /**
  * Plays the executor: the payout fenced for its token, one submission through the proxy, and
  * the payout UNKNOWN once the rail's answer is lost.
  */
 async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
-  await insertPayouts(paydb, [{ payoutId, accountId: `acc-rec-${i}`, amountMinor: 2500n }]);
+  await insertPayouts(t.paydb, [{ payoutId, accountId: `acc-rec-${i}`, amountMinor: 2500n }]);
   const req = create(SubmitPayoutRequestSchema, {
     accountId: `acc-rec-${i}`,
     payoutId,
@@ -67,14 +50,14 @@ async function ambiguousSubmission(payoutId: string, i: number): Promise<void> {
     amount: { amountMinor: 2500n, currency: "EUR" },
     beneficiary: `ben-acc-rec-${i}`,
   });
-  const err = await proxyClient(mesh)
-    .submitPayout(await fencedFor(paydb, req))
+  const err = await proxyClient(t.mesh)
+    .submitPayout(await fencedFor(t.paydb, req))
     .then(
       () => undefined,
       (e: unknown) => e,
     );
   expect(errorReason(err)).toBe("RAIL_AMBIGUOUS");
-  await paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [payoutId]);
+  await t.paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [payoutId]);
 }
 
 /**
@@ -86,8 +69,8 @@ async function reconcileOnce(env: Record<string, string>) {
     env: {
       ...process.env,
       ...PROXY_TIMING,
-      PAYDB_URL: mesh.roleUrl("paydb", "reconciler"),
-      RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","),
+      PAYDB_URL: t.mesh.roleUrl("paydb", "reconciler"),
+      RAIL_PROXY_URLS: t.mesh.proxies.map((x) => x.url).join(","),
       RECONCILE_INTERVAL_MS: "0",
       ...env,
     },
@@ -110,13 +93,13 @@ async function reconcileOnce(env: Record<string, string>) {
 }
 
 async function unresolvedIds(): Promise<string[]> {
-  const res = await proxyClient(mesh, 1).listUnresolved({});
+  const res = await proxyClient(t.mesh, 1).listUnresolved({});
   return res.submissions.map((s) => s.payoutId).sort();
 }
 
 describe("reconciler (UC-07)", () => {
   it("closes landed and never-landed submissions from the statement, honours the window, and never touches a double payment", async () => {
-    await setFaults(mesh, [
+    await setFaults(t.mesh, [
       { kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, clientReferencePrefix: LANDED },
       { kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, clientReferencePrefix: DOUBLE },
       { kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: NEVER },
@@ -124,12 +107,12 @@ describe("reconciler (UC-07)", () => {
     await Promise.all([ambiguousSubmission(LANDED, 1), ambiguousSubmission(NEVER, 2), ambiguousSubmission(DOUBLE, 3)]);
     // REJECTED: the proxy's call times out, and the rail's books show a rejection for it (booked
     // here directly on the rail, as a late-booked refusal would appear on its statement).
-    await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: REJECTED }]);
+    await setFaults(t.mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: REJECTED }]);
     await ambiguousSubmission(REJECTED, 4);
-    const rail = connectClient(RailService, mesh.railStub.url, {
-      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${mesh.credential}`), next(req))],
+    const rail = connectClient(RailService, t.mesh.railStub.url, {
+      interceptors: [(next) => (req) => (req.header.set("authorization", `Bearer ${t.mesh.credential}`), next(req))],
     });
-    await setFaults(mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: REJECTED }]);
+    await setFaults(t.mesh, [{ kind: FaultKind.REJECT, clientReferencePrefix: REJECTED }]);
     await rail.submitPayment({
       clientReference: REJECTED,
       accountId: "acc-rec-4",
@@ -137,7 +120,7 @@ describe("reconciler (UC-07)", () => {
       amount: { amountMinor: 2500n, currency: "EUR" },
     });
     // DOUBLE: the rail itself booked the payment a second time (out of scope to prevent, 00 §0.5).
-    await setFaults(mesh, []);
+    await setFaults(t.mesh, []);
     await rail.submitPayment({
       clientReference: DOUBLE,
       accountId: "acc-rec-3",
@@ -153,7 +136,7 @@ describe("reconciler (UC-07)", () => {
     expect(dry.summary).toMatchObject({ dry_run: true, unresolved_seen: 4, left_unresolved: 4 });
     expect(dry.summary?.decisions).toMatchObject({ PAID: 1, NOT_PAID: 2, HUMAN: 1, WAIT: 0 });
     expect(await unresolvedIds()).toEqual([...ALL].sort());
-    expect([...(await payoutStates(paydb, ALL)).values()].map((r) => r.state)).toEqual(["UNKNOWN", "UNKNOWN", "UNKNOWN", "UNKNOWN"]);
+    expect([...(await payoutStates(t.paydb, ALL)).values()].map((r) => r.state)).toEqual(["UNKNOWN", "UNKNOWN", "UNKNOWN", "UNKNOWN"]);
 
     // 2. A long window: the landed payment is on the statement (PAID) and the rejection is booked
     // (NOT_PAID); the absent one must wait, the double payment goes to a human.
@@ -161,12 +144,12 @@ describe("reconciler (UC-07)", () => {
     expect(long.code).toBe(0);
     expect(long.summary?.decisions).toMatchObject({ PAID: 1, NOT_PAID: 1, WAIT: 1, HUMAN: 1 });
     expect(await unresolvedIds()).toEqual([DOUBLE, NEVER].sort());
-    let states = await payoutStates(paydb, ALL);
-    const { rows } = await raildb.query<{ rail_reference: string }>("SELECT rail_reference FROM payments WHERE client_reference = $1", [LANDED]);
+    let states = await payoutStates(t.paydb, ALL);
+    const { rows } = await t.raildb.query<{ rail_reference: string }>("SELECT rail_reference FROM payments WHERE client_reference = $1", [LANDED]);
     expect(states.get(LANDED)).toMatchObject({ state: "PAID", rail_reference: rows[0]?.rail_reference });
     expect(states.get(REJECTED)).toMatchObject({ state: "FAILED", failure_reason: "INJECTED_REJECT" });
     expect(states.get(NEVER)?.state).toBe("UNKNOWN");
-    const landed = await proxyClient(mesh).getSubmission({ payoutId: LANDED });
+    const landed = await proxyClient(t.mesh).getSubmission({ payoutId: LANDED });
     expect(landed.submission?.state).toBe(SubmissionState.RESOLVED_PAID);
     expect(landed.submission?.resolution?.actor).toBe("reconciler");
 
@@ -176,16 +159,16 @@ describe("reconciler (UC-07)", () => {
     expect(short.summary?.decisions).toMatchObject({ NOT_PAID: 1, HUMAN: 1, PAID: 0 });
     expect(short.summary?.left_unresolved).toBe(1);
     expect(await unresolvedIds()).toEqual([DOUBLE]);
-    states = await payoutStates(paydb, ALL);
+    states = await payoutStates(t.paydb, ALL);
     expect(states.get(NEVER)).toMatchObject({ state: "FAILED", failure_reason: "NOT_ON_RAIL_STATEMENT" });
     expect(states.get(DOUBLE)?.state).toBe("UNKNOWN");
-    const never = await proxyClient(mesh).getSubmission({ payoutId: NEVER });
+    const never = await proxyClient(t.mesh).getSubmission({ payoutId: NEVER });
     expect(never.submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
     expect(never.submission?.resolution?.actor).toBe("reconciler-test");
     expect(short.events.some((l) => l.event === "decision" && l.payout_id === DOUBLE && l.decision === "HUMAN")).toBe(true);
 
     // Never resubmits: the rail's ledger is exactly what the arrangement booked.
-    expect(Object.fromEntries(await railPaymentCounts(raildb, ALL, "ACCEPTED"))).toEqual({ [LANDED]: 1, [NEVER]: 0, [DOUBLE]: 2, [REJECTED]: 0 });
+    expect(Object.fromEntries(await railPaymentCounts(t.raildb, ALL, "ACCEPTED"))).toEqual({ [LANDED]: 1, [NEVER]: 0, [DOUBLE]: 2, [REJECTED]: 0 });
   });
 
   it("an UNKNOWN payout whose holder moved on (newer fence) is FAILED once its only submission is resolved NOT_PAID, in one run", async () => {
@@ -197,22 +180,22 @@ describe("reconciler (UC-07)", () => {
     // fenced, so the binding admits no new submission for it.
     const STRANDED = "po-rec-stranded";
     const WORKING = "po-rec-working";
-    await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: "po-rec-" }]);
+    await setFaults(t.mesh, [{ kind: FaultKind.NEVER_LAND_HANG, clientReferencePrefix: "po-rec-" }]);
     await Promise.all([ambiguousSubmission(STRANDED, 5), ambiguousSubmission(WORKING, 6)]);
-    await setFaults(mesh, []);
+    await setFaults(t.mesh, []);
     // STRANDED: the newer holder recorded UNKNOWN under token 5. WORKING: a newer holder is at work
     // (PROCESSING under token 5): its attempt is its own business, the reconciler must not fail it.
-    await paydb.query("UPDATE payouts SET fence = 5 WHERE payout_id = ANY($1)", [[STRANDED, WORKING]]);
-    await paydb.query("UPDATE payouts SET state = 'PROCESSING', claimed_by = 'executor-newer' WHERE payout_id = $1", [WORKING]);
+    await t.paydb.query("UPDATE payouts SET fence = 5 WHERE payout_id = ANY($1)", [[STRANDED, WORKING]]);
+    await t.paydb.query("UPDATE payouts SET state = 'PROCESSING', claimed_by = 'executor-newer' WHERE payout_id = $1", [WORKING]);
     await letTimePass(SHORT_WINDOW_MS + 1200, "the short settlement window passes and the statement covers it");
 
     const run = await reconcileOnce({ SETTLEMENT_WINDOW_MS: String(SHORT_WINDOW_MS) });
     expect(run.code).toBe(0);
-    const states = await payoutStates(paydb, [STRANDED, WORKING]);
+    const states = await payoutStates(t.paydb, [STRANDED, WORKING]);
     expect(states.get(STRANDED)).toMatchObject({ state: "FAILED", failure_reason: "NOT_ON_RAIL_STATEMENT" });
     expect(states.get(WORKING)?.state).toBe("PROCESSING");
-    expect((await proxyClient(mesh).getSubmission({ payoutId: STRANDED })).submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
-    expect(Object.fromEntries(await railPaymentCounts(raildb, [STRANDED, WORKING], "ACCEPTED"))).toEqual({ [STRANDED]: 0, [WORKING]: 0 });
+    expect((await proxyClient(t.mesh).getSubmission({ payoutId: STRANDED })).submission?.state).toBe(SubmissionState.RESOLVED_NOT_PAID);
+    expect(Object.fromEntries(await railPaymentCounts(t.raildb, [STRANDED, WORKING], "ACCEPTED"))).toEqual({ [STRANDED]: 0, [WORKING]: 0 });
   });
 
   it("in loop mode it reports ready, serves its gauges on /metrics and drains on SIGTERM", async () => {
@@ -221,8 +204,8 @@ describe("reconciler (UC-07)", () => {
       env: {
         ...PROXY_TIMING,
         METRICS_PORT: "0",
-        PAYDB_URL: mesh.roleUrl("paydb", "reconciler"),
-        RAIL_PROXY_URLS: mesh.proxies.map((x) => x.url).join(","),
+        PAYDB_URL: t.mesh.roleUrl("paydb", "reconciler"),
+        RAIL_PROXY_URLS: t.mesh.proxies.map((x) => x.url).join(","),
         RECONCILE_INTERVAL_MS: "200",
         SETTLEMENT_WINDOW_MS: "600000",
       },

@@ -12,33 +12,26 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { create, createFileRegistry, fromBinary, toJson } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { Pki } from "../../tools/harness/pki.js";
 import { projectRoot } from "../../services/shared/process/project-root.js";
 import { ServerReflection } from "../../services/shared/gen/grpc/reflection/v1/reflection_pb.js";
-import { testMesh } from "../support/test-mesh.js";
 import { startPayouts } from "../payouts/support.js";
 
 const run = promisify(execFile);
 const buf = join(projectRoot(), "node_modules", ".bin", "buf");
 
-let mesh: Mesh;
+const t = useMesh({ tls: true, proxies: 1 });
 
 beforeAll(async () => {
-  mesh = testMesh({ tls: true, proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-});
-
-afterAll(async () => {
-  await mesh?.stop();
+  await t.mesh.startLock();
+  await t.mesh.startPayouts();
 });
 
 /** Runs `buf curl` as the operator; resolves with its exit code and output (never throws). */
 async function bufCurl(args: string[], identity: "operator" | "none" = "operator"): Promise<{ code: number; stdout: string; stderr: string }> {
-  const op = mesh.identityFiles("operator");
+  const op = t.mesh.identityFiles("operator");
   const tls = identity === "operator" ? ["--cert", op.cert, "--key", op.key, "--cacert", op.ca] : ["--cacert", op.ca];
   try {
     const { stdout, stderr } = await run(buf, ["curl", ...tls, "--timeout", "20s", ...args], { timeout: 30_000 });
@@ -52,7 +45,7 @@ async function bufCurl(args: string[], identity: "operator" | "none" = "operator
 const servers = () => [
   {
     name: "payouts",
-    url: mesh.payouts!.url,
+    url: t.mesh.payouts!.url,
     methods: [
       "railfence.payouts.v1.PayoutService/CreatePayout",
       "railfence.payouts.v1.PayoutService/GetPayout",
@@ -62,16 +55,16 @@ const servers = () => [
   },
   {
     name: "rail-proxy",
-    url: mesh.proxies[0]!.url,
+    url: t.mesh.proxies[0]!.url,
     methods: [
       "railfence.railproxy.v1.RailProxyService/SubmitPayout",
       "railfence.railproxy.v1.RailProxyService/GetSubmission",
       "railfence.railproxy.v1.RailProxyService/GetRailStatement",
     ],
   },
-  { name: "lock", url: mesh.lock!.url, methods: ["railfence.lock.v1.LockService/Acquire", "railfence.lock.v1.LockService/Inspect"] },
-  { name: "rail-stub", url: mesh.railStub.url, methods: ["railfence.rail.v1.RailService/SubmitPayment", "railfence.rail.v1.RailService/ListPayments"] },
-  { name: "rail-stub control", url: mesh.railControlUrl, methods: ["railfence.railcontrol.v1.RailControlService/SetFaults"] },
+  { name: "lock", url: t.mesh.lock!.url, methods: ["railfence.lock.v1.LockService/Acquire", "railfence.lock.v1.LockService/Inspect"] },
+  { name: "rail-stub", url: t.mesh.railStub.url, methods: ["railfence.rail.v1.RailService/SubmitPayment", "railfence.rail.v1.RailService/ListPayments"] },
+  { name: "rail-stub control", url: t.mesh.railControlUrl, methods: ["railfence.railcontrol.v1.RailControlService/SetFaults"] },
 ];
 
 describe("gRPC reflection", () => {
@@ -90,24 +83,24 @@ describe("gRPC reflection", () => {
   });
 
   it("calls a method with nothing but reflection for the schema (no proto files)", async () => {
-    const r = await bufCurl(["--protocol", "grpc", "-d", '{"key":"account:reflected"}', `${mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
+    const r = await bufCurl(["--protocol", "grpc", "-d", '{"key":"account:reflected"}', `${t.mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ key: "account:reflected" });
   });
 
   it("fails for a service the server does not have (the check can fail)", async () => {
-    const r = await bufCurl(["-d", "{}", `${mesh.payouts!.url}/railfence.lock.v1.LockService/Inspect`]);
+    const r = await bufCurl(["-d", "{}", `${t.mesh.payouts!.url}/railfence.lock.v1.LockService/Inspect`]);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/railfence\.lock\.v1\.LockService/);
   });
 
   it("refuses a caller without a client certificate (mutual TLS comes first)", async () => {
-    const r = await bufCurl(["--list-methods", mesh.payouts!.url], "none");
+    const r = await bufCurl(["--list-methods", t.mesh.payouts!.url], "none");
     expect(r.code).not.toBe(0);
   });
 
   it("under TLS_CLIENT_AUTH=request, a caller without a certificate gets a session but no reflection", async () => {
-    const svc = await startPayouts(mesh.dbUrl("paydb"), { ...Pki.env(mesh.identityFiles("payouts")), TLS_CLIENT_AUTH: "request" }, "payouts-request-auth");
+    const svc = await startPayouts(t.mesh.dbUrl("paydb"), { ...Pki.env(t.mesh.identityFiles("payouts")), TLS_CLIENT_AUTH: "request" }, "payouts-request-auth");
     svc.opts.tls = true;
     try {
       const anonymous = await bufCurl(["--list-methods", svc.url], "none");
@@ -122,7 +115,7 @@ describe("gRPC reflection", () => {
   });
 
   it("answers symbol lookups with the file and its imports, and NOT_FOUND for unknown names", async () => {
-    const client = mesh.client(ServerReflection, mesh.proxies[0]!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    const client = t.mesh.client(ServerReflection, t.mesh.proxies[0]!.url, "operator", { idleConnectionTimeoutMs: 1000 });
     async function* requests() {
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.RailProxyService.GetSubmission" } };
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "railfence.railproxy.v1.SUBMISSION_STATE_TIMEOUT" } };
@@ -150,7 +143,7 @@ describe("gRPC reflection", () => {
   });
 
   it("serves the files a refusal mentions: google.rpc.ErrorInfo and google.rpc.Status, with their imports", async () => {
-    const client = mesh.client(ServerReflection, mesh.payouts!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    const client = t.mesh.client(ServerReflection, t.mesh.payouts!.url, "operator", { idleConnectionTimeoutMs: 1000 });
     async function* requests() {
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "google.rpc.ErrorInfo" } };
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: "google.rpc.RetryInfo" } };
@@ -175,13 +168,13 @@ describe("gRPC reflection", () => {
   it("a tool with nothing but reflection decodes a refusal's ErrorInfo (what grpcurl does with an Any it meets)", async () => {
     // buf curl prints each detail as type + base64 value (its error writer decodes only types
     // compiled into it); grpcurl resolves the type through reflection, as done here.
-    const r = await bufCurl(["--protocol", "grpc", "-d", "{}", `${mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
+    const r = await bufCurl(["--protocol", "grpc", "-d", "{}", `${t.mesh.lock!.url}/railfence.lock.v1.LockService/Inspect`]);
     expect(r.code).not.toBe(0);
     const printed = JSON.parse(r.stderr) as { code: string; details: { type: string; value: string }[] };
     expect(printed.code).toBe("invalid_argument");
     const detail = printed.details.find((d) => d.type === "google.rpc.ErrorInfo")!;
 
-    const client = mesh.client(ServerReflection, mesh.lock!.url, "operator", { idleConnectionTimeoutMs: 1000 });
+    const client = t.mesh.client(ServerReflection, t.mesh.lock!.url, "operator", { idleConnectionTimeoutMs: 1000 });
     async function* requests() {
       yield { host: "", messageRequest: { case: "fileContainingSymbol" as const, value: detail.type } };
     }
@@ -199,9 +192,9 @@ describe("gRPC reflection", () => {
   });
 
   it("a malformed reflection message is invalid_argument MALFORMED_REQUEST, for a plain grpc-js client; a well-formed one is answered", async () => {
-    const op = mesh.identityFiles("operator");
+    const op = t.mesh.identityFiles("operator");
     const creds = grpc.credentials.createSsl(readFileSync(op.ca), readFileSync(op.key), readFileSync(op.cert));
-    const client = new grpc.Client(mesh.proxies[0]!.url.replace("https://", ""), creds);
+    const client = new grpc.Client(t.mesh.proxies[0]!.url.replace("https://", ""), creds);
     const raw = (b: Buffer) => b;
     /** Sends one message of raw bytes on the reflection stream; resolves with the answers and the final status. */
     const exchange = (message: Buffer) =>

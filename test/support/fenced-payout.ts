@@ -5,11 +5,12 @@
  * proxy directly play that executor: `proxy.submitPayout(await fencedFor(paydb, request))`.
  *
  * It does what the payouts API and an executor would have done, nothing more: create the payout
- * if it does not exist yet, then fence it (`fence < token` only, as an executor's fencing write,
- * and only while it is PENDING or PROCESSING). It never rewrites what an existing payout pays
+ * if it does not exist yet, then fence it with the executor's own fencing statement (`fence <
+ * token` only, and only while it is PENDING or PROCESSING). It never rewrites what an existing payout pays
  * and never lowers a fence, so a stale or mismatching request stays stale or mismatching.
  */
 import type pg from "pg";
+import { createPayoutStore } from "../../services/executor/payout-store.js";
 import { payoutIdOf } from "../../services/shared/domain/submission-ref.js";
 
 /** The SubmitPayout fields the binding compares (a request literal fits as is). */
@@ -26,12 +27,31 @@ type Queryable = pg.ClientBase | pg.Pool;
 // Claimed by the test for ten minutes, as a holder claims what it works on: a mesh's executors
 // leave it alone (the token is the test's own, not one the lock issued; an executor would flag
 // a fence above every token the lock issued as FENCE_AHEAD_OF_LOCK).
-const FENCE = `
-  INSERT INTO payouts AS p (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
-  VALUES ($1, 'test-client', $2, $3, $4, $5, 'PROCESSING', $6, 'test', now() + interval '10 minutes')
-  ON CONFLICT (payout_id) DO UPDATE SET fence = EXCLUDED.fence, state = 'PROCESSING', claimed_by = 'test',
-         claimed_until = now() + interval '10 minutes', updated_at = now()
-   WHERE p.fence < EXCLUDED.fence AND p.state IN ('PENDING', 'PROCESSING')`;
+const CLAIM_MS = 10 * 60_000;
+
+// What the payouts API inserts for a client (nothing when the payout exists: never rewritten).
+const CREATE = `
+  INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state)
+  VALUES ($1, 'test-client', $2, $3, $4, $5, 'PENDING')
+  ON CONFLICT (payout_id) DO NOTHING`;
+
+/**
+ * Fences an existing payout for `token` with the executor's own statement (`fence` in
+ * services/executor/payout-store.ts: PENDING or PROCESSING, fence below the token, PROCESSING
+ * after), so a test's holder is exactly what an executor's fencing write makes. Resolves false when
+ * that statement fences nothing (a newer token holds the payout, or it is no longer payable).
+ */
+export async function fenceAsExecutor(paydb: Queryable, payoutId: string, token: bigint, executorId = "test"): Promise<boolean> {
+  const store = createPayoutStore(paydb as pg.Pool);
+  return (await store.fence(payoutId, token, new Uint8Array(), executorId, CLAIM_MS)) !== undefined;
+}
+
+/** fenceAsExecutor, for a test whose arrangement needs it to succeed: throws when it fences nothing. */
+export async function fencedByExecutor(paydb: Queryable, payoutId: string, token: bigint, executorId = "test"): Promise<void> {
+  if (!(await fenceAsExecutor(paydb, payoutId, token, executorId))) {
+    throw new Error(`payout ${payoutId} cannot be fenced with token ${token}: a newer token holds it, or it is not payable`);
+  }
+}
 
 /**
  * Creates and fences the payout `request` pays (the payout id of its reference). Resolves true
@@ -43,7 +63,8 @@ export async function fencePayout(paydb: Queryable, request: SubmitFields): Prom
   if (amountMinor === undefined || currency === undefined) throw new Error("fencePayout: the request has no amount");
   const payoutId = payoutIdOf(request.payoutId);
   const token = request.fencingToken.toString();
-  await paydb.query(FENCE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary, token]);
+  await paydb.query(CREATE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary]);
+  await fenceAsExecutor(paydb, payoutId, request.fencingToken);
   const { rows } = await paydb.query<{ account_id: string; amount_minor: string; currency: string; beneficiary: string; state: string; fence: string }>(
     "SELECT account_id, amount_minor::text, currency, beneficiary, state, fence::text FROM payouts WHERE payout_id = $1",
     [payoutId],

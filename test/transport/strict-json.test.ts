@@ -7,25 +7,18 @@
  */
 import http2 from "node:http2";
 import { fromBinary } from "@bufbuild/protobuf";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import type { MeshIdentity } from "../../tools/harness/pki.js";
 import { ErrorInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { tlsNodeOptions } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
 import { countPayouts, newKey } from "../payouts/support.js";
 
-let mesh: Mesh;
+const t = useMesh({ tls: true, proxies: 1 });
 
 beforeAll(async () => {
-  mesh = testMesh({ tls: true, proxies: 1 });
-  await mesh.start();
-  await mesh.startLock();
-  await mesh.startPayouts();
-});
-
-afterAll(async () => {
-  await mesh?.stop();
+  await t.mesh.startLock();
+  await t.mesh.startPayouts();
 });
 
 interface RawAnswer {
@@ -36,7 +29,7 @@ interface RawAnswer {
 /** One Connect JSON POST over mutual TLS as identity: exactly what curl with a client certificate sends. */
 function postJson(baseUrl: string, path: string, body: string, headers: Record<string, string> = {}, identity: MeshIdentity = "client"): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    const session = http2.connect(baseUrl, tlsNodeOptions(mesh.identityFiles(identity)));
+    const session = http2.connect(baseUrl, tlsNodeOptions(t.mesh.identityFiles(identity)));
     session.on("error", reject);
     const req = session.request({ ":method": "POST", ":path": path, "content-type": "application/json", ...headers });
     let status = 0;
@@ -69,9 +62,9 @@ const CREATE = "/railfence.payouts.v1.PayoutService/CreatePayout";
 
 describe("strict Connect JSON (decision 050)", () => {
   it("CreatePayout with a typo'd clientRefrence is refused, names the key, and creates nothing; spelled right it creates the payout", async () => {
-    const paydb = mesh.dbUrl("paydb");
+    const paydb = t.mesh.dbUrl("paydb");
     const typo = `{"accountId":"acct-strict","amount":{"amountMinor":"1250","currency":"EUR"},"beneficiary":"ben-strict","clientRefrence":"order-77"}`;
-    const refused = await postJson(mesh.payouts!.url, CREATE, typo, { "idempotency-key": newKey() });
+    const refused = await postJson(t.mesh.payouts!.url, CREATE, typo, { "idempotency-key": newKey() });
     expect(refused.status, refused.body).toBe(400);
     expect(errorInfoOf(refused.body)).toEqual({ code: "invalid_argument", reason: "UNKNOWN_FIELD", field: "clientRefrence" });
     expect(JSON.parse(refused.body).message).toContain("clientRefrence");
@@ -79,7 +72,7 @@ describe("strict Connect JSON (decision 050)", () => {
 
     // Positive control: the same body with the field spelled right is served, reference kept.
     const right = typo.replace("clientRefrence", "clientReference");
-    const created = await postJson(mesh.payouts!.url, CREATE, right, { "idempotency-key": newKey() });
+    const created = await postJson(t.mesh.payouts!.url, CREATE, right, { "idempotency-key": newKey() });
     expect(created.status, created.body).toBe(200);
     expect(JSON.parse(created.body).payout).toMatchObject({ accountId: "acct-strict", clientReference: "order-77" });
     expect(await countPayouts(paydb, "account_id = 'acct-strict' AND client_reference = 'order-77'")).toBe(1);
@@ -87,24 +80,30 @@ describe("strict Connect JSON (decision 050)", () => {
 
   it("a typo inside a nested message is refused with its path", async () => {
     const body = `{"accountId":"acct-strict2","amount":{"amountMinr":"5","currency":"EUR"},"beneficiary":"b"}`;
-    const refused = await postJson(mesh.payouts!.url, CREATE, body, { "idempotency-key": newKey() });
+    const refused = await postJson(t.mesh.payouts!.url, CREATE, body, { "idempotency-key": newKey() });
     expect(errorInfoOf(refused.body)).toEqual({ code: "invalid_argument", reason: "UNKNOWN_FIELD", field: "amount.amountMinr" });
-    expect(await countPayouts(mesh.dbUrl("paydb"), "account_id = 'acct-strict2'")).toBe(0);
+    expect(await countPayouts(t.mesh.dbUrl("paydb"), "account_id = 'acct-strict2'")).toBe(0);
   });
 
   it("every railfence server refuses an unknown key the same way, and serves the body without it", async () => {
     const targets: { name: string; url: string; path: string; body: string; identity: MeshIdentity }[] = [
-      { name: "lock", url: mesh.lock!.url, path: "/railfence.lock.v1.LockService/Inspect", body: `{"key":"account:strict"}`, identity: "operator" },
+      { name: "lock", url: t.mesh.lock!.url, path: "/railfence.lock.v1.LockService/Inspect", body: `{"key":"account:strict"}`, identity: "operator" },
       {
         name: "rail-proxy",
-        url: mesh.proxies[0]!.url,
+        url: t.mesh.proxies[0]!.url,
         path: "/railfence.railproxy.v1.RailProxyService/GetSubmission",
         body: `{"payoutId":"p-strict"}`,
         identity: "operator",
       },
-      { name: "rail-stub control", url: mesh.railControlUrl, path: "/railfence.railcontrol.v1.RailControlService/SetFaults", body: "{}", identity: "operator" },
-      { name: "rail-stub", url: mesh.railStub.url, path: "/railfence.rail.v1.RailService/ListPayments", body: "{}", identity: "rail-proxy" },
-      { name: "health", url: mesh.payouts!.url, path: "/grpc.health.v1.Health/Check", body: `{"service":""}`, identity: "client" },
+      {
+        name: "rail-stub control",
+        url: t.mesh.railControlUrl,
+        path: "/railfence.railcontrol.v1.RailControlService/SetFaults",
+        body: "{}",
+        identity: "operator",
+      },
+      { name: "rail-stub", url: t.mesh.railStub.url, path: "/railfence.rail.v1.RailService/ListPayments", body: "{}", identity: "rail-proxy" },
+      { name: "health", url: t.mesh.payouts!.url, path: "/grpc.health.v1.Health/Check", body: `{"service":""}`, identity: "client" },
     ];
     for (const t of targets) {
       const typo = `${t.body.slice(0, -1)}${t.body === "{}" ? "" : ","}"sinceTypo":"x"}`;
