@@ -41,7 +41,7 @@ describe("what a refused SubmitPayout means for the payout", () => {
     [Code.PermissionDenied, "TOKEN_SIGNATURE_INVALID"],
     [Code.PermissionDenied, "PERMISSION_DENIED"],
     [Code.Unauthenticated, ""],
-    [Code.FailedPrecondition, "PAYOUT_NOT_FOUND"],
+    [Code.FailedPrecondition, "BOUND_PAYOUT_NOT_FOUND"],
     [Code.FailedPrecondition, "PAYOUT_MISMATCH"],
   ] as Array<[Code, string]>)("%s %s cannot be cured by a retry: a human's", (code, reason) => {
     expect(refusalAction(reason ? refusal(code, reason) : new ConnectError("no", code), "po-1").kind).toBe("needs-human");

@@ -9,7 +9,7 @@
  * | ALREADY_EXISTS DUPLICATE_SUBMISSION / PAYOUT_ALREADY_SUBMITTED| settle the submission it names |
  * | ABORTED RAIL_AMBIGUOUS                                        | unknown       |
  * | ABORTED NOT_FORWARDED                                         | not-forwarded (the rail was not called) |
- * | PERMISSION_DENIED, UNAUTHENTICATED, TOKEN_SIGNATURE_INVALID, PAYOUT_NOT_FOUND, PAYOUT_MISMATCH, PAYOUT_FENCE_MISMATCH (holder OLDER) | needs-human |
+ * | PERMISSION_DENIED, UNAUTHENTICATED, TOKEN_SIGNATURE_INVALID, BOUND_PAYOUT_NOT_FOUND, PAYOUT_MISMATCH, PAYOUT_FENCE_MISMATCH (holder OLDER) | needs-human |
  * | INVALID_ARGUMENT with ErrorInfo (step 0)                      | invalid       |
  * | anything else (network, deadline, UNAVAILABLE, ...)           | lost: ask before anything else |
  */

@@ -130,7 +130,6 @@ function refusalError(r: Refusal, intent: Intent): DomainError {
         },
       );
     case "PAYOUT_NOT_FOUND":
-      // Wire reason PAYOUT_NOT_FOUND, code failed_precondition (GetPayout's is not_found).
       return new DomainError(REASONS.BOUND_PAYOUT_NOT_FOUND, "no payout with this id exists in paydb; the rail was not called", payout);
     case "PAYOUT_MISMATCH":
       return new DomainError(REASONS.PAYOUT_MISMATCH, `${r.field} differs from the payout's; the rail was not called`, { ...payout, field: r.field });

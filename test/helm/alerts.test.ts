@@ -122,12 +122,12 @@ describe("alert rules", () => {
     ["RailProxyGuardDisabled", /min by \(namespace, guard\) \(railfence_rail_proxy_guard_enabled\{namespace="RELEASE_NAMESPACE"\}\) < 1/, "page"],
     [
       "ExecutorPayoutNeedsAttentionMoneyAtRisk",
-      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason=~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found"\}/,
+      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason=~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found\|bound_payout_not_found"\}/,
       "page",
     ],
     [
       "ExecutorPayoutNeedsAttention",
-      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason!~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found"\}/,
+      /railfence_executor_needs_attention_total\{namespace="RELEASE_NAMESPACE", reason!~"late_rail_answer\|resolution_contradicted\|mark_ahead_of_lock\|fence_ahead_of_lock\|forgotten_submission\|payout_mismatch\|payout_not_found\|bound_payout_not_found"\}/,
       "ticket",
     ],
     ["RailProxyNotForwarding", /increase\(railfence_rail_proxy_not_forwarded_total\{namespace="RELEASE_NAMESPACE"\}\[15m\]\)\) > 0/, "ticket"],

@@ -9,33 +9,20 @@
  * advance, no intent, no rail call.
  */
 import { Code } from "@connectrpc/connect";
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Mesh } from "../../tools/harness/mesh.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { errorInfo } from "../../services/shared/domain/errors.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { eventually, expectRejected, proxyClient, railControl } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, poolFor, setFaults } from "../executor/support.js";
+import { insertPayouts, setFaults } from "../executor/support.js";
 
-let mesh: Mesh;
-let paydb: pg.Pool;
-let raildb: pg.Pool;
 let proxy: ReturnType<typeof proxyClient>;
 
-beforeAll(async () => {
-  mesh = testMesh({ proxies: 1 });
-  await mesh.start();
-  paydb = poolFor(mesh.dbUrl("paydb"));
-  raildb = poolFor(mesh.dbUrl("raildb"));
-  proxy = proxyClient(mesh.proxies[0]!.url);
-});
+const t = useMesh({ proxies: 1 });
 
-afterAll(async () => {
-  await paydb?.end();
-  await raildb?.end();
-  await mesh?.stop();
+beforeAll(async () => {
+  proxy = proxyClient(t.mesh.proxies[0]!.url);
 });
 
 const AMOUNT = 2500n;
@@ -43,8 +30,8 @@ const BENEFICIARY = "ben-honest";
 
 /** A payout as an honest executor leaves it right before SubmitPayout: PROCESSING, fenced by `token`. */
 async function fenced(payoutId: string, accountId: string, token: bigint, state = "PROCESSING"): Promise<void> {
-  await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: AMOUNT, beneficiary: BENEFICIARY }]);
-  await paydb.query("UPDATE payouts SET fence = $2, state = $3 WHERE payout_id = $1", [payoutId, token.toString(), state]);
+  await insertPayouts(t.paydb, [{ payoutId, accountId, amountMinor: AMOUNT, beneficiary: BENEFICIARY }]);
+  await t.paydb.query("UPDATE payouts SET fence = $2, state = $3 WHERE payout_id = $1", [payoutId, token.toString(), state]);
 }
 
 const request = (accountId: string, payoutId: string, token: bigint, over: Record<string, unknown> = {}) => ({
@@ -57,21 +44,21 @@ const request = (accountId: string, payoutId: string, token: bigint, over: Recor
 });
 
 async function snapshot(accountId: string) {
-  const mark = await paydb.query("SELECT mark::text FROM rail_high_water WHERE account_id = $1", [accountId]);
-  const subs = await paydb.query("SELECT payout_id, state FROM rail_submissions WHERE account_id = $1 ORDER BY payout_id", [accountId]);
-  const rail = await raildb.query("SELECT count(*)::int AS n FROM payments WHERE account_id = $1", [accountId]);
-  const calls = (await railControl(mesh).getFaults({})).submitCalls;
+  const mark = await t.paydb.query("SELECT mark::text FROM rail_high_water WHERE account_id = $1", [accountId]);
+  const subs = await t.paydb.query("SELECT payout_id, state FROM rail_submissions WHERE account_id = $1 ORDER BY payout_id", [accountId]);
+  const rail = await t.raildb.query("SELECT count(*)::int AS n FROM payments WHERE account_id = $1", [accountId]);
+  const calls = (await railControl(t.mesh).getFaults({})).submitCalls;
   return { mark: mark.rows, subs: subs.rows, railPayments: rail.rows[0].n as number, railCalls: calls };
 }
 
 describe("the proxy binds every submission to its payout", () => {
-  it("a fresh payout id that paydb does not know (a rogue executor paying anyone) is refused: PAYOUT_NOT_FOUND", async () => {
+  it("a fresh payout id that paydb does not know (a rogue executor paying anyone) is refused: BOUND_PAYOUT_NOT_FOUND", async () => {
     const acc = "acc-bind-rogue";
     const before = await snapshot(acc);
     await expectRejected(
       proxy.submitPayout(request(acc, "po-made-up", 9n, { amount: { amountMinor: 999_999_900n, currency: "EUR" }, beneficiary: "ben-attacker" })),
       Code.FailedPrecondition,
-      "PAYOUT_NOT_FOUND",
+      "BOUND_PAYOUT_NOT_FOUND",
     );
     expect(await snapshot(acc)).toEqual(before);
   });
@@ -134,21 +121,21 @@ describe("the proxy binds every submission to its payout", () => {
     const payoutId = "po-bind-live";
     await fenced(payoutId, acc, 5n);
     // The first attempt stays in flight: the rail never answers it.
-    await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: `${payoutId}:t5` }]);
+    await setFaults(t.mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: `${payoutId}:t5` }]);
     const first = proxy.submitPayout(request(acc, `${payoutId}:t5`, 5n)).catch((e: unknown) => e);
     // The first attempt's intent is committed (it was admitted under fence 5) before anyone re-fences.
     await eventually(
-      async () => (await paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`])).rowCount,
+      async () => (await t.paydb.query("SELECT 1 FROM rail_submissions WHERE payout_id = $1", [`${payoutId}:t5`])).rowCount,
       "the first attempt's intent",
     );
     // A takeover: a newer token fences the payout and submits under a fresh reference.
-    await paydb.query("UPDATE payouts SET fence = 6 WHERE payout_id = $1", [payoutId]);
+    await t.paydb.query("UPDATE payouts SET fence = 6 WHERE payout_id = $1", [payoutId]);
     const before = await snapshot(acc);
     const err = await expectRejected(proxy.submitPayout(request(acc, `${payoutId}:t6`, 6n)), Code.AlreadyExists, "PAYOUT_ALREADY_SUBMITTED");
     expect(errorInfo(err)?.metadata.live_submission).toBe(`${payoutId}:t5`);
     expect(await snapshot(acc)).toEqual(before);
     await first;
-    await setFaults(mesh, []);
+    await setFaults(t.mesh, []);
   });
 
   it("a payout whose earlier submission was never forwarded can be submitted again, and is paid once", async () => {
@@ -156,19 +143,19 @@ describe("the proxy binds every submission to its payout", () => {
     const payoutId = "po-bind-retry";
     await fenced(payoutId, acc, 5n);
     // An earlier attempt that the proxy gave up before calling the rail.
-    await paydb.query(
+    await t.paydb.query(
       `INSERT INTO rail_submissions (payout_id, bound_payout_id, account_id, fencing_token, amount_minor, currency, beneficiary, state, replica_id, mark_advanced)
        VALUES ($1, $2, $3, 4, $4, 'EUR', $5, 'FORWARDING', 'test', true)`,
       [`${payoutId}:t4`, payoutId, acc, AMOUNT.toString(), BENEFICIARY],
     );
-    await paydb.query("UPDATE rail_submissions SET state = 'NOT_FORWARDED' WHERE payout_id = $1", [`${payoutId}:t4`]);
+    await t.paydb.query("UPDATE rail_submissions SET state = 'NOT_FORWARDED' WHERE payout_id = $1", [`${payoutId}:t4`]);
     const before = await snapshot(acc);
     expect(before.railPayments).toBe(0);
     const res = await proxy.submitPayout(request(acc, `${payoutId}:t5`, 5n));
     expect(res.submission?.state).toBe(SubmissionState.ACCEPTED);
     expect(res.submission?.boundPayoutId).toBe(payoutId);
     // Paid once: the rail booked exactly this submission, under its reference, and nothing else.
-    const { rows } = await raildb.query<{ client_reference: string; status: string }>("SELECT client_reference, status FROM payments WHERE account_id = $1", [
+    const { rows } = await t.raildb.query<{ client_reference: string; status: string }>("SELECT client_reference, status FROM payments WHERE account_id = $1", [
       acc,
     ]);
     expect(rows).toEqual([{ client_reference: `${payoutId}:t5`, status: "ACCEPTED" }]);

@@ -148,7 +148,7 @@ beforeAll(async () => {
       beneficiary: "ben-dash",
     }),
     Code.FailedPrecondition,
-    "PAYOUT_NOT_FOUND",
+    "BOUND_PAYOUT_NOT_FOUND",
   );
   // Scraped: the payouts are in Prometheus, with the two samples a rate needs.
   await eventually(

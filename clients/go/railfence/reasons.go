@@ -118,10 +118,9 @@ const (
 	// (metadata live_submission); settle that one.
 	ReasonPayoutAlreadySubmitted Reason = "PAYOUT_ALREADY_SUBMITTED"
 
-	// ReasonPayoutNotFound: (1) SubmitPayout: no payout in paydb has the id the reference names; the
-	// rail was not called. (2) GetPayout, LookupPayout: no payout with this id, idempotency key or
-	// client reference (another client's payout is indistinguishable from a missing one).
-	ReasonPayoutNotFound Reason = "PAYOUT_NOT_FOUND"
+	// ReasonBoundPayoutNotFound: SubmitPayout: no payout in paydb has the id the reference names; the
+	// rail was not called.
+	ReasonBoundPayoutNotFound Reason = "BOUND_PAYOUT_NOT_FOUND"
 
 	// ReasonPayoutMismatch: SubmitPayout: a field differs from the paydb payout's (metadata field);
 	// the rail was not called.
@@ -166,6 +165,10 @@ const (
 
 	// ReasonRailUnavailable: GetRailStatement: the rail's statement could not be read.
 	ReasonRailUnavailable Reason = "RAIL_UNAVAILABLE"
+
+	// ReasonPayoutNotFound: GetPayout, LookupPayout: no payout with this id, idempotency key or client
+	// reference (another client's payout is indistinguishable from a missing one).
+	ReasonPayoutNotFound Reason = "PAYOUT_NOT_FOUND"
 
 	// ReasonClientReferenceAmbiguous: LookupPayout: several of the caller's payouts carry this client
 	// reference (metadata count); look up by idempotency key or list them.
@@ -322,7 +325,7 @@ var catalogue = []catalogueEntry{
 	{codes.Aborted, ReasonFencedOut, RetryFinal},
 	{codes.AlreadyExists, ReasonDuplicateSubmission, RetryCheckStatus},
 	{codes.AlreadyExists, ReasonPayoutAlreadySubmitted, RetryCheckStatus},
-	{codes.FailedPrecondition, ReasonPayoutNotFound, RetryFinal},
+	{codes.FailedPrecondition, ReasonBoundPayoutNotFound, RetryFinal},
 	{codes.FailedPrecondition, ReasonPayoutMismatch, RetryFinal},
 	{codes.FailedPrecondition, ReasonPayoutNotPayable, RetryFinal},
 	{codes.FailedPrecondition, ReasonPayoutFenceMismatch, RetryFinal},

@@ -49,7 +49,7 @@ type catalogueEntry struct {
 }
 
 // RetryOf is the retry class of a (code, reason) answer; RetryUnknown when the catalogue has no
-// such pair. One reason may travel with two codes (PAYOUT_NOT_FOUND), so both are needed.
+// such pair (code and reason are compared together, as every client should).
 //
 // A call without duplicate protection (SubmitPayout) is never retried, whatever the class.
 func RetryOf(code codes.Code, reason Reason) RetryClass {

@@ -207,7 +207,6 @@ const DEFINITIONS = {
     meaning: "The payout already has a live submission under another reference (metadata live_submission); settle that one.",
   },
   BOUND_PAYOUT_NOT_FOUND: {
-    reason: "PAYOUT_NOT_FOUND",
     code: Code.FailedPrecondition,
     retry: "final",
     area: "railProxy",

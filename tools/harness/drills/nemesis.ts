@@ -503,7 +503,7 @@ export class Nemesis {
       // A strike counts when the binding refused it, or when it was paid (what the control's
       // audit must then find). Anything else (a rail fault or an outage at the same moment) gave
       // the guard nothing to stop and the audit nothing to find: a miss, so the soak strikes again.
-      const refusedByBinding = "refused" in answer && (answer.refused === "PAYOUT_NOT_FOUND" || answer.refused === "PAYOUT_MISMATCH");
+      const refusedByBinding = "refused" in answer && (answer.refused === "BOUND_PAYOUT_NOT_FOUND" || answer.refused === "PAYOUT_MISMATCH");
       if (!answer.paid && !refusedByBinding) return this.miss("rogue-submit", `made-up ${payoutId} neither refused nor paid: ${answer.text}`);
       this.record("rogue-submit", account, `made-up ${payoutId} for 999,999,900 to ben-rogue: ${answer.text}`);
     } finally {
