@@ -6,17 +6,29 @@ import { processConfig, processEnvShape, type ProcessConfig } from "../shared/pr
 
 const schema = z.object({
   ...processEnvShape(9500),
+  /** paydb, the payment ledger (no password in the URL: see PAYDB_PASSWORD_FILE). */
   PAYDB_URL: env.url(),
+  /** File holding paydb's password, if the URL needs one. */
   PAYDB_PASSWORD_FILE: env.optionalFile(),
+  /** The lock service's URL. */
   LOCK_URL: z.url({ protocol: /^https?$/ }),
+  /** The rail-proxy replicas' URLs, comma-separated; calls go round robin. */
   RAIL_PROXY_URLS: env.urlList("rail-proxy"),
+  /**
+   * Names this executor's claims and leases.
+   * @default `executor-<host>-<pid>`
+   */
   EXECUTOR_ID: z
     .string()
     .regex(/^[A-Za-z0-9._:-]{1,64}$/, "1-64 characters of [A-Za-z0-9._:-]")
     .default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
+  /** Payouts in flight at once. */
   EXECUTOR_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(4),
+  /** How often it looks for payable payouts. */
   POLL_INTERVAL_MS: env.ms(200, 10, 60_000),
+  /** The lock lease it asks for (docs/executor.md). */
   LEASE_TTL_MS: env.ms(5000, 100, 600_000),
+  /** How long it waits for a held account lock. */
   LOCK_WAIT_MS: env.ms(1000, 0, 60_000),
   /** Bound of every call to the lock service and the proxy. Past it the answer is "lost". */
   CALL_TIMEOUT_MS: env.ms(10_000, 50, 120_000),

@@ -15,11 +15,17 @@ export const MAX_TOKEN_FLOOR = (1n << 62n) - 1n;
 const schema = z
   .object({
     ...serverEnvShape(7100, 9100),
+    /** Where the locks live: `pg` (lockdb) or `etcd`. */
     LOCK_BACKEND: z.enum(["pg", "etcd"]).default("pg"),
+    /** lockdb, for the pg backend (required when LOCK_BACKEND=pg; no password in the URL). */
     LOCKDB_URL: z.string().min(1).optional(),
+    /** File holding lockdb's password, if the URL needs one. */
     LOCKDB_PASSWORD_FILE: env.optionalFile(),
+    /** lockdb connection pool size. */
     LOCKDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    /** The etcd backend's endpoints: comma-separated http(s)://host:port (required when LOCK_BACKEND=etcd). */
     ETCD_ENDPOINTS: z.string().min(1).optional(),
+    /** The etcd key prefix of the locks. */
     ETCD_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9._/-]{1,100}\/$/, "must be 1-100 characters of [A-Za-z0-9._/-] ending in /")
@@ -33,7 +39,7 @@ const schema = z
       .default("0")
       .transform((v) => int8(v))
       .refine((v) => v <= MAX_TOKEN_FLOOR, `must be at most ${MAX_TOKEN_FLOOR}`),
-    /** Optional key (shared with rail-proxy) to sign each grant's token (shared/process/token-signature.ts). */
+    /** File holding a key shared with rail-proxy: every grant's token is signed with it, for rail-proxy to verify (docs/security.md). */
     LOCK_TOKEN_SIGNING_KEY_FILE: env.optionalFile(),
   })
   // Runs even when other fields are invalid (`when`), so start-up lists every problem at once;

@@ -13,6 +13,7 @@ import { createLogger } from "../shared/process/logger.js";
 import { runMain } from "../shared/observability/lifecycle.js";
 import { installFenceSigningKey, migrate, type DatabaseKind } from "../shared/db/migrate.js";
 import { signingKeyFromFile } from "../shared/process/token-signature.js";
+import { configSchema } from "./config.js";
 import { readLogins } from "./login-config.js";
 import { provisionLogins } from "./login-roles.js";
 
@@ -21,15 +22,10 @@ const logger = createLogger("migrate");
 runMain(logger, async () => {
   const kinds = process.argv.slice(2);
   const valid: DatabaseKind[] = ["paydb", "lockdb", "raildb"];
-  const c = loadConfig(
-    z.object({
-      DATABASE_URL: z.string().min(1),
-      DATABASE_PASSWORD_FILE: z.string().min(1).optional(),
-      TOKEN_SIGNING_KEY_FILE: z.string().min(1).optional(),
-      KINDS: z.array(z.enum(valid)).min(1, "name at least one database: paydb, lockdb or raildb"),
-    }),
-    { ...process.env, KINDS: kinds } as unknown as NodeJS.ProcessEnv,
-  );
+  const c = loadConfig(configSchema.extend({ KINDS: z.array(z.enum(valid)).min(1, "name at least one database: paydb, lockdb or raildb") }), {
+    ...process.env,
+    KINDS: kinds,
+  } as unknown as NodeJS.ProcessEnv);
   const owner = URL.canParse(c.DATABASE_URL) ? decodeURIComponent(new URL(c.DATABASE_URL).username) || undefined : undefined;
   // Read and checked before anything changes: a bad login setting migrates nothing.
   const logins = readLogins(process.env, c.KINDS, owner);

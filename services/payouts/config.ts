@@ -12,15 +12,18 @@ export const RETENTION_FLOOR_MS = DAY_MS;
 const schema = z
   .object({
     ...serverEnvShape(7400, 9400),
+    /** paydb, the payment ledger (no password in the URL: see PAYDB_PASSWORD_FILE). */
     PAYDB_URL: env.url(),
+    /** File holding paydb's password, if the URL needs one. */
     PAYDB_PASSWORD_FILE: env.optionalFile(),
+    /** paydb connection pool size. */
     PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
     /** A paydb statement running (or waiting for a lock) longer than this is cancelled: PAYDB_BUSY, retryable. */
     PAYDB_STATEMENT_TIMEOUT_MS: env.ms(5000, 100, 60_000),
     /**
-     * How long a successful answer stays pinned to its key (RESILIENCE.md: 24 h). At least 24 h
-     * (clients keep keys for a day) unless IDEMPOTENCY_RETENTION_MIN_OVERRIDE, and never shorter
-     * than the lease, override or not: see the refinement below.
+     * How long a successful answer stays pinned to its key. At least 24 h (clients keep keys for a
+     * day) unless IDEMPOTENCY_RETENTION_MIN_OVERRIDE, and never shorter than IDEMPOTENCY_LOCK_MS,
+     * override or not (refused at start otherwise).
      */
     IDEMPOTENCY_RETENTION_MS: env.ms(DAY_MS, 100, 30 * DAY_MS),
     /** Tests only: allows a retention below 24 h (a short one shows expiry and purge in seconds). */
@@ -29,7 +32,7 @@ const schema = z
     IDEMPOTENCY_PURGE_INTERVAL_MS: env.ms(60_000, 50, DAY_MS),
     /** Lease of an IN_PROGRESS marker: a request that crashed frees its key after this long. */
     IDEMPOTENCY_LOCK_MS: env.ms(30_000, 100, 3_600_000),
-    /** The client identity of callers without a certificate (plain h2c on loopback); see caller-identity.ts. */
+    /** The client identity of callers without a certificate (plain h2c on loopback; caller-identity.ts). */
     PAYOUTS_DEFAULT_CLIENT_ID: z.string().regex(ID_PATTERN, "must be 1-64 characters of [A-Za-z0-9._:-]").default("local-default"),
     /** Identities (from client certificates) allowed to call the payouts API under mutual TLS. */
     PAYOUTS_CLIENT_IDENTITIES: z
@@ -42,9 +45,14 @@ const schema = z
           .filter((v) => v.length > 0),
       )
       .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
-    /** The money-limit store (limits.ts): paydb unless set; a database with the paydb migrations. */
+    /**
+     * The money-limit store (limits.ts): a database with the paydb migrations.
+     * @default paydb (`PAYDB_URL`)
+     */
     LIMITS_DB_URL: env.url().optional(),
+    /** File holding the limit store's password, if its URL needs one. */
     LIMITS_DB_PASSWORD_FILE: env.optionalFile(),
+    /** Connection pool size of the limit store. */
     LIMITS_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
     /** A limit store slower than this counts as unavailable: money movement refuses, fast. */
     LIMITS_TIMEOUT_MS: env.ms(1000, 50, 30_000),
@@ -53,10 +61,11 @@ const schema = z
      * Past it: UNAVAILABLE LIMITS_CONTENDED, retryable; contention is load, not an outage.
      */
     LIMITS_LOCK_WAIT_MS: env.ms(2000, 50, 30_000),
-    /** CreatePayout executions per client per LIMIT_CLIENT_WINDOW_MS (0 = off). */
+    /** Money limit: payout-creating requests (CreatePayout executions) per client per LIMIT_CLIENT_WINDOW_MS (0 = off). */
     LIMIT_CLIENT_REQUESTS: z.coerce.number().int().min(0).max(1_000_000_000).default(6000),
+    /** The window of LIMIT_CLIENT_REQUESTS. */
     LIMIT_CLIENT_WINDOW_MS: env.ms(60_000, 1000, 86_400_000),
-    /** Amount per account per currency per UTC day, minor units: "EUR=500000000,*=1000000000" ("off" per currency). */
+    /** Money limit: amount in minor units per client per account per currency per UTC day (`EUR=500000000,USD=off,*=1000000000`). */
     LIMIT_ACCOUNT_DAILY_AMOUNT: z
       .string()
       .default("*=1000000000")

@@ -9,18 +9,25 @@ import { DURABILITY_DECLARATIONS, type Durability } from "./paydb-durability.js"
 const schema = z
   .object({
     ...serverEnvShape(7200, 9200),
+    /** paydb's primary (no password in the URL: see PAYDB_PASSWORD_FILE). */
     PAYDB_URL: env.url(),
+    /** File holding paydb's password, if the URL needs one. */
     PAYDB_PASSWORD_FILE: env.optionalFile(),
+    /** paydb connection pool size. */
     PAYDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
-    /** What a paydb failover can lose, declared (paydb-durability.ts; no default: the fence's
-     * every guard lives in paydb, so nobody gets a durability they did not choose). */
+    /**
+     * What a paydb failover can lose, declared (paydb-durability.ts, decision 024);
+     * `synchronous-standby` is checked: no admission while no synchronous standby is attached. No
+     * default: the fence's every guard lives in paydb, so nobody gets a durability they did not choose.
+     */
     PAYDB_DURABILITY: z.enum(DURABILITY_DECLARATIONS, {
       error: () => `declare paydb's durability: one of ${DURABILITY_DECLARATIONS.join(", ")} (docs/deploy.md)`,
     }),
     /** synchronous-standby: how often the attached synchronous standby is checked. */
     PAYDB_DURABILITY_CHECK_MS: env.ms(5000, 100, 600_000),
+    /** The rail's URL. */
     RAIL_URL: z.url(),
-    /** The rail credential: only rail-proxy ever reads it (ADR-007 D1). File only, never env/argv. */
+    /** File holding the rail credential (a mounted Secret): only rail-proxy ever reads it (ADR-007 D1); never env or argv. */
     // [rule:d1-credential-file]
     RAIL_CREDENTIALS_FILE: z.string().min(1),
     // [rule:config-deadline-margin]
@@ -34,21 +41,27 @@ const schema = z
     /**
      * Longest time from sending the admission statement to starting the rail call; past it the
      * proxy does not forward (NOT_FORWARDED). Must be below AMBIGUITY_MARGIN_MS, so a call started
-     * in time has ended before the sweeper may declare the row ambiguous. Default: half the
-     * margin, at most 2 s.
+     * in time has ended before the sweeper may declare the row ambiguous.
+     * @default margin / 2, at most 2000
      */
     RAIL_FORWARD_BUDGET_MS: z.coerce.number().int().min(1).max(600_000).optional(),
     /**
      * How far this host's wall clock may be from paydb's. The budget also ends at paydb's forward
      * deadline (the intent's created_at + budget), checked this much early on the wall clock; an
      * admission whose created_at lies further than this outside the statement's send and receipt
-     * is not forwarded (the clocks disagree). Below half the budget. Default: a quarter of the
-     * budget, at most 100 ms (NTP keeps hosts within a few ms).
+     * is not forwarded (the clocks disagree). Below half the budget (decision 022). The default
+     * leaves room for NTP, which keeps hosts within a few ms.
+     * @default budget / 4, at most 100
      */
     CLOCK_SKEW_ALLOWANCE_MS: z.coerce.number().int().min(0).max(60_000).optional(),
+    /** Period of the sweeper, which declares FORWARDING rows older than deadline + margin ambiguous. */
     SWEEP_INTERVAL_MS: env.ms(2000, 100, 600_000),
-    /** Optional key shared with the lock service: refuse tokens it did not sign (step 0). */
+    /** File holding a key shared with the lock service: tokens it did not sign are refused in step 0 (docs/security.md). */
     RAIL_PROXY_TOKEN_KEY_FILE: env.optionalFile(),
+    /**
+     * This replica's name, recorded on each intent.
+     * @default `<host>-<pid>`
+     */
     REPLICA_ID: z.string().min(1).max(128).default(`${hostname()}-${process.pid}`),
   })
   // [rule:config-budget]

@@ -5,13 +5,19 @@ import { serverConfig, serverEnvShape, type ServerConfig } from "../shared/proce
 
 const schema = z.object({
   ...serverEnvShape(7300, 9300),
-  /** Fault-injection control API; off unless a port is given (tests and drills only). */
+  /**
+   * Port of the fault-injection control API (tests and drills; allowed in the image: the stub is a
+   * development component, decision 015).
+   * @default off
+   */
   RAIL_STUB_CONTROL_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** raildb, the stub's own ledger (no password in the URL: see RAILDB_PASSWORD_FILE). */
   RAILDB_URL: env.url(),
+  /** File holding raildb's password, if the URL needs one. */
   RAILDB_PASSWORD_FILE: env.optionalFile(),
   /** File holding the credential callers must present as `authorization: Bearer <credential>`. */
   RAIL_CREDENTIALS_FILE: z.string().min(1),
-  /** Initial fault plan as JSON (same shape as SetFaultsRequest.rules), optional. */
+  /** Initial fault plan as JSON (same shape as SetFaultsRequest.rules; allowed in the image, as above). */
   RAIL_STUB_FAULTS: z.string().optional(),
 });
 

@@ -6,25 +6,39 @@ import { processConfig, processEnvShape, type ProcessConfig } from "../shared/pr
 const schema = z
   .object({
     ...processEnvShape(9600),
+    /** paydb, the payment ledger (no password in the URL: see PAYDB_PASSWORD_FILE). */
     PAYDB_URL: env.url(),
+    /** File holding paydb's password, if the URL needs one. */
     PAYDB_PASSWORD_FILE: env.optionalFile(),
+    /** The rail-proxy replicas' URLs, comma-separated. */
     RAIL_PROXY_URLS: env.urlList("rail-proxy"),
-    /** How long the rail may take to show a payment on its statement before "absent" means "not paid". */
+    /**
+     * How long the rail may take to show a payment on its statement before "absent" means "not
+     * paid" (NOT_PAID). Must exceed 2 x RAIL_DEADLINE_MS + AMBIGUITY_MARGIN_MS + ADMISSION_TIMEOUT_MS.
+     */
     SETTLEMENT_WINDOW_MS: env.ms(60_000, 1, 7 * 86_400_000),
     /** Added to the window: paydb's clock (created_at), this process's and the rail statement's
      * may disagree by this much (NTP keeps hosts within milliseconds; the rail is a third party). */
     CLOCK_SKEW_ALLOWANCE_MS: env.ms(1000, 0, 600_000),
-    /** The proxies' settings (same names and defaults as rail-proxy's): the window must outlast them. */
+    /** rail-proxy's setting of the same name (and default): the window must outlast it. */
     RAIL_DEADLINE_MS: env.ms(5000, 50, 120_000),
+    /** rail-proxy's setting of the same name (and default): the window must outlast it. */
     AMBIGUITY_MARGIN_MS: env.ms(5000, 1, 600_000),
+    /** rail-proxy's setting of the same name (and default): the window must outlast it. */
     ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
     /** How long every NOT_PAID resolution keeps being checked against the rail's statement. */
     CONTRADICTION_WATCH_MS: env.ms(7 * 86_400_000, 0, 90 * 86_400_000),
-    /** How far back every rail payment is checked for an intent on the ledger (0: not at all). */
+    /**
+     * How far back rail payments naming our payouts are checked for an intent on the ledger (0:
+     * off); one without is taken as its payout's payment and flagged (decision 037). After a paydb
+     * restore, reach back past the restore point.
+     */
     UNRECORDED_PAYMENT_WATCH_MS: env.ms(86_400_000, 0, 90 * 86_400_000),
     /** 0 = run once and exit (Kubernetes CronJob); > 0 = loop with this pause between runs. */
     RECONCILE_INTERVAL_MS: env.ms(0, 0, 86_400_000),
+    /** Decide and print, change nothing. */
     RECONCILER_DRY_RUN: env.bool(false),
+    /** Recorded on each resolution as who resolved it. */
     RECONCILER_ACTOR: z
       .string()
       .min(1)

@@ -33,16 +33,25 @@ export function rpcStackOf(value: z.infer<typeof rpcStackEnv>): RpcStack {
 
 /** Env fields of any process (servers add PORT with serverEnvShape). */
 export const processEnvShape = (metricsPort: number) => ({
+  /**
+   * The RPC stack of unary calls: unset = the direct gRPC path; `1` or `both`, `server` or
+   * `client` = connect-node on that side (the bench's layouts, decision 006).
+   */
   RAILFENCE_CONNECT_UNARY: rpcStackEnv,
+  /** The address this process listens on; a server on a non-loopback address needs mutual TLS or ALLOW_INSECURE (docs/security.md). */
   HOST: env.host(),
+  /** Port of the metrics endpoint (0 = pick a free port; the bound ports are in the `"event":"ready"` log line). */
   METRICS_PORT: env.port(metricsPort),
+  /** Bound of the graceful drain on SIGTERM: how long in-flight work may take to finish. */
   DRAIN_MS: env.ms(10_000),
   ...tlsEnvShape,
 });
 
 /** Env fields of a process that serves RPCs. READ_TIMEOUT_MS may lower the request body deadline, never raise it. */
 export const serverEnvShape = (port: number, metricsPort: number) => ({
+  /** Port of the RPC server (0 = pick a free port; the bound port is in the `"event":"ready"` log line). */
   PORT: env.port(port),
+  /** How long a request body may take to arrive; lowers the ceiling, never raises it (docs/limits.md). */
   READ_TIMEOUT_MS: env.ms(LIMITS.readTimeoutMs, 100, LIMITS.readTimeoutMs),
   ...processEnvShape(metricsPort),
 });

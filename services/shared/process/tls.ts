@@ -36,10 +36,18 @@ export interface TlsSettings {
 
 /** Env fields every service config spreads into its zod schema. */
 export const tlsEnvShape = {
+  /** This process's certificate (PEM file), presented as server and as client; set together with TLS_KEY_FILE (docs/security.md). */
   TLS_CERT_FILE: env.optionalFile(),
+  /** The private key of TLS_CERT_FILE (PEM file). */
   TLS_KEY_FILE: env.optionalFile(),
+  /** The CA that signs every railfence identity (PEM file); set = mutual TLS: callers are identified and authorized by method. */
   TLS_CA_FILE: env.optionalFile(),
+  /**
+   * A mutual-TLS server and a caller without a valid client certificate: `require` fails the
+   * handshake; `request` lets it through to grpc.health.v1 only (probes that cannot present one).
+   */
   TLS_CLIENT_AUTH: z.enum(["require", "request"]).default("require"),
+  /** How often the certificate files are checked for a rotation (a rotation needs no restart). */
   TLS_RELOAD_INTERVAL_MS: env.ms(5000, 50, 3_600_000),
   /** Unidentified callers (plain h2c, or TLS without TLS_CA_FILE) on a non-loopback HOST are refused unless this is set explicitly. */
   ALLOW_INSECURE: env.bool(false),
