@@ -133,5 +133,5 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
   };
 }
 
-/** The schema itself, for the configuration reference check (test/architecture/configuration-doc.test.ts). */
+/** The schema itself: the configuration reference (docs/configuration.md) is generated from it (tools/generate-config-doc.ts). */
 export const configSchema = schema;
