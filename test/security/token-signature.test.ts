@@ -86,8 +86,15 @@ describe("signed fencing tokens", () => {
     await unverified.start();
     try {
       const acc = `acc-lockout-${Date.now()}`;
-      // The compromised executor fences its payout with the forged token (executors write fences).
-      await proxyClient(unverified.url).submitPayout(await fencedFor(paydb, request(acc, `p-lockout-${Date.now()}`, MAX_TOKEN)));
+      // The forged token on the payout, planted as paydb's owner: paydb's own signature check
+      // (migration 014) is another guard, left out so that this control removes the proxy's alone.
+      const forged = request(acc, `p-lockout-${Date.now()}`, MAX_TOKEN);
+      await paydb.query(
+        `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state, fence, claimed_by, claimed_until)
+         VALUES ($1, 'test-client', $2, $3, $4, $5, 'PROCESSING', $6, 'test', now() + interval '10 minutes')`,
+        [forged.payoutId, acc, forged.amount.amountMinor.toString(), forged.amount.currency, forged.beneficiary, MAX_TOKEN.toString()],
+      );
+      await proxyClient(unverified.url).submitPayout(forged);
       expect(await markOf(acc)).toBe(MAX_TOKEN.toString());
     } finally {
       await unverified.stop();

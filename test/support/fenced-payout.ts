@@ -18,6 +18,8 @@ export interface SubmitFields {
   accountId: string;
   payoutId: string;
   fencingToken: bigint;
+  /** The lock's signature of the token, when the mesh signs tokens: paydb checks it on the fence (migration 014). */
+  fencingTokenSignature?: Uint8Array;
   amount?: { amountMinor?: bigint; currency?: string };
   beneficiary: string;
 }
@@ -41,9 +43,15 @@ const CREATE = `
  * after), so a test's holder is exactly what an executor's fencing write makes. Resolves false when
  * that statement fences nothing (a newer token holds the payout, or it is no longer payable).
  */
-export async function fenceAsExecutor(paydb: Queryable, payoutId: string, token: bigint, executorId = "test"): Promise<boolean> {
+export async function fenceAsExecutor(
+  paydb: Queryable,
+  payoutId: string,
+  token: bigint,
+  executorId = "test",
+  signature: Uint8Array = new Uint8Array(),
+): Promise<boolean> {
   const store = createPayoutStore(paydb as pg.Pool);
-  return (await store.fence(payoutId, token, new Uint8Array(), executorId, CLAIM_MS)) !== undefined;
+  return (await store.fence(payoutId, token, signature, executorId, CLAIM_MS)) !== undefined;
 }
 
 /** fenceAsExecutor, for a test whose arrangement needs it to succeed: throws when it fences nothing. */
@@ -64,7 +72,7 @@ export async function fencePayout(paydb: Queryable, request: SubmitFields): Prom
   const payoutId = payoutIdOf(request.payoutId);
   const token = request.fencingToken.toString();
   await paydb.query(CREATE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary]);
-  await fenceAsExecutor(paydb, payoutId, request.fencingToken);
+  await fenceAsExecutor(paydb, payoutId, request.fencingToken, "test", request.fencingTokenSignature);
   const { rows } = await paydb.query<{ account_id: string; amount_minor: string; currency: string; beneficiary: string; state: string; fence: string }>(
     "SELECT account_id, amount_minor::text, currency, beneficiary, state, fence::text FROM payouts WHERE payout_id = $1",
     [payoutId],
