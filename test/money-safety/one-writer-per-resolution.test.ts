@@ -10,54 +10,32 @@
  * UNKNOWN, and the daily audit names it (UNKNOWN_UNLISTED).
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import type pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { useMesh } from "../support/use-mesh.js";
 import { fencedByExecutor } from "../support/fenced-payout.js";
-import type { Mesh } from "../../tools/harness/mesh.js";
 import { ledgerStatement } from "../../tools/harness/invariants.js";
 import { runAudit } from "../../services/cli/audit/audit.js";
 import { errorReason } from "../../services/shared/domain/errors.js";
 import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { ResolutionOutcome } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { eventually, proxyClient } from "../support/clients.js";
-import { testMesh } from "../support/test-mesh.js";
-import { insertPayouts, poolFor, setFaults } from "../executor/support.js";
+import { insertPayouts, setFaults } from "../executor/support.js";
 
 // The first proxy's sweeper runs once at start and not again during this file: it is the control.
 const TIMINGS = { RAIL_DEADLINE_MS: "500", AMBIGUITY_MARGIN_MS: "500", ADMISSION_TIMEOUT_MS: "1000" };
 
-let mesh: Mesh;
-let paydb: pg.Pool;
-let raildb: pg.Pool;
-let executorDb: pg.Pool;
-let reconcilerDb: pg.Pool;
-let auditorDb: pg.Pool;
+const t = useMesh({ proxies: 1, proxyEnv: { ...TIMINGS, SWEEP_INTERVAL_MS: "600000" } });
 let seq = 0;
 
-beforeAll(async () => {
-  mesh = testMesh({ proxies: 1, proxyEnv: { ...TIMINGS, SWEEP_INTERVAL_MS: "600000" } });
-  await mesh.start();
-  paydb = poolFor(mesh.dbUrl("paydb"));
-  raildb = poolFor(mesh.dbUrl("raildb"));
-  executorDb = poolFor(mesh.roleUrl("paydb", "executor"));
-  reconcilerDb = poolFor(mesh.roleUrl("paydb", "reconciler"));
-  auditorDb = poolFor(mesh.roleUrl("paydb", "auditor"));
-});
-
-afterAll(async () => {
-  for (const pool of [executorDb, reconcilerDb, auditorDb, paydb, raildb]) await pool?.end();
-  await mesh?.stop();
-});
-
-const proxy = () => proxyClient(mesh.proxies[0]!.url);
+const proxy = () => proxyClient(t.mesh.proxies[0]!.url);
 
 /** A payout with one ambiguous submission under `token` (the rail never answers it, never books it). */
 async function ambiguous(token = 3n): Promise<string> {
   const payoutId = `po-one-writer-${++seq}`;
   const accountId = `acc-one-writer-${seq}`;
-  await insertPayouts(paydb, [{ payoutId, accountId, amountMinor: 4200n, beneficiary: "ben-one-writer" }]);
-  await fencedByExecutor(paydb, payoutId, token, "executor-a");
-  await setFaults(mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: payoutId }]);
+  await insertPayouts(t.paydb, [{ payoutId, accountId, amountMinor: 4200n, beneficiary: "ben-one-writer" }]);
+  await fencedByExecutor(t.paydb, payoutId, token, "executor-a");
+  await setFaults(t.mesh, [{ kind: FaultKind.NEVER_LAND_HANG, latencyMs: 0, count: 1, clientReferencePrefix: payoutId }]);
   const err = await proxy()
     .submitPayout({ accountId, payoutId, fencingToken: token, amount: { amountMinor: 4200n, currency: "EUR" }, beneficiary: "ben-one-writer" })
     .then(
@@ -69,7 +47,7 @@ async function ambiguous(token = 3n): Promise<string> {
 }
 
 async function payout(id: string) {
-  const { rows } = await paydb.query<{
+  const { rows } = await t.paydb.query<{
     state: string;
     fence: string;
     failure_reason: string | null;
@@ -107,7 +85,7 @@ describe("a resolution closes its payout in the same statement", () => {
 
   it("PAID closes an UNKNOWN payout PAID with the payment's reference", async () => {
     const id = await ambiguous();
-    await paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [id]);
+    await t.paydb.query("UPDATE payouts SET state = 'UNKNOWN' WHERE payout_id = $1", [id]);
     const res = await paid(id, "rr_one_writer_paid");
     expect(res.payoutState).toBe("PAID");
     expect(await payout(id)).toMatchObject({ state: "PAID", rail_reference: "rr_one_writer_paid", failure_reason: null });
@@ -115,7 +93,7 @@ describe("a resolution closes its payout in the same statement", () => {
 
   it("the fence rule is in the statement: NOT_PAID leaves a newer holder's PROCESSING payout alone", async () => {
     const id = await ambiguous(3n);
-    await paydb.query("UPDATE payouts SET fence = 5, claimed_by = 'executor-newer' WHERE payout_id = $1", [id]);
+    await t.paydb.query("UPDATE payouts SET fence = 5, claimed_by = 'executor-newer' WHERE payout_id = $1", [id]);
     const res = await notPaid(id);
     expect(res.payoutState).toBe("");
     expect(res.submission?.state).toBeDefined();
@@ -124,14 +102,14 @@ describe("a resolution closes its payout in the same statement", () => {
 
   it("an UNKNOWN payout is failed whatever its fence (it cannot be fenced again)", async () => {
     const id = await ambiguous(3n);
-    await paydb.query("UPDATE payouts SET fence = 5, state = 'UNKNOWN' WHERE payout_id = $1", [id]);
+    await t.paydb.query("UPDATE payouts SET fence = 5, state = 'UNKNOWN' WHERE payout_id = $1", [id]);
     expect((await notPaid(id)).payoutState).toBe("FAILED");
     expect(await payout(id)).toMatchObject({ state: "FAILED", fence: "5" });
   });
 
   it("PAID on a payout the books say FAILED flags it for a human, never leaves it FAILED", async () => {
     const id = await ambiguous();
-    await paydb.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'WRONG_VERDICT' WHERE payout_id = $1", [id]);
+    await t.paydb.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'WRONG_VERDICT' WHERE payout_id = $1", [id]);
     expect((await paid(id, "rr_one_writer_flag")).payoutState).toBe("NEEDS_ATTENTION");
     expect(await payout(id)).toMatchObject({ state: "NEEDS_ATTENTION", attention_reason: "PAID_BUT_FAILED", failure_reason: "WRONG_VERDICT" });
   });
@@ -157,13 +135,16 @@ describe("a resolution closes its payout in the same statement", () => {
 describe("the reconciler writes no payout", () => {
   it("its role cannot write a payout's state; the one move it owns goes through payout_paid_without_intent", async () => {
     const id = await ambiguous();
-    const denied = await reconcilerDb.query("UPDATE payouts SET state = 'FAILED', failure_reason = 'x' WHERE payout_id = $1", [id]).then(
-      () => "ok",
-      (e: { code?: string }) => e.code,
-    );
+    const denied = await t
+      .roleDb("paydb", "reconciler")
+      .query("UPDATE payouts SET state = 'FAILED', failure_reason = 'x' WHERE payout_id = $1", [id])
+      .then(
+        () => "ok",
+        (e: { code?: string }) => e.code,
+      );
     expect(denied).toBe("42501");
     // The function leaves a payout with an ambiguous submission alone (that is the first pass's).
-    expect((await reconcilerDb.query("SELECT payout_paid_without_intent($1, 'rr_x') AS after", [id])).rows[0].after).toBeNull();
+    expect((await t.roleDb("paydb", "reconciler").query("SELECT payout_paid_without_intent($1, 'rr_x') AS after", [id])).rows[0].after).toBeNull();
     expect(await payout(id)).toMatchObject({ state: "PROCESSING" });
   });
 });
@@ -172,8 +153,8 @@ describe("an executor's UNKNOWN racing a resolution", () => {
   it("leaves the payout UNKNOWN with nothing ambiguous; the sweeper closes it, and without it the audit names it", async () => {
     const id = await ambiguous(3n);
     // A newer holder (token 5) found the old submission still live and records UNKNOWN...
-    await paydb.query("UPDATE payouts SET fence = 5, claimed_by = 'executor-newer' WHERE payout_id = $1", [id]);
-    const holder = await executorDb.connect();
+    await t.paydb.query("UPDATE payouts SET fence = 5, claimed_by = 'executor-newer' WHERE payout_id = $1", [id]);
+    const holder = await t.roleDb("paydb", "executor").connect();
     try {
       await holder.query("BEGIN");
       await holder.query("UPDATE payouts SET state = 'UNKNOWN', updated_at = now() WHERE payout_id = $1 AND fence = 5", [id]);
@@ -187,14 +168,14 @@ describe("an executor's UNKNOWN racing a resolution", () => {
 
     // Negative control: this proxy's sweeper does not come round; the payout stays UNKNOWN and the
     // daily audit names it.
-    const before = await runAudit(auditorDb, ledgerStatement(raildb));
+    const before = await runAudit(t.roleDb("paydb", "auditor"), ledgerStatement(t.raildb));
     expect(before.violations.filter((v) => JSON.stringify(v.row).includes(id)).map((v) => v.invariant)).toContain("UNKNOWN_UNLISTED");
 
     // A proxy whose sweeper runs closes it from the submission that decides it.
-    await mesh.addProxy({ ...TIMINGS, SWEEP_INTERVAL_MS: "200" });
+    await t.mesh.addProxy({ ...TIMINGS, SWEEP_INTERVAL_MS: "200" });
     await eventually(async () => ((await payout(id)).state === "FAILED" ? true : undefined), "the sweeper closes the payout", 15_000);
     expect(await payout(id)).toMatchObject({ state: "FAILED", failure_reason: "RESOLVED_NOT_PAID", fence: "5" });
-    const after = await runAudit(auditorDb, ledgerStatement(raildb));
+    const after = await runAudit(t.roleDb("paydb", "auditor"), ledgerStatement(t.raildb));
     expect(after.violations.filter((v) => JSON.stringify(v.row).includes(id))).toEqual([]);
   });
 });
