@@ -11,6 +11,8 @@
  *     uses the statements its paydb role is granted (least privilege): it never writes marks or
  *     submissions, and its payout writes are the fenced ones.
  *   - the lock: one account key, leases that expire by the model clock, strictly increasing tokens.
+ *   - group admission (decision 068): two requests waiting on one replica admitted by one statement,
+ *     item after item, in one atomic step, in either order (GROUPS bounds how often).
  *   - rail-proxy: a pool of request handlers running on REPLICAS replicas. Admission (mark,
  *     binding, one-live, primary key) is ONE atomic step; then the pre-forward budget check and
  *     the start of the rail call are one step (the residual window between them is a switch);
@@ -29,6 +31,8 @@
  *   -DNO_MARK        D7: admission does not depend on the high-water mark
  *   -DMARK_MEMORY    ADR-007's in-process mark map (failure i with -DREPLICAS=1 -DCRASHES=1,
  *                    failure ii with -DREPLICAS=2 -DCRASHES=0)
+ *   -DGROUP_MARK_SNAPSHOT  a group admission judges every item by the mark as its statement first
+ *                    saw it, not by what the items before it left
  *   -DNO_BUDGET      the rail call may start however long after admission
  *   -DNO_ONE_LIVE    a payout may have two live submissions
  *   -DNO_BINDING     the submission is not bound to its payout row (state, fence == token)
@@ -41,6 +45,9 @@
  */
 
 /* ---- bounds ---------------------------------------------------------------------------- */
+#ifndef GROUPS
+#define GROUPS 1        /* group admissions (two requests of one replica in one statement) in one run */
+#endif
 #ifndef REPLICAS
 #define REPLICAS 2
 #endif
@@ -214,6 +221,14 @@ byte qst[NEXEC];              /* executor e's wait: Q_IDLE, Q_WAIT, Q_ANSWERED, 
 byte qt[NEXEC];               /* ... for the token it waits on */
 byte qans[NEXEC], qarg[NEXEC];
 byte xlost;
+/* Group admission (decision 068): requests admitted together by one statement; the Handler of
+ * each takes its answer from here. */
+bit  gdone[NT];               /* call t was admitted (or refused) by a group admission */
+bit  ga_e[NT];                /* ... its executor */
+bit  ga_p[NT];                /* ... its payout */
+byte ga_code[NT], ga_arg[NT]; /* ... its answer */
+byte groups;                  /* group admissions so far (bounded by GROUPS) */
+byte gsnap;                   /* -DGROUP_MARK_SNAPSHOT: the mark as the group's statement first saw it */
 
 /* ---- ghost state for the properties --------------------------------------------------- */
 byte lastadm;                 /* last admitted token (INV-01) */
@@ -317,51 +332,78 @@ inline call_done(k) {
   if :: !callon[k] && rq[k] != 1 -> cearly[k] = 0 :: else -> skip fi
 }
 
+/* The mark an item is judged by: the current one, i.e. what the items before it in the same
+ * statement left (rail_admit_batch runs rail_admit per item). -DGROUP_MARK_SNAPSHOT, the control: the
+ * mark as the statement saw it before its first item (a set-based batch that compares every item
+ * with one snapshot). */
+#ifdef GROUP_MARK_SNAPSHOT
+#define MARK_SEEN gsnap
+#else
+#define MARK_SEEN mark
+#endif
+
+/* Steps 1-3 and the binding for call t: ONE statement's work, one transaction (alone, or one item [M:admission]
+ * of a group admission, run in order in the same transaction). Its answer goes to e, p, code, arg. */
+inline admit_one(t, e, p, code, arg, k) {
+    e = qe[t]; p = qp[t]; qon[t] = 0; qe[t] = 0; qp[t] = 0;
+#if defined(MARK_MEMORY) /* [M:mark-memory] */
+    if :: t <= mem[qr[t]] -> code = A_FENCED :: else -> skip fi;
+#elif !defined(NO_MARK) /* [M:mark] */
+    if :: t <= MARK_SEEN -> code = A_FENCED :: else -> skip fi;
+#endif
+#ifndef NO_BINDING /* [M:binding] */
+    if :: code == 0 && !(ps[p] == PROC && pf[p] == t) -> code = A_BIND :: else -> skip fi;
+#endif
+#ifndef NO_ONE_LIVE /* [M:one-live] */
+    if
+    :: code == 0 && FOR_TOKENS(LIVE_OF_P) -> code = A_LIVE;
+       k = MAXTOK;
+       do
+       :: LIVE(k, p) -> break
+       :: else -> k--
+       od;
+       arg = k; k = 0
+    :: else -> skip
+    fi;
+#endif
+    if :: code == 0 && rs[t] != NONE -> code = A_DUP; arg = t :: else -> skip fi;   /* [M:duplicate] */
+    if
+    :: code == 0 ->
+       printf("MODEL proxy r%d: admits P%d:t%d (last admitted token %d)\n", qr[t], p, t, lastadm);
+       ok_inv01_admitted_tokens_increase = (t > lastadm);
+       assert(ok_inv01_admitted_tokens_increase);
+       lastadm = t;
+#ifdef MARK_MEMORY
+       mem[qr[t]] = t;
+#endif
+       if :: t > mark -> mark = t :: else -> skip fi;   /* unfenced variants still advance it when they can */
+       rs[t] = FWD; rp[t] = p; ph[t] = P_OPEN
+    :: else -> printf("MODEL proxy r%d: refuses P%d:t%d {answer=%d}\n", qr[t], p, t, code)
+    fi
+}
+
 /* ===================================================================================== */
 /* rail-proxy: one SubmitPayout call, on replica r (started by the executor's request)    */
 /* ===================================================================================== */
 proctype Handler(byte t) {
   byte e, p, code, arg, k;
 end_wait:
-  qon[t];
+  (qon[t] || gdone[t]);
   {
-    /* Steps 1-3 and the binding: ONE statement, one implicit transaction. (Taking the request [M:admission]
-     * off the wire is invisible to everyone else, so it is part of the same step.) */
+    /* Steps 1-3 and the binding: ONE statement, one implicit transaction. (Taking the request
+     * off the wire is invisible to everyone else, so it is part of the same step.) Or the
+     * request was admitted with others by a group admission: its answer is taken here. */
     atomic {
-      e = qe[t]; p = qp[t]; qon[t] = 0; qe[t] = 0; qp[t] = 0;
-#if defined(MARK_MEMORY) /* [M:mark-memory] */
-      if :: t <= mem[qr[t]] -> code = A_FENCED :: else -> skip fi;
-#elif !defined(NO_MARK) /* [M:mark] */
-      if :: t <= mark -> code = A_FENCED :: else -> skip fi;
-#endif
-#ifndef NO_BINDING /* [M:binding] */
-      if :: code == 0 && !(ps[p] == PROC && pf[p] == t) -> code = A_BIND :: else -> skip fi;
-#endif
-#ifndef NO_ONE_LIVE /* [M:one-live] */
       if
-      :: code == 0 && FOR_TOKENS(LIVE_OF_P) -> code = A_LIVE;
-         k = MAXTOK;
-         do
-         :: LIVE(k, p) -> break
-         :: else -> k--
-         od;
-         arg = k; k = 0
-      :: else -> skip
-      fi;
+      :: gdone[t] ->
+         e = ga_e[t]; p = ga_p[t]; code = ga_code[t]; arg = ga_arg[t];
+         gdone[t] = 0; ga_e[t] = 0; ga_p[t] = 0; ga_code[t] = 0; ga_arg[t] = 0
+      :: else ->
+#ifdef GROUP_MARK_SNAPSHOT
+         gsnap = mark;
 #endif
-      if :: code == 0 && rs[t] != NONE -> code = A_DUP; arg = t :: else -> skip fi;   /* [M:duplicate] */
-      if
-      :: code == 0 ->
-         printf("MODEL proxy r%d: admits P%d:t%d (last admitted token %d)\n", qr[t], p, t, lastadm);
-         ok_inv01_admitted_tokens_increase = (t > lastadm);
-         assert(ok_inv01_admitted_tokens_increase);
-         lastadm = t;
-#ifdef MARK_MEMORY
-         mem[qr[t]] = t;
-#endif
-         if :: t > mark -> mark = t :: else -> skip fi;   /* unfenced variants still advance it when they can */
-         rs[t] = FWD; rp[t] = p; ph[t] = P_OPEN
-      :: else -> printf("MODEL proxy r%d: refuses P%d:t%d {answer=%d}\n", qr[t], p, t, code)
+         admit_one(t, e, p, code, arg, k);
+         gsnap = 0
       fi
     };
     if
@@ -437,11 +479,46 @@ end_wait:
       printf("MODEL proxy r%d: crashed with the call for t%d\n", qr[t], t);
       hbusy[qr[t]]--; qr[t] = 0; qep[t] = 0;
       if :: qon[t] -> e = qe[t]; qon[t] = 0; qe[t] = 0; qp[t] = 0 :: else -> skip fi;
+      if :: gdone[t] -> e = ga_e[t]; gdone[t] = 0; ga_e[t] = 0; ga_p[t] = 0; ga_code[t] = 0; ga_arg[t] = 0 :: else -> skip fi;
       callon[t] = 0; call_done(t);
       if :: qst[e] == Q_WAIT && qt[e] == t -> qst[e] = Q_DEAD :: else -> skip fi;
       code = 0; arg = 0; e = 0; p = 0
     }
   }
+}
+
+/* ===================================================================================== */
+/* rail-proxy: group admission (decision 068). Two requests waiting on the same live replica are   */
+/* taken off the wire together and admitted by ONE statement, one after the other in one atomic */
+/* step, in either order (the order they happened to arrive in); each keeps its own answer. The  */
+/* budget then counts from that statement for both (their intents' created_at is the same).      */
+/* ===================================================================================== */
+#define GROUPABLE(x, y) (MAXTOK >= x && MAXTOK >= y && qon[x] && qon[y] && qr[x] == qr[y] && qep[x] == epoch[qr[x]] && qep[y] == epoch[qr[y]])
+inline group_item(t) {
+  admit_one(t, e, p, code, arg, k);
+  ga_e[t] = e; ga_p[t] = p; ga_code[t] = code; ga_arg[t] = arg; gdone[t] = 1;
+  e = 0; p = 0; code = 0; arg = 0
+}
+inline group_admit(x, y) {
+  printf("MODEL proxy r%d: group admission, one statement: t%d then t%d\n", qr[x], x, y);
+  gsnap = mark;
+  group_item(x);
+  group_item(y);
+  gsnap = 0;
+  groups++
+}
+
+active proctype GroupAdmission() {   /* [M:group-admission] */
+  byte e, p, code, arg, k;
+end_idle:
+  do
+  :: atomic { groups < GROUPS && GROUPABLE(1, 2) -> group_admit(1, 2) }
+  :: atomic { groups < GROUPS && GROUPABLE(1, 2) -> group_admit(2, 1) }
+  :: atomic { groups < GROUPS && GROUPABLE(1, 3) -> group_admit(1, 3) }
+  :: atomic { groups < GROUPS && GROUPABLE(1, 3) -> group_admit(3, 1) }
+  :: atomic { groups < GROUPS && GROUPABLE(2, 3) -> group_admit(2, 3) }
+  :: atomic { groups < GROUPS && GROUPABLE(2, 3) -> group_admit(3, 2) }
+  od
 }
 
 /* ===================================================================================== */

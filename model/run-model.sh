@@ -42,6 +42,7 @@ liveness-1-attempt|liveness||-DLIVENESS -DMAXTOK=1 -DCRASHES=1 -DRAIL_LOSE=1 -DR
 fencing-off|control|ok_inv01_admitted_tokens_increase|-DNO_MARK -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 mark-in-memory-restart|control|ok_inv01_admitted_tokens_increase|-DMARK_MEMORY -DREPLICAS=1 -DCRASHES=1 -DMAXTOK=2 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 mark-in-memory-two-replicas|control|ok_inv01_admitted_tokens_increase|-DMARK_MEMORY -DREPLICAS=2 -DCRASHES=0 -DMAXTOK=2 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
+group-mark-snapshot|control|ok_inv01_admitted_tokens_increase|-DGROUP_MARK_SNAPSHOT -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-forward-budget|control|ok_no_payment_after_not_paid|-DNO_BUDGET -DMAXTOK=1 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-one-live-submission|control|ok_inv02_no_payout_paid_twice,ok_inv03_failed_payout_never_paid|-DNO_ONE_LIVE -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-payout-binding|control|ok_inv03_failed_payout_never_paid,ok_no_duplicate_alarm_for_honest_executor|-DNO_BINDING -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|

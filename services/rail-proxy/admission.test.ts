@@ -44,6 +44,8 @@ function world(
   opts: {
     admit?: AdmitResult | Error;
     admitTakesMs?: number;
+    /** Group admission: time this intent waits for its group's statement to leave (before `sent`). */
+    queuedMs?: number;
     rail?: "accept" | "reject" | Error | { status: number };
     recorded?: SubmissionRow | undefined | Error;
     late?: SubmissionRow | undefined;
@@ -61,8 +63,10 @@ function world(
   let clock = 0;
   let wallOnly = 0;
   const store = {
-    async admit() {
+    async admit(_i: Intent, sent?: () => void) {
       calls.push("admit");
+      clock += opts.queuedMs ?? 0;
+      sent?.();
       const admittedAtMs = EPOCH + clock + (opts.paydbAheadMs ?? 0);
       clock += opts.admitTakesMs ?? 1;
       if (opts.admit instanceof Error) throw opts.admit;
@@ -136,6 +140,18 @@ describe("admission, with a fake ledger and a fake rail", () => {
     const out = await admission(w)(intent);
     expect(w.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
     expect(out).toMatchObject({ kind: "ANSWERED", row: { state: "ACCEPTED" } });
+  });
+
+  it("with group admission the budget counts from the group statement's send: time queued before it is not counted, time after it is", async () => {
+    // Queued longer than the budget while the previous group was in paydb: nothing was written
+    // yet, the sweeper's clock (created_at) has not started; forwarded.
+    const queued = world({ queuedMs: 500, admitTakesMs: 5 });
+    expect(await admission(queued)(intent)).toMatchObject({ kind: "ANSWERED", row: { state: "ACCEPTED" } });
+    expect(queued.calls).toEqual(["admit", "rail", "record:ACCEPTED"]);
+    // The group's statement itself took longer than the budget: not forwarded, however short the queue.
+    const slow = world({ queuedMs: 0, admitTakesMs: 150 });
+    expect(await admission(slow)(intent)).toMatchObject({ kind: "NOT_FORWARDED" });
+    expect(slow.calls).toEqual(["admit", "not-forwarded"]);
   });
 
   it.each<AdmitResult>([

@@ -150,22 +150,29 @@ export function createAdmission(deps: AdmissionDeps) {
   // [/rule:late-answer]
 
   return async function submit(intent: Intent): Promise<SubmitOutcome> {
-    const sent = now();
-    const sentWall = wallNow();
+    const requested = now();
+    // The budget counts from the send of the statement that carries this intent (with group
+    // admission, the group's: decision 068), on both clocks; the store says when that is.
+    let sent = requested;
+    let sentWall = wallNow();
+    const statementSent = () => {
+      sent = now();
+      sentWall = wallNow();
+    };
     if (deps.markPrecheck && !deps.markPrecheck(intent.accountId, intent.token)) return refused({ kind: "FENCED_OUT" }, intent);
 
-    // Binding + steps 1-3: one statement.
+    // Binding + steps 1-3: one statement (alone, or with the admissions that arrived meanwhile).
     // [rule:admission-domain]
     let admitted: AdmitResult;
     try {
       // [rule:d3-one-statement]
-      admitted = await store.admit(intent);
+      admitted = await store.admit(intent, statementSent);
     } catch (error) {
-      metrics.admissionSeconds.observe({ result: "error" }, (now() - sent) / 1000);
+      metrics.admissionSeconds.observe({ result: "error" }, (now() - requested) / 1000);
       annotate({ "railfence.admission": "PAYDB_UNAVAILABLE" });
       return { kind: "PAYDB_UNAVAILABLE", error };
     }
-    metrics.admissionSeconds.observe({ result: admitted.kind.toLowerCase() }, (now() - sent) / 1000);
+    metrics.admissionSeconds.observe({ result: admitted.kind.toLowerCase() }, (now() - requested) / 1000);
     if (admitted.kind !== "ADMITTED") return refused(admitted, intent);
     metrics.admitted.inc();
     annotate({ "railfence.admission": "ADMITTED" });

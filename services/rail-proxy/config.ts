@@ -39,6 +39,15 @@ const schema = z
     /** statement_timeout of the proxy's paydb statements, admission included. */
     ADMISSION_TIMEOUT_MS: env.ms(5000, 100, 600_000),
     /**
+     * Group admission (decision 068): most submissions admitted by one statement and one commit
+     * (their outcomes are recorded the same way). Groups form only from what arrives while earlier
+     * statements are in paydb: no timer, nothing waits at low load. 1: every submission its own
+     * statement (the design before group admission; the benchmark compares the two).
+     */
+    ADMISSION_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
+    /** Group admission: admission statements (and, apart, outcome statements) in paydb at once; what arrives meanwhile forms the next group. */
+    ADMISSION_BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(200).default(2),
+    /**
      * Longest time from sending the admission statement to starting the rail call; past it the
      * proxy does not forward (NOT_FORWARDED). Must be below AMBIGUITY_MARGIN_MS, so a call started
      * in time has ended before the sweeper may declare the row ambiguous.
@@ -104,6 +113,8 @@ export interface RailProxyConfig extends ServerConfig {
   railDeadlineMs: number;
   ambiguityMarginMs: number;
   admissionTimeoutMs: number;
+  admissionBatchMax: number;
+  admissionBatchesInFlight: number;
   forwardBudgetMs: number;
   clockSkewAllowanceMs: number;
   sweepIntervalMs: number;
@@ -124,6 +135,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailProxyConfig 
     railDeadlineMs: c.RAIL_DEADLINE_MS,
     ambiguityMarginMs: c.AMBIGUITY_MARGIN_MS,
     admissionTimeoutMs: c.ADMISSION_TIMEOUT_MS,
+    admissionBatchMax: c.ADMISSION_BATCH_MAX,
+    admissionBatchesInFlight: c.ADMISSION_BATCHES_IN_FLIGHT,
     forwardBudgetMs,
     clockSkewAllowanceMs: c.CLOCK_SKEW_ALLOWANCE_MS ?? defaultClockSkewAllowance(forwardBudgetMs),
     sweepIntervalMs: c.SWEEP_INTERVAL_MS,

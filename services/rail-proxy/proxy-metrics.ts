@@ -5,6 +5,18 @@ export function createProxyMetrics(registry: Registry) {
   const registers = [registry];
   return {
     admitted: new Counter({ name: "railfence_rail_proxy_admitted_total", help: "Submissions admitted (mark advanced, intent committed)", registers }),
+    admissionBatchSize: new Histogram({
+      name: "railfence_rail_proxy_admission_batch_size",
+      help: "Submissions per admission statement (group admission, decision 068; 1 = alone)",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    }),
+    outcomeBatchSize: new Histogram({
+      name: "railfence_rail_proxy_outcome_batch_size",
+      help: "Rail answers recorded per outcome statement (group commit, decision 068; 1 = alone)",
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers,
+    }),
     fencedOut: new Counter({ name: "railfence_rail_proxy_fenced_out_total", help: "Submissions refused: token not above the account's mark", registers }),
     duplicate: new Counter({
       name: "railfence_rail_proxy_duplicate_attempted_total",

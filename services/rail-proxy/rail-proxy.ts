@@ -42,14 +42,18 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
     applicationName: `rail-proxy/${config.replicaId}`,
   });
   try {
-    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs, controls?.admission);
+    const registry = createRegistry("rail-proxy");
+    const metrics = createProxyMetrics(registry);
+    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs, controls?.admission, {
+      maxBatch: config.admissionBatchMax,
+      maxInFlight: config.admissionBatchesInFlight,
+      onAdmissionBatch: (size) => metrics.admissionBatchSize.observe(size),
+      onOutcomeBatch: (size) => metrics.outcomeBatchSize.observe(size),
+    });
     // The pool refuses a standby on every connection (ADR-007 failure iii): the first query fails
     // start-up against one, as it would fail any admission later.
     await requireMigrated(pool, "paydb");
     await warnIfAsynchronous(pool, logger);
-
-    const registry = createRegistry("rail-proxy");
-    const metrics = createProxyMetrics(registry);
     const guards = controls?.guards ? controls.guards(productionGuards(config)) : productionGuards(config);
     const stopWarning = announceGuards(guards, store.statementGuards, controls?.planted ?? [], metrics, logger);
     const rail =

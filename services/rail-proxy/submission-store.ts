@@ -12,8 +12,14 @@
  *   key (DUPLICATE), a second live submission of the payout violates the one-live index
  *   (PAYOUT_ALREADY_SUBMITTED); either way the whole statement, mark included, rolls back.
  * The mark is never read into the process and never cached (ADR-007 failures i-iii).
+ *
+ * Group admission (decision 068): with batching on, the admissions that arrive while earlier ones
+ * are in paydb leave together as ONE statement, `rail_admit_batch(...)` (migration 023): each item
+ * is rail_admit in its own subtransaction, in order, so each keeps its own outcome. Outcomes are
+ * recorded the same way, one UPDATE for the batch.
  */
 import type { Pool } from "../shared/db/pg.js";
+import { groupCommit, type Grouped } from "../shared/db/group-commit.js";
 
 export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID" | "NOT_FORWARDED";
 
@@ -84,6 +90,9 @@ export interface StatementGuards {
  */
 export interface AdmissionStatement {
   query(i: Intent): { name: string; text: string; values: unknown[] };
+  /** The same statement for a group of intents (one row per item: ord, outcome, detail), or
+   * undefined when it has no group form (then every admission is its own statement). */
+  batchQuery?(items: Intent[]): { name: string; text: string; values: unknown[] };
   /** What it enforces (the guard gauges and the start-up warning report it). */
   applies: StatementGuards;
 }
@@ -112,12 +121,86 @@ export function intentValues(i: Intent): unknown[] {
   return [i.reference, i.payoutId, i.accountId, i.token.toString(), i.amountMinor.toString(), i.currency, i.beneficiary, i.replicaId];
 }
 
+/** A group of intents as a group admission statement's eight array parameters (the replica is one). */
+export function intentArrays(items: Intent[]): unknown[] {
+  return [
+    items.map((i) => i.reference),
+    items.map((i) => i.payoutId),
+    items.map((i) => i.accountId),
+    items.map((i) => i.token.toString()),
+    items.map((i) => i.amountMinor.toString()),
+    items.map((i) => i.currency),
+    items.map((i) => i.beneficiary),
+    items[0]?.replicaId ?? "",
+  ];
+}
+
+// [rule:group-admit-call]
+const ADMIT_BATCH =
+  "SELECT ord, outcome, detail, (extract(epoch FROM now()) * 1000)::float8 AS admitted_at_ms FROM rail_admit_batch($1, $2, $3, $4, $5, $6, $7, $8)";
+// [/rule:group-admit-call]
+
 /** Production's admission: rail_admit, every guard on. Named: prepared once per connection, so
  * each admission skips parse and plan. */
 export const RAIL_ADMIT: AdmissionStatement = {
   query: (i) => ({ name: "rf_admit", text: ADMIT, values: intentValues(i) }),
+  batchQuery: (items) => ({ name: "rf_admit_batch", text: ADMIT_BATCH, values: intentArrays(items) }),
   applies: { mark: true, binding: true, oneLive: true },
 };
+
+/** Group admission and group outcome writes (decision 068). undefined: every statement alone. */
+export interface Batching {
+  /** Most items in one statement. */
+  maxBatch: number;
+  /** Statements of a kind in paydb at once; what arrives meanwhile forms the next group. */
+  maxInFlight: number;
+  onAdmissionBatch?: (size: number) => void;
+  onOutcomeBatch?: (size: number) => void;
+}
+
+/** What an admission statement answered for one intent, as the store's result. */
+function admitResult(outcome: string, detail: string | null, admittedAtMs: number): AdmitResult {
+  switch (outcome) {
+    case "ADMITTED":
+      return { kind: outcome, admittedAtMs: Number(admittedAtMs) };
+    case "FENCED_OUT":
+    case "PAYOUT_NOT_FOUND":
+    case "DUPLICATE":
+      return { kind: outcome };
+    case "PAYOUT_ALREADY_SUBMITTED":
+      return { kind: outcome, live: detail ?? undefined };
+    case "PAYOUT_MISMATCH":
+      return { kind: outcome, field: detail ?? "" };
+    case "PAYOUT_NOT_PAYABLE":
+      return { kind: outcome, state: detail ?? "" };
+    case "PAYOUT_FENCE_MISMATCH":
+      return { kind: outcome, holder: detail === "NEWER" ? "NEWER" : "OLDER" };
+    default:
+      throw new Error(`the admission statement answered ${outcome}`);
+  }
+}
+
+/** A batch aborted by a deadlock wrote nothing (its transaction rolled back): run it again. */
+async function againAfterDeadlock<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if ((err as { code?: string }).code !== "40P01" || attempt >= 3) throw err;
+    }
+  }
+}
+
+/** Positions of `items` ordered by `key`, stable (equal keys keep their arrival order). */
+function orderBy<T>(items: T[], key: (t: T) => string): number[] {
+  return items
+    .map((_, i) => i)
+    .sort((a, b) => {
+      const ka = key(items[a]!);
+      const kb = key(items[b]!);
+      return ka < kb ? -1 : ka > kb ? 1 : a - b;
+    });
+}
 
 /** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */
 // [rule:record-outcome-sql]
@@ -131,19 +214,49 @@ const RECORD_OUTCOME = `
      AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
 // [/rule:record-outcome-sql]
 
+/** One outcome write of a group (recordOutcomes). */
+interface OutcomeWrite {
+  reference: string;
+  state: "ACCEPTED" | "REJECTED" | "TIMEOUT";
+  railReference: string | null;
+  railReason: string | null;
+  ambiguityCause: string | null;
+  forwardDelayMs: number;
+}
+
+/** RECORD_OUTCOME for a group: the same rule per row, one UPDATE; the rows it changed, as `columns` reads them. */
+// [rule:record-outcomes-sql]
+const recordOutcomesSql = (columns: string) => `
+  WITH answers AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[])
+      AS a(reference, state, rail_reference, rail_reason, ambiguity_cause, forward_delay_ms)),
+  recorded AS (
+    UPDATE rail_submissions s
+       SET state = a.state, rail_reference = a.rail_reference, rail_reason = a.rail_reason, forward_delay_ms = a.forward_delay_ms,
+           updated_at = now(),
+           ambiguity_cause = CASE WHEN s.state = 'TIMEOUT' THEN s.ambiguity_cause ELSE a.ambiguity_cause END,
+           answered_at = CASE WHEN a.state IN ('ACCEPTED', 'REJECTED') THEN now() END
+      FROM answers a
+     WHERE s.payout_id = a.reference
+       AND (s.state = 'FORWARDING' OR (s.state = 'TIMEOUT' AND s.ambiguity_cause = 'STALE_FORWARDING'))
+     RETURNING s.*)
+  SELECT ${columns} FROM recorded`;
+// [/rule:record-outcomes-sql]
+
 /** The exact statements of the admission path, for the benchmark's raw floor (B0). */
 export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as const;
 
 /** Seconds (3 decimals) as SQL text: ambiguity thresholds are configuration, not input. */
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 
-export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admission: AdmissionStatement = RAIL_ADMIT) {
+export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admission: AdmissionStatement = RAIL_ADMIT, batching?: Batching) {
   // [rule:ambiguous]
   // The one definition of "ambiguous" (SPEC C3 §3.7): TIMEOUT, or FORWARDING past deadline + margin.
   // [rule:d4-ambiguous]
   const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${secs(ambiguousAfterMs)})))`;
   // [/rule:ambiguous]
   const columns = `*, ${isAmbiguous} AS ambiguous, created_at::text AS cursor`;
+  const recordOutcomesText = recordOutcomesSql(columns);
   const one = async (sql: string, values: unknown[], name?: string): Promise<SubmissionRow | undefined> =>
     (await pool.query<SubmissionRow>(name ? { name, text: sql, values } : { text: sql, values })).rows[0];
 
@@ -156,31 +269,68 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     return rows[0]?.payout_id;
   }
 
+  /** One group of admissions, one statement: ordered by account so that two groups in paydb at
+   * once take the accounts' mark rows in the same order (no deadlock between them). */
+  async function admitGroup(items: Intent[]): Promise<AdmitResult[]> {
+    const order = orderBy(items, (i) => i.accountId);
+    const ordered = order.map((k) => items[k]!);
+    const { rows } = await againAfterDeadlock(() =>
+      pool.query<{ ord: number; outcome: string; detail: string | null; admitted_at_ms: number }>(admission.batchQuery!(ordered)),
+    );
+    const results = new Array<AdmitResult>(items.length);
+    for (const r of rows) results[order[Number(r.ord) - 1]!] = admitResult(r.outcome, r.detail, r.admitted_at_ms);
+    if (results.some((r) => r === undefined) || rows.length !== items.length) throw new Error("the group admission statement left an item unanswered");
+    return results;
+  }
+
+  /** One group of outcome writes, one UPDATE; undefined for a row no longer waiting for an answer. */
+  async function recordOutcomes(items: OutcomeWrite[]): Promise<Array<SubmissionRow | undefined>> {
+    const order = orderBy(items, (o) => o.reference);
+    const ordered = order.map((k) => items[k]!);
+    const { rows } = await againAfterDeadlock(() =>
+      pool.query<SubmissionRow>({
+        name: "rf_record_outcomes",
+        text: recordOutcomesText,
+        values: [
+          ordered.map((o) => o.reference),
+          ordered.map((o) => o.state),
+          ordered.map((o) => o.railReference),
+          ordered.map((o) => o.railReason),
+          ordered.map((o) => o.ambiguityCause),
+          ordered.map((o) => Math.round(o.forwardDelayMs)),
+        ],
+      }),
+    );
+    const byReference = new Map(rows.map((r) => [r.payout_id, r]));
+    return items.map((o) => byReference.get(o.reference));
+  }
+
+  const canGroup = batching !== undefined && batching.maxBatch > 1 && admission.batchQuery !== undefined;
+  const groupedAdmit: Grouped<Intent, AdmitResult> | undefined = canGroup
+    ? groupCommit(admitGroup, { maxBatch: batching.maxBatch, maxInFlight: batching.maxInFlight, onBatch: batching.onAdmissionBatch })
+    : undefined;
+  const groupedOutcome: Grouped<OutcomeWrite, SubmissionRow | undefined> | undefined =
+    batching !== undefined && batching.maxBatch > 1
+      ? groupCommit(recordOutcomes, { maxBatch: batching.maxBatch, maxInFlight: batching.maxInFlight, onBatch: batching.onOutcomeBatch })
+      : undefined;
+
   return {
     /** What the admission statement enforces (production: everything). */
     statementGuards: admission.applies,
 
-    /** Binding + steps 1-3 of C3 §3.5 in one statement. */
-    async admit(i: Intent): Promise<AdmitResult> {
+    /**
+     * Binding + steps 1-3 of C3 §3.5 in one statement (alone, or with the admissions that arrived
+     * meanwhile). `sent` is called when the statement carrying this intent leaves for paydb: the
+     * pre-forward budget counts from there.
+     */
+    async admit(i: Intent, sent?: () => void): Promise<AdmitResult> {
+      if (groupedAdmit) return groupedAdmit(i, sent);
       try {
+        sent?.();
         const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>(admission.query(i));
         // [rule:admit-result]
         const { outcome, detail, admitted_at_ms } = rows[0]!;
-        switch (outcome) {
-          case "ADMITTED":
-            return { kind: outcome, admittedAtMs: Number(admitted_at_ms) };
-          case "FENCED_OUT":
-          case "PAYOUT_NOT_FOUND":
-            return { kind: outcome };
-          case "PAYOUT_MISMATCH":
-            return { kind: outcome, field: detail ?? "" };
-          case "PAYOUT_NOT_PAYABLE":
-            return { kind: outcome, state: detail ?? "" };
-          case "PAYOUT_FENCE_MISMATCH":
-            return { kind: outcome, holder: detail === "NEWER" ? "NEWER" : "OLDER" };
-          default:
-            throw new Error(`rail_admit answered ${outcome}`);
-        }
+        return admitResult(outcome, detail, admitted_at_ms);
       } catch (err) {
         const e = err as { code?: string; constraint?: string };
         // [rule:d3-duplicate]
@@ -201,7 +351,8 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
       railReason: string | null,
       ambiguityCause: string | null,
       forwardDelayMs: number,
-    ) {
+    ): Promise<SubmissionRow | undefined> {
+      if (groupedOutcome) return groupedOutcome({ reference, state, railReference, railReason, ambiguityCause, forwardDelayMs });
       return one(
         `${RECORD_OUTCOME} RETURNING ${columns}`,
         [reference, state, railReference, railReason, ambiguityCause, Math.round(forwardDelayMs)],

@@ -45,14 +45,18 @@ const plantedRow = (reference: string, markAdvanced: boolean, payoutBound: boole
   );
 
 describe("the production schema", () => {
-  it("rail_admit takes the intent's eight values and no guard switch; no other admission exists", async () => {
+  it("rail_admit takes the intent's eight values and no guard switch, its group form the same as arrays; no other admission exists", async () => {
     const { rows } = await paydb.query<{ name: string; args: string }>(
-      "SELECT p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE '%rail_admit%'",
+      "SELECT p.proname AS name, pg_get_function_identity_arguments(p.oid) AS args FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE '%rail_admit%' ORDER BY p.proname",
     );
     expect(rows).toEqual([
       {
         name: "rail_admit",
         args: "p_reference text, p_payout_id text, p_account_id text, p_token bigint, p_amount_minor bigint, p_currency text, p_beneficiary text, p_replica_id text",
+      },
+      {
+        name: "rail_admit_batch",
+        args: "p_references text[], p_payout_ids text[], p_account_ids text[], p_tokens bigint[], p_amounts_minor bigint[], p_currencies text[], p_beneficiaries text[], p_replica_id text",
       },
     ]);
     // No function in the schema takes a guard switch.

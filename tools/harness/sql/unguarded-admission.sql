@@ -67,3 +67,39 @@ BEGIN
      advanced, p_binding_guard, NOT p_one_live_guard);
   RETURN QUERY SELECT 'ADMITTED'::text, NULL::text;
 END $$;
+
+-- The group form (migration 023's rail_admit_batch, with the same switches): the controls run
+-- with group admission as production does, so each removes its guard alone.
+CREATE FUNCTION harness_rail_admit_batch(
+    p_references text[], p_payout_ids text[], p_account_ids text[], p_tokens bigint[],
+    p_amounts_minor bigint[], p_currencies text[], p_beneficiaries text[], p_replica_id text,
+    p_mark_guard boolean, p_binding_guard boolean, p_one_live_guard boolean)
+  RETURNS TABLE (ord int, outcome text, detail text)
+  LANGUAGE plpgsql AS $$
+DECLARE
+  o text;
+  d text;
+  violated text;
+BEGIN
+  FOR i IN 1..coalesce(array_length(p_references, 1), 0) LOOP
+    BEGIN
+      SELECT a.outcome, a.detail INTO o, d
+        FROM harness_rail_admit(p_references[i], p_payout_ids[i], p_account_ids[i], p_tokens[i], p_amounts_minor[i],
+                                p_currencies[i], p_beneficiaries[i], p_replica_id, p_mark_guard, p_binding_guard, p_one_live_guard) a;
+    EXCEPTION WHEN unique_violation THEN
+      GET STACKED DIAGNOSTICS violated = CONSTRAINT_NAME;
+      IF violated = 'rail_submissions_pkey' THEN
+        o := 'DUPLICATE'; d := NULL;
+      ELSIF violated = 'rail_submissions_one_live_per_payout' THEN
+        o := 'PAYOUT_ALREADY_SUBMITTED';
+        SELECT s.payout_id INTO d FROM rail_submissions s
+         WHERE s.bound_payout_id = p_payout_ids[i] AND s.state NOT IN ('REJECTED', 'NOT_FORWARDED') AND s.reopened_at IS NULL
+         ORDER BY s.created_at LIMIT 1;
+      ELSE
+        RAISE;
+      END IF;
+    END;
+    ord := i; outcome := o; detail := d;
+    RETURN NEXT;
+  END LOOP;
+END $$;

@@ -1,0 +1,68 @@
+/** groupCommit's batching rules, without a database: what leaves together, and who hears what. */
+import { describe, expect, it } from "vitest";
+import { groupCommit } from "./group-commit.js";
+
+/** A statement that answers when told to, recording each group it was given. */
+function statement<I>() {
+  const groups: I[][] = [];
+  const pending: Array<{ items: I[]; answer: (fail?: Error) => void }> = [];
+  const run = (items: I[]) =>
+    new Promise<string[]>((resolve, reject) => {
+      groups.push(items);
+      pending.push({ items, answer: (fail) => (fail ? reject(fail) : resolve(items.map((i) => `ok:${String(i)}`))) });
+    });
+  return { run, groups, next: () => pending.shift()! };
+}
+
+describe("groupCommit", () => {
+  it("the first call leaves at once, alone; what arrives while it is out leaves together when it returns", async () => {
+    const s = statement<number>();
+    const grouped = groupCommit(s.run, { maxBatch: 10, maxInFlight: 1 });
+    const sent: number[] = [];
+    const calls = [1, 2, 3, 4].map((i) => grouped(i, () => sent.push(i)));
+    expect(s.groups).toEqual([[1]]);
+    expect(sent).toEqual([1]);
+    s.next().answer();
+    await calls[0];
+    expect(s.groups).toEqual([[1], [2, 3, 4]]);
+    expect(sent).toEqual([1, 2, 3, 4]);
+    s.next().answer();
+    expect(await Promise.all(calls)).toEqual(["ok:1", "ok:2", "ok:3", "ok:4"]);
+  });
+
+  it("never more than maxBatch items in one statement, nor more than maxInFlight statements out", async () => {
+    const s = statement<number>();
+    const grouped = groupCommit(s.run, { maxBatch: 2, maxInFlight: 2 });
+    const calls = [1, 2, 3, 4, 5, 6, 7].map((i) => grouped(i));
+    expect(s.groups).toEqual([[1], [2]]);
+    s.next().answer();
+    await calls[0];
+    expect(s.groups).toEqual([[1], [2], [3, 4]]);
+    s.next().answer();
+    s.next().answer();
+    await Promise.all(calls.slice(0, 4));
+    expect(s.groups.slice(3)).toEqual([[5, 6], [7]]);
+    s.next().answer();
+    s.next().answer();
+    expect(await Promise.all(calls)).toHaveLength(7);
+  });
+
+  it("a failed statement fails every call of its group and no other", async () => {
+    const s = statement<number>();
+    const grouped = groupCommit(s.run, { maxBatch: 10, maxInFlight: 1 });
+    const first = grouped(1);
+    const rest = [grouped(2), grouped(3)];
+    s.next().answer();
+    await first;
+    s.next().answer(new Error("paydb went away"));
+    for (const r of rest) await expect(r).rejects.toThrow("paydb went away");
+    const after = grouped(4);
+    s.next().answer();
+    expect(await after).toBe("ok:4");
+  });
+
+  it("a statement that answers a different number of results than items fails the whole group", async () => {
+    const grouped = groupCommit(async (items: number[]) => items.slice(1).map(String), { maxBatch: 10, maxInFlight: 1 });
+    await expect(grouped(1)).rejects.toThrow("1 items, 0 results");
+  });
+});

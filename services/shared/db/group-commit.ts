@@ -1,0 +1,77 @@
+/**
+ * Natural batching for one statement (group commit): calls that arrive while `maxInFlight`
+ * batches are already in the database wait, and leave together as the next batch, in one
+ * statement and one commit, as soon as a batch comes back. No timer: at low load a call leaves at
+ * once, alone, and pays nothing for the batching; under load the batches grow by themselves to
+ * what arrived during one round trip (at most `maxBatch`).
+ *
+ * Each call gets its own result (`run` answers one result per item, in order) or the batch's
+ * error. `sent` is called for each item when its batch is handed to the database: the moment a
+ * deadline that counts "from the statement's send" starts.
+ */
+
+export interface GroupCommitOptions {
+  /** Most items in one statement. */
+  maxBatch: number;
+  /** Batches in the database at once; more calls wait and form the next batch. */
+  maxInFlight: number;
+  /** Told each batch's size as it leaves (a metric). */
+  onBatch?: (size: number) => void;
+}
+
+interface Waiting<I, O> {
+  item: I;
+  sent?: () => void;
+  resolve: (o: O) => void;
+  reject: (e: unknown) => void;
+}
+
+export type Grouped<I, O> = (item: I, sent?: () => void) => Promise<O>;
+
+export function groupCommit<I, O>(run: (items: I[]) => Promise<O[]>, opts: GroupCommitOptions): Grouped<I, O> {
+  if (!(opts.maxBatch >= 1 && opts.maxInFlight >= 1)) throw new Error("groupCommit: maxBatch and maxInFlight must be at least 1");
+  const queue: Waiting<I, O>[] = [];
+  let inFlight = 0;
+
+  function pump(): void {
+    while (inFlight < opts.maxInFlight && queue.length > 0) {
+      const batch = queue.splice(0, opts.maxBatch);
+      inFlight++;
+      opts.onBatch?.(batch.length);
+      for (const w of batch) w.sent?.();
+      // run() is called synchronously after sent(): nothing of ours runs between the two.
+      let done: Promise<O[]>;
+      try {
+        done = run(batch.map((w) => w.item));
+      } catch (err) {
+        done = Promise.reject(err);
+      }
+      // The next group leaves before the callers of this one hear their answers.
+      const next = () => {
+        inFlight--;
+        pump();
+      };
+      done.then(
+        (results) => {
+          next();
+          if (results.length !== batch.length) {
+            const err = new Error(`group commit: ${batch.length} items, ${results.length} results`);
+            for (const w of batch) w.reject(err);
+            return;
+          }
+          for (const [i, w] of batch.entries()) w.resolve(results[i]!);
+        },
+        (err: unknown) => {
+          next();
+          for (const w of batch) w.reject(err);
+        },
+      );
+    }
+  }
+
+  return (item, sent) =>
+    new Promise<O>((resolve, reject) => {
+      queue.push({ item, sent, resolve, reject });
+      pump();
+    });
+}
