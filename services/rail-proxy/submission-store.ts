@@ -18,7 +18,7 @@
  * is rail_admit in its own subtransaction, in order, so each keeps its own outcome. Outcomes are
  * recorded the same way, one UPDATE for the batch.
  */
-import type { Pool } from "../shared/db/pg.js";
+import { isRowRefusal, type Pool } from "../shared/db/pg.js";
 import { groupCommit, type Grouped } from "../shared/db/group-commit.js";
 
 export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID" | "NOT_FORWARDED";
@@ -269,6 +269,25 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     return rows[0]?.payout_id;
   }
 
+  /** One admission, its own statement. */
+  async function admitAlone(i: Intent): Promise<AdmitResult> {
+    try {
+      const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>(admission.query(i));
+      // [rule:admit-result]
+      const { outcome, detail, admitted_at_ms } = rows[0]!;
+      return admitResult(outcome, detail, admitted_at_ms);
+    } catch (err) {
+      const e = err as { code?: string; constraint?: string };
+      // [rule:d3-duplicate]
+      if (e.code === "23505" && e.constraint === "rail_submissions_pkey") return { kind: "DUPLICATE" };
+      if (e.code === "23505" && e.constraint === "rail_submissions_one_live_per_payout") {
+        return { kind: "PAYOUT_ALREADY_SUBMITTED", live: await liveReference(i.payoutId).catch(() => undefined) };
+      }
+      throw err;
+    }
+    // [/rule:admit-result]
+  }
+
   /** One group of admissions, one statement: ordered by account so that two groups in paydb at
    * once take the accounts' mark rows in the same order (no deadlock between them). */
   async function admitGroup(items: Intent[]): Promise<AdmitResult[]> {
@@ -281,6 +300,15 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     for (const r of rows) results[order[Number(r.ord) - 1]!] = admitResult(r.outcome, r.detail, r.admitted_at_ms);
     if (results.some((r) => r === undefined) || rows.length !== items.length) throw new Error("the group admission statement left an item unanswered");
     return results;
+  }
+
+  /** One rail answer, its own statement. */
+  function recordOutcomeAlone(o: OutcomeWrite): Promise<SubmissionRow | undefined> {
+    return one(
+      `${RECORD_OUTCOME} RETURNING ${columns}`,
+      [o.reference, o.state, o.railReference, o.railReason, o.ambiguityCause, Math.round(o.forwardDelayMs)],
+      "rf_record_outcome",
+    );
   }
 
   /** One group of outcome writes, one UPDATE; undefined for a row no longer waiting for an answer. */
@@ -305,13 +333,25 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     return items.map((o) => byReference.get(o.reference));
   }
 
+  // A group refused for one row's sake (a trigger, a constraint) is run again item by item, so
+  // that refusal is that item's alone; a group that failed because paydb was away is not.
   const canGroup = batching !== undefined && batching.maxBatch > 1 && admission.batchQuery !== undefined;
   const groupedAdmit: Grouped<Intent, AdmitResult> | undefined = canGroup
-    ? groupCommit(admitGroup, { maxBatch: batching.maxBatch, maxInFlight: batching.maxInFlight, onBatch: batching.onAdmissionBatch })
+    ? groupCommit(admitGroup, {
+        maxBatch: batching.maxBatch,
+        maxInFlight: batching.maxInFlight,
+        onBatch: batching.onAdmissionBatch,
+        alone: { run: (i) => admitAlone(i), when: isRowRefusal },
+      })
     : undefined;
   const groupedOutcome: Grouped<OutcomeWrite, SubmissionRow | undefined> | undefined =
     batching !== undefined && batching.maxBatch > 1
-      ? groupCommit(recordOutcomes, { maxBatch: batching.maxBatch, maxInFlight: batching.maxInFlight, onBatch: batching.onOutcomeBatch })
+      ? groupCommit(recordOutcomes, {
+          maxBatch: batching.maxBatch,
+          maxInFlight: batching.maxInFlight,
+          onBatch: batching.onOutcomeBatch,
+          alone: { run: (o) => recordOutcomeAlone(o), when: isRowRefusal },
+        })
       : undefined;
 
   return {
@@ -325,22 +365,8 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
      */
     async admit(i: Intent, sent?: () => void): Promise<AdmitResult> {
       if (groupedAdmit) return groupedAdmit(i, sent);
-      try {
-        sent?.();
-        const { rows } = await pool.query<{ outcome: string; detail: string | null; admitted_at_ms: number }>(admission.query(i));
-        // [rule:admit-result]
-        const { outcome, detail, admitted_at_ms } = rows[0]!;
-        return admitResult(outcome, detail, admitted_at_ms);
-      } catch (err) {
-        const e = err as { code?: string; constraint?: string };
-        // [rule:d3-duplicate]
-        if (e.code === "23505" && e.constraint === "rail_submissions_pkey") return { kind: "DUPLICATE" };
-        if (e.code === "23505" && e.constraint === "rail_submissions_one_live_per_payout") {
-          return { kind: "PAYOUT_ALREADY_SUBMITTED", live: await liveReference(i.payoutId).catch(() => undefined) };
-        }
-        throw err;
-      }
-      // [/rule:admit-result]
+      sent?.();
+      return admitAlone(i);
     },
 
     /** Records the rail's answer (or its absence). undefined: the row is no longer waiting for one. */
@@ -352,12 +378,8 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
       ambiguityCause: string | null,
       forwardDelayMs: number,
     ): Promise<SubmissionRow | undefined> {
-      if (groupedOutcome) return groupedOutcome({ reference, state, railReference, railReason, ambiguityCause, forwardDelayMs });
-      return one(
-        `${RECORD_OUTCOME} RETURNING ${columns}`,
-        [reference, state, railReference, railReason, ambiguityCause, Math.round(forwardDelayMs)],
-        "rf_record_outcome",
-      );
+      const write = { reference, state, railReference, railReason, ambiguityCause, forwardDelayMs };
+      return groupedOutcome ? groupedOutcome(write) : recordOutcomeAlone(write);
     },
 
     /**

@@ -66,3 +66,34 @@ describe("groupCommit", () => {
     await expect(grouped(1)).rejects.toThrow("1 items, 0 results");
   });
 });
+
+describe("groupCommit, alone after a refused group", () => {
+  it("when the group's statement is refused for one row, each item runs alone and hears its own answer", async () => {
+    const groups: number[][] = [];
+    const grouped = groupCommit(
+      async (items: number[]) => {
+        groups.push(items);
+        if (items.includes(13)) throw Object.assign(new Error("row 13 refused"), { code: "P0001" });
+        return items.map(String);
+      },
+      {
+        maxBatch: 10,
+        maxInFlight: 1,
+        alone: {
+          run: async (i) => {
+            if (i === 13) throw new Error("13 alone: refused");
+            return `alone:${i}`;
+          },
+          when: (e) => (e as { code?: string }).code === "P0001",
+        },
+      },
+    );
+    const first = grouped(1);
+    const rest = [grouped(12), grouped(13), grouped(14)];
+    await first;
+    await expect(rest[0]).resolves.toBe("alone:12");
+    await expect(rest[1]).rejects.toThrow("13 alone: refused");
+    await expect(rest[2]).resolves.toBe("alone:14");
+    expect(groups).toEqual([[1], [12, 13, 14]]);
+  });
+});

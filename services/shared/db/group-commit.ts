@@ -10,13 +10,19 @@
  * deadline that counts "from the statement's send" starts.
  */
 
-export interface GroupCommitOptions {
+export interface GroupCommitOptions<I, O> {
   /** Most items in one statement. */
   maxBatch: number;
   /** Batches in the database at once; more calls wait and form the next batch. */
   maxInFlight: number;
   /** Told each batch's size as it leaves (a metric). */
   onBatch?: (size: number) => void;
+  /**
+   * When a group's statement fails and `aloneWhen(error)` says so (e.g. one row's trigger refused
+   * it), each item is run again alone, so that it hears its own answer or error, not another's.
+   * Only for statements that wrote nothing when they failed (one transaction: they did not).
+   */
+  alone?: { run: (item: I) => Promise<O>; when: (error: unknown) => boolean };
 }
 
 interface Waiting<I, O> {
@@ -28,10 +34,19 @@ interface Waiting<I, O> {
 
 export type Grouped<I, O> = (item: I, sent?: () => void) => Promise<O>;
 
-export function groupCommit<I, O>(run: (items: I[]) => Promise<O[]>, opts: GroupCommitOptions): Grouped<I, O> {
+export function groupCommit<I, O>(run: (items: I[]) => Promise<O[]>, opts: GroupCommitOptions<I, O>): Grouped<I, O> {
   if (!(opts.maxBatch >= 1 && opts.maxInFlight >= 1)) throw new Error("groupCommit: maxBatch and maxInFlight must be at least 1");
   const queue: Waiting<I, O>[] = [];
   let inFlight = 0;
+
+  function failed(batch: Waiting<I, O>[], err: unknown): void {
+    const alone = opts.alone;
+    if (alone && batch.length > 1 && alone.when(err)) {
+      for (const w of batch) alone.run(w.item).then(w.resolve, w.reject);
+      return;
+    }
+    for (const w of batch) w.reject(err);
+  }
 
   function pump(): void {
     while (inFlight < opts.maxInFlight && queue.length > 0) {
@@ -63,7 +78,7 @@ export function groupCommit<I, O>(run: (items: I[]) => Promise<O[]>, opts: Group
         },
         (err: unknown) => {
           next();
-          for (const w of batch) w.reject(err);
+          failed(batch, err);
         },
       );
     }

@@ -92,6 +92,16 @@ export function isBusyError(err: unknown): boolean {
   return code === "57014" || code === "55P03";
 }
 
+/**
+ * A group statement (group-commit.ts) refused for what one of its rows is (a trigger, a
+ * constraint), not because the database was away, busy or deadlocked: its items are worth
+ * running again alone, each to hear its own answer.
+ */
+export function isRowRefusal(err: unknown): boolean {
+  const code = (err as { code?: unknown })?.code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !isUnavailableError(err) && !isBusyError(err) && code !== "40P01" && code !== "40001";
+}
+
 /** SQLSTATE 55P03: a row lock was not granted within lock_timeout (another transaction holds it). */
 export function isLockTimeout(err: unknown): boolean {
   return (err as { code?: unknown })?.code === "55P03";
