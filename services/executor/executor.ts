@@ -42,13 +42,13 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       `harness controls are planted (${controls.planted.join(", ")}): a drill or test process, never production`,
     );
   }
-  const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}` });
+  const registry = createRegistry("executor");
+  const pool = createPool({ url: config.paydbUrl, max: config.concurrency + 2, primaryOnly: true, applicationName: `executor/${config.executorId}`, registry });
   try {
     // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report
     // ready and do nothing.
     await requireMigrated(pool, "paydb");
     const store = createPayoutStore(pool);
-    const registry = createRegistry("executor");
     const metrics = createExecutorMetrics(registry);
     const untraced = createPayOne({
       store,

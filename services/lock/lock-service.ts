@@ -3,6 +3,7 @@
  * RPC server. main.ts only reads the environment and wires signals.
  */
 import type { RunningService } from "../shared/observability/lifecycle.js";
+import type { Registry } from "prom-client";
 import { createRegistry } from "../shared/observability/metrics.js";
 import { requireMigrated } from "../shared/db/migrate.js";
 import { createPool } from "../shared/db/pg.js";
@@ -21,10 +22,17 @@ import { PgListener } from "./pg-listener.js";
 import type { Logger } from "../shared/process/logger.js";
 
 /** The only place that knows which backend is configured. */
-async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend> {
+async function openBackend(config: LockConfig, log: Logger, registry: Registry): Promise<LockBackend> {
   if (config.backend === "pg") {
     const url = config.lockdbUrl!;
-    const pool = createPool({ url, max: config.lockdbPoolMax, statementTimeoutMs: config.backendTimeoutMs, applicationName: "lock", primaryOnly: true });
+    const pool = createPool({
+      url,
+      max: config.lockdbPoolMax,
+      statementTimeoutMs: config.backendTimeoutMs,
+      applicationName: "lock",
+      primaryOnly: true,
+      registry,
+    });
     // The migration job migrates lockdb (the lock's own role cannot: least privilege).
     try {
       await requireMigrated(pool, "lockdb");
@@ -56,9 +64,9 @@ async function openBackend(config: LockConfig, log: Logger): Promise<LockBackend
 }
 
 export async function startLockService(config: LockConfig, deps: { logger: Logger }): Promise<RunningService> {
-  const backend = await openBackend(config, deps.logger);
+  const registry = createRegistry("lock");
+  const backend = await openBackend(config, deps.logger, registry);
   try {
-    const registry = createRegistry("lock");
     const metrics = createLockMetrics(registry, backend.name);
     metrics.tokenFloor.set({ backend: backend.name }, Number(backend.floor));
     const server = await startServiceServer({

@@ -35,7 +35,9 @@ function limitsCallBoundMs(config: PayoutsConfig): number {
 
 export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger }): Promise<RunningService> {
   const { logger } = deps;
+  const registry = createRegistry("payouts");
   const pool = createPool({
+    registry,
     url: config.paydbUrl,
     max: config.paydbPoolMax,
     primaryOnly: true,
@@ -50,6 +52,7 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
   // may wait for each of its two counter rows (lock_timeout each) on top of its own work.
   const limitsBoundMs = limitsCallBoundMs(config);
   const limitsPool = createPool({
+    registry,
     url: config.limitsDbUrl,
     max: config.limitsPoolMax,
     primaryOnly: true,
@@ -66,7 +69,6 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     throw err;
   });
 
-  const registry = createRegistry("payouts");
   const metrics = createPayoutsMetrics(registry);
   registerBacklogMetrics(registry, { store: createBacklogStore(pool), logger, minIntervalMs: BACKLOG_MIN_INTERVAL_MS });
   const createPayout = createPayoutCreator({

@@ -33,7 +33,9 @@ export interface RailProxyDeps {
 
 export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDeps): Promise<RunningService> {
   const { logger, controls } = deps;
+  const registry = createRegistry("rail-proxy");
   const pool = createPool({
+    registry,
     url: config.paydbUrl,
     max: config.paydbPoolMax,
     // [rule:d6-primary-only]
@@ -42,7 +44,6 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
     applicationName: `rail-proxy/${config.replicaId}`,
   });
   try {
-    const registry = createRegistry("rail-proxy");
     const metrics = createProxyMetrics(registry);
     const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs, controls?.admission, {
       maxBatch: config.admissionBatchMax,

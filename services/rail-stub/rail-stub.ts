@@ -24,8 +24,8 @@ export async function startRailStub(config: RailStubConfig, deps: { logger: Logg
   const { logger } = deps;
   // The stub owns raildb outright (it plays a third party), so it migrates its own schema.
   await migrate(config.raildbUrl, "raildb");
-  const pool = createPool({ url: config.raildbUrl, max: 20, applicationName: "rail-stub" });
   const registry = createRegistry("rail-stub");
+  const pool = createPool({ url: config.raildbUrl, max: 20, applicationName: "rail-stub", registry });
   const metrics = {
     payments: new Counter({
       name: "railfence_rail_stub_payments_total",

@@ -25,14 +25,14 @@ export interface ReconcilerService {
 
 export async function createReconcilerService(config: ReconcilerConfig, deps: { logger: Logger }): Promise<ReconcilerService> {
   const { logger } = deps;
-  const pool = createPool({ url: config.paydbUrl, max: 2, primaryOnly: true, applicationName: "reconciler" });
+  const registry = createRegistry("reconciler");
+  const pool = createPool({ url: config.paydbUrl, max: 2, primaryOnly: true, applicationName: "reconciler", registry });
   try {
     await requireMigrated(pool, "paydb");
   } catch (err) {
     await pool.end().catch(() => {});
     throw err;
   }
-  const registry = createRegistry("reconciler");
   const proxies = createProxyPool(config.railProxyUrls, config.transport.tls, { registry, directUnary: config.rpcStack.directClient });
   const metrics = createReconcilerMetrics(registry);
   const store = createReconcilerStore(pool);

@@ -6,7 +6,8 @@
  * prom-client's process metrics (`process_*`, `nodejs_*`) keep their conventional names.
  */
 
-const COMPONENTS = ["rail_proxy", "executor", "lock", "payouts", "reconciler", "rail_stub", "rpc"];
+/** The services, and what every process shares: `rpc` (servers and clients), `db` (database pools). */
+const COMPONENTS = ["rail_proxy", "executor", "lock", "payouts", "reconciler", "rail_stub", "rpc", "db"];
 const CONVENTIONAL = /^(process|nodejs)_/;
 const UNITS = /_(seconds|bytes)$/;
 /** Labels exempt from lower case: protobuf names, printed as written (decision 057), and bucket bounds. */

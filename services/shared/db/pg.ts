@@ -5,7 +5,9 @@
  * (ADR-007 failure iii: a stale read of the mark is the same bug with one extra hop).
  */
 import pg from "pg";
+import type { Registry } from "prom-client";
 import { REASONS, unavailable } from "../domain/errors.js";
+import { countTransactions, databaseOf } from "./transaction-count.js";
 
 export interface PoolOptions {
   url: string;
@@ -17,6 +19,8 @@ export interface PoolOptions {
   lockTimeoutMs?: number;
   connectTimeoutMs?: number;
   applicationName?: string;
+  /** The process's metrics registry: every transaction the pool ends is counted on it (transaction-count.ts). */
+  registry?: Registry;
 }
 
 export class StandbyRefusedError extends Error {
@@ -50,6 +54,7 @@ export function createPool(opts: PoolOptions): pg.Pool {
   // Nor may a checked-out one (a transaction in flight when the database goes away): its
   // pending query rejects, which is how the caller learns; the event itself needs a listener.
   pool.on("connect", (client) => client.on("error", () => {}));
+  if (opts.registry) countTransactions(pool, opts.registry, databaseOf(opts.url));
   if (opts.primaryOnly) {
     const rawConnect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
     const checkedConnect = async (): Promise<pg.PoolClient> => {
