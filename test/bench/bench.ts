@@ -7,9 +7,11 @@
  *   B1  SubmitPayout through 1 and 2 rail-proxy replicas, rail stub with no added latency,
  *       10,000 accounts, tokens minted here (no lock service).
  *   B2  B1 with 10 hot accounts (per-account serialisation, ADR-007 §7.3).
- *   B3  the executor path alone (payouts inserted PENDING, paid by 2 executors: lock + fence +
- *       proxy + rail + outcome), then end to end (created through the payouts API first); CPU
- *       per payout by process, PostgreSQL included.
+ *   B3  payouts paid by the whole system, as the previous design and as the current one, each at
+ *       c=1 and c=32 in fresh meshes (b3.ts): the executor path alone, then end to end (created
+ *       through the payouts API first); create->terminal latency, CPU per payout by process
+ *       (PostgreSQL included), commits per payout by component against the server's xact_commit
+ *       (commits.ts), admission batch sizes.
  *   F   the design's floor: the proxy's two statements and one rail call on bare node:http2, nothing
  *       else (floor-proxy-server.ts), on its own paydb and rail stub: what the protocol costs.
  *   B5  RPC floor: one unary call's server CPU on node:http2, grpc-js, connect-node and rail-proxy.
@@ -20,14 +22,31 @@
  *       the chart run), at c=16 and 64, both layouts and the shipped one with tracing off (what
  *       telemetry costs), with the proxies' and the stub's peak RSS.
  *
+ * The run ends with two goal tables: the hot path's (full runs only), and B3's (previous design
+ * and current design side by side, both measured in this run).
+ *
  * Flags (after `npm run bench --`): --proxy-node-args "<node flags>" passes flags to every proxy
  * (with --cpu-prof and --cpu-prof-dir=DIR the bench ends with the proxies' CPU by package);
  * --b3-node-args "<node flags>" the same for the executors and the lock service; --skip-shipped.
  *
+ * Environment:
+ *   BENCH_ONLY=B3             only B3, the direct rail points its goals read (c=1, 32) and B3's goals
+ *                             (about 5 minutes instead of 10+)
+ *   BENCH_SECONDS             each closed-loop point's length (default 4), after 1 s of warm-up
+ *   BENCH_CONCURRENCY         the hot path's concurrencies (default 1,4,16,64)
+ *   BENCH_SEED                the load generator's seed (default 7)
+ *   BENCH_PREPARED_PER_POINT  fenced payouts prepared per hot-path point
+ *   BENCH_B3_PAYOUTS          payouts per B3 run at c=32 (default 1000; e.g. 200 for a quick check)
+ *   BENCH_B3_C1_PAYOUTS       payouts of B3's c=1 run (default 100)
+ *   BENCH_B3_WARMUP_PAYOUTS   unrecorded payouts through each fresh B3 mesh first (default 20)
+ *   BENCH_STATS_SETTLE_MS     wait before each read of pg_stat_database (default 11000: PostgreSQL
+ *                             reports an idle backend's counts up to 10 s late)
+ *   BENCH_PROXY_NODE_ARGS, BENCH_B3_NODE_ARGS, BENCH_SKIP_SHIPPED=1: as the flags above
+ *   RAILFENCE_RESULTS=off     do not add the run's row to docs/results.md (a scratch run)
+ *
  * PostgreSQL runs with default durability (fsync and synchronous_commit on). Results go to
- * reports/bench/ (JSON, markdown, SVG). BENCH_SECONDS (default 4) sets each point's length.
+ * reports/bench/ (JSON, markdown, SVG).
  */
-import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
@@ -41,8 +60,6 @@ import { PostgresServer } from "../../tools/harness/postgres.js";
 import { ServiceProcess } from "../../tools/harness/service-process.js";
 import { ADMISSION_SQL } from "../../services/rail-proxy/submission-store.js";
 import { errorReason } from "../../services/shared/domain/errors.js";
-import { PayoutService } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { RailService } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { RailProxyService } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { migrate } from "../../services/shared/db/migrate.js";
 import { projectRoot } from "../../services/shared/process/project-root.js";
@@ -50,8 +67,11 @@ import { svgChart, type Series } from "./chart.js";
 import { startFloorProxy } from "./floor-proxy.js";
 import { measureServer, RPC_SERVER_KINDS, rpcFloor } from "./rpc-floor.js";
 import { profileTable, summarizeProfiles } from "./profile-summary.js";
-import { closedLoop, cpuSeconds, peakRssMb, postgresCpuSeconds, type PointResult } from "./load.js";
+import { closedLoop, cpuSeconds, peakRssMb, type PointResult } from "./load.js";
 import { recordResult } from "../../tools/harness/results-log.js";
+import { b3Workload, runB3, runKey } from "./b3.js";
+import type { RunCommits } from "./commits.js";
+import { directRail } from "./direct-rail.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const WARMUP = 1;
@@ -68,6 +88,12 @@ const splitArgs = (v: string | undefined) => (v ? v.split(/\s+/).filter(Boolean)
 const PROXY_NODE_ARGS = splitArgs(flag("proxy-node-args") ?? process.env.BENCH_PROXY_NODE_ARGS);
 const B3_NODE_ARGS = splitArgs(flag("b3-node-args") ?? process.env.BENCH_B3_NODE_ARGS);
 const SHIPPED = !process.argv.includes("--skip-shipped") && process.env.BENCH_SKIP_SHIPPED !== "1";
+const ONLY = process.env.BENCH_ONLY?.toUpperCase();
+if (ONLY !== undefined && ONLY !== "B3") throw new Error(`BENCH_ONLY=${process.env.BENCH_ONLY}: the only section that runs alone is B3`);
+/** Only B3 and its goals (BENCH_ONLY=B3). */
+const ONLY_B3 = ONLY === "B3";
+/** The concurrencies B3 runs at, and its goals read the direct rail at. */
+const B3_GOAL_C = [1, 32];
 /** The layouts of the proxy's two hops (server, rail client): RAILFENCE_CONNECT_UNARY's values. */
 const LAYOUTS = [
   { name: "connect server + connect client", env: { RAILFENCE_CONNECT_UNARY: "1" } },
@@ -89,6 +115,8 @@ interface Row extends PointResult {
 const rows: Row[] = [];
 /** B3's CPU per payout (ms) by process, per B3 workload. */
 const b3Cpu: Record<string, Record<string, number>> = {};
+/** B3's commits per payout, per run ("<workload> c=<n>"). */
+const b3Commits: Record<string, RunCommits> = {};
 const reason = (err: unknown) => errorReason(err) || Code[ConnectError.from(err).code] || "ERROR";
 const log = (s: string) => console.log(s);
 
@@ -133,10 +161,13 @@ async function closeBenchPayouts(db: pg.Pool): Promise<void> {
   );
 }
 
-async function main(): Promise<void> {
+/**
+ * The proxy's hot path (B0, B1, B2, L, F, B5) on one mesh; peak RSS into rss. Returns the
+ * checker's violation count for that mesh.
+ */
+async function hotPath(server: PostgresServer, rss: Record<string, number>): Promise<number> {
   const rand = seededRng(SEED);
-  const server = await PostgresServer.start({ durable: true });
-  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL) }, proxyNodeArgs: PROXY_NODE_ARGS, b3NodeArgs: B3_NODE_ARGS });
+  const mesh = new Mesh({ postgres: server, proxies: 2, proxyEnv: { PAYDB_POOL_MAX: String(POOL) }, proxyNodeArgs: PROXY_NODE_ARGS });
   try {
     await mesh.start();
     // B0's database: same server, same schema, its own rows (so paydb's checker run stays meaningful).
@@ -198,32 +229,10 @@ async function main(): Promise<void> {
       record("B0 raw SQL", c, r, { proxyCpuUsPerOp: (used.user + used.system) / (served * ((SECONDS + WARMUP) / SECONDS)) });
     }
 
-    // B0: direct rail calls (no fence at all), on a second stub with its own ledger so that the
-    // checker's view of the real rail stays clean.
-    const directStub = new ServiceProcess({
-      service: "rail-stub",
-      name: "rail-stub-direct",
-      env: { PORT: "0", METRICS_PORT: "0", RAILDB_URL: await server.createDatabase("raildb_direct"), RAIL_CREDENTIALS_FILE: mesh.credentialFile },
-    });
-    await directStub.start();
-    const rail = connectClient(RailService, directStub.url);
-    const auth = { authorization: `Bearer ${mesh.credential}` };
-    for (const c of CONCURRENCY) {
-      const r = await closedLoop(
-        c,
-        SECONDS,
-        WARMUP,
-        async () => {
-          await rail.submitPayment(
-            { clientReference: `direct-${randomUUID()}`, accountId: "acc-direct", beneficiary: "ben-1", amount: { amountMinor: 1050n, currency: "EUR" } },
-            { headers: auth },
-          );
-        },
-        reason,
-      );
-      record("B0 direct rail", c, r);
+    // B0: direct rail calls (no fence at all), on a stub with its own ledger.
+    for (const { concurrency, result } of await directRail(server, "raildb_direct", CONCURRENCY, { seconds: SECONDS, warmup: WARMUP }, reason)) {
+      record("B0 direct rail", concurrency, result);
     }
-    await directStub.stop();
 
     // B1 / B2: through the proxy.
     const throughProxies = async (
@@ -312,92 +321,39 @@ async function main(): Promise<void> {
       record("B5 RPC floor: rail-proxy", c, r, { proxyCpuUsPerOp: r.serverCpuUsPerCall });
     }
 
-    // B3: the executor path alone, then end to end; CPU per payout by process, PostgreSQL included.
-    await mesh.startLock();
-    await mesh.startPayouts();
-    for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", POLL_INTERVAL_MS: "20" });
-    const payouts = connectClient(PayoutService, mesh.payouts!.url);
-    const b3Count = Number(process.env.BENCH_B3_PAYOUTS ?? 1000);
-    const b3Accounts = Array.from({ length: 200 }, (_, i) => `e2e-${i}`);
-    const pdb = new pg.Pool({ connectionString: mesh.dbUrl("paydb"), max: 2 });
-    const cpuNow = () => {
-      const m = new Map<string, number>();
-      for (const p of mesh.processes()) if (p.pid && p.running) m.set(p.name, cpuSeconds(p.pid));
-      m.set("postgres (all databases)", postgresCpuSeconds(server.pid!));
-      const own = process.cpuUsage();
-      m.set("bench (load generator)", (own.user + own.system) / 1e6);
-      return m;
-    };
-    const cpuPerPayoutMs = (before: Map<string, number>, after: Map<string, number>, n: number) =>
-      Object.fromEntries([...after].filter(([k]) => before.has(k)).map(([k, v]) => [k, ((v - before.get(k)!) / n) * 1000]));
-    /** Waits until the payouts `where` selects are all terminal; their throughput and create->terminal latency. */
-    const settled = async (where: string, t0: number): Promise<PointResult> => {
-      for (;;) {
-        const { rows: open } = await pdb.query<{ n: number }>(`SELECT count(*)::int AS n FROM payouts WHERE state IN ('PENDING','PROCESSING') AND ${where}`);
-        if (open[0]!.n === 0 || performance.now() - t0 > 300_000) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const seconds = (performance.now() - t0) / 1000;
-      const { rows: lat } = await pdb.query<{ ms: number; state: string }>(
-        `SELECT EXTRACT(EPOCH FROM updated_at - created_at) * 1000 AS ms, state FROM payouts WHERE ${where}`,
-      );
-      const sorted = lat.map((l) => Number(l.ms)).sort((a, b) => a - b);
-      return {
-        ops: lat.filter((l) => l.state === "PAID").length,
-        errors: Object.fromEntries(
-          Object.entries(lat.reduce<Record<string, number>>((m, l) => ((m[l.state] = (m[l.state] ?? 0) + 1), m), {})).filter(([st]) => st !== "PAID"),
-        ),
-        seconds,
-        throughput: lat.length / seconds,
-        p50: sorted[Math.floor(sorted.length * 0.5)] ?? 0,
-        p95: sorted[Math.floor(sorted.length * 0.95)] ?? 0,
-        p99: sorted[Math.floor(sorted.length * 0.99)] ?? 0,
-      };
-    };
-
-    // B3 executors only: payouts inserted PENDING, as CreatePayout leaves them, then paid by the
-    // executors (claim, lock, fence, proxy, rail, outcome, release): the path the goal is about.
-    let cpuBefore = cpuNow();
-    let t0 = performance.now();
-    await pdb.query(
-      `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary)
-       SELECT 'bx-' || i, 'bench-exec', 'e2e-' || (i % 200), 1050, 'EUR', 'ben-1' FROM generate_series(1, $1::int) AS i`,
-      [b3Count],
-    );
-    record("B3 executors only", 32, await settled("client_id = 'bench-exec'", t0));
-    b3Cpu["B3 executors only"] = cpuPerPayoutMs(cpuBefore, cpuNow(), b3Count);
-
-    // B3 end to end: created through the payouts API (idempotency key, limits), 50 at a time.
-    cpuBefore = cpuNow();
-    t0 = performance.now();
-    for (let i = 0; i < b3Count; i += 50) {
-      await Promise.all(
-        Array.from({ length: Math.min(50, b3Count - i) }, () =>
-          payouts.createPayout(
-            { accountId: b3Accounts[Math.floor(rand() * b3Accounts.length)]!, amount: { amountMinor: 1050n, currency: "EUR" }, beneficiary: "ben-1" },
-            { headers: { "idempotency-key": randomUUID() } },
-          ),
-        ),
-      );
-    }
-    const b3 = await settled("client_id NOT IN ('bench', 'bench-exec')", t0);
-    b3Cpu["B3 end to end"] = cpuPerPayoutMs(cpuBefore, cpuNow(), b3Count);
-    record("B3 end to end", 32, b3);
-    await pdb.end();
-    const rss: Record<string, number> = { "rail-proxy-1": proxyRss[0]!, "rail-proxy-2": proxyRss[1]! };
-    // Running processes only (the layout replicas were stopped after their points).
-    for (const p of mesh.processes()) if (p.pid && p.running && !rss[p.name]) rss[p.name] = peakRssMb(p.pid);
-
+    rss["rail-proxy-1"] = proxyRss[0]!;
+    rss["rail-proxy-2"] = proxyRss[1]!;
+    rss["rail-stub"] = peakRssMb(mesh.railStub.pid!);
     // Zero invariant violations in every bench run.
-    for (const e of mesh.executors) await e.stop();
     const check = await checkInvariants(meshCheckTarget(mesh), { quiescent: true });
     await raw.end();
     await paydbOwner.end();
-    let violations = check.violations.length;
-    if (SHIPPED) violations += await shipped(server, rss);
-    report(rss, violations, b3Count);
+    return check.violations.length;
   } finally {
     await mesh.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const server = await PostgresServer.start({ durable: true });
+  const rss: Record<string, number> = {};
+  const violations = { previous: 0, current: 0 };
+  try {
+    if (!ONLY_B3) violations.current += await hotPath(server, rss);
+    // B3, and the direct rail at the concurrencies its goals read, if the hot path did not run them.
+    const missing = B3_GOAL_C.filter((c) => !rows.some((r) => r.workload === "B0 direct rail" && r.concurrency === c));
+    for (const { concurrency, result } of await directRail(server, "raildb_direct_b3", missing, { seconds: SECONDS, warmup: WARMUP }, reason)) {
+      record("B0 direct rail", concurrency, result);
+    }
+    const b3 = await runB3({ server, seed: SEED, proxyPoolMax: POOL, proxyNodeArgs: PROXY_NODE_ARGS, b3NodeArgs: B3_NODE_ARGS, record });
+    Object.assign(b3Cpu, b3.cpu);
+    Object.assign(b3Commits, b3.commits);
+    Object.assign(rss, b3.rss);
+    violations.previous += b3.violations.previous;
+    violations.current += b3.violations.current;
+    if (!ONLY_B3 && SHIPPED) violations.current += await shipped(server, rss);
+    report(rss, violations);
+  } finally {
     await server.destroy();
   }
   profileReport("proxies", PROXY_NODE_ARGS);
@@ -491,6 +447,7 @@ async function shipped(server: PostgresServer, rss: Record<string, number>): Pro
  * CPU in RPC units (one unary call's server CPU on a bare node:http2 server, B5, at GOAL_C).
  */
 function goals(rss: Record<string, number>): string[] {
+  if (ONLY_B3) return [];
   const at = (w: string, c: number) => rows.find((r) => r.workload === w && r.concurrency === c);
   const unit = at("B5 RPC floor: node-http2", GOAL_C)?.proxyCpuUsPerOp;
   if (!unit) return [];
@@ -506,7 +463,7 @@ function goals(rss: Record<string, number>): string[] {
   const c1Direct = at("B0 direct rail", 1);
   const c1Raw = at("B0 raw SQL", 1);
   const added = c1 && c1Direct ? c1.p50 - c1Direct.p50 : Number.NaN;
-  const b3 = tp("B3 end to end", 32) / tp("B1 proxy x2");
+  const b3 = tp(E2E_NOW, 32) / tp("B1 proxy x2");
   // The same measures for the design's floor (F): what the protocol alone allows on this machine.
   const floorUnits = units(FLOOR);
   const floorDirect = tp(FLOOR) / tp("B0 direct rail");
@@ -514,9 +471,9 @@ function goals(rss: Record<string, number>): string[] {
   const floorAdded = (at(FLOOR, 1)?.p50 ?? Number.NaN) - (c1Direct?.p50 ?? Number.NaN);
   // B3's bound at today's protocol: PostgreSQL's CPU per payout alone, on every core, with every
   // Node process costing nothing.
-  const pgMs = b3Cpu["B3 end to end"]?.["postgres (all databases)"] ?? Number.NaN;
+  const pgMs = b3Cpu[runKey(E2E_NOW, 32)]?.["postgres (all databases)"] ?? Number.NaN;
   const pgBound = (cpus().length * 1000) / pgMs / tp("B1 proxy x2");
-  const b3Exec = tp("B3 executors only", 32) / tp("B1 proxy x2");
+  const b3Exec = tp(b3Workload("executors only", "current"), 32) / tp("B1 proxy x2");
   const proxyRss = Math.max(rss["rail-proxy-1"] ?? 0, rss["rail-proxy-2"] ?? 0);
   const shippedRss = rss["shipped direct rail-proxy"];
   const layoutRows = LAYOUTS.map((l) => {
@@ -559,31 +516,116 @@ function b3CpuTable(): string[] {
   ];
 }
 
-function report(rss: Record<string, number>, violations: number, b3Count: number): void {
+/** B3's end-to-end workload, as the current and the previous design. */
+const E2E_NOW = b3Workload("end to end", "current");
+const E2E_BEFORE = b3Workload("end to end", "previous");
+
+/** Commits per payout by component, for each B3 run. */
+function b3CommitsTable(): string[] {
+  const runs = Object.keys(b3Commits);
+  if (runs.length === 0) return [];
+  const components = [...new Set(runs.flatMap((k) => Object.keys(b3Commits[k]!.perComponent)))].sort();
+  const cells = (f: (r: RunCommits) => string) => runs.map((k) => f(b3Commits[k]!)).join(" | ");
+  return [
+    "",
+    "Commits per payout (PostgreSQL commits: every one a WAL flush with synchronous_commit on). Components count their pools' transactions (railfence_db_transactions_total); the server's count is pg_stat_database.xact_commit summed over every database; other = server − all counted.",
+    "",
+    `| commits per payout | ${runs.join(" | ")} |`,
+    `|---|${runs.map(() => "---").join("|")}|`,
+    ...components.map((c) => `| ${c} | ${cells((r) => r.perComponent[c]?.toFixed(2) ?? "")} |`),
+    `| bench (its own queries: inserts, waits, statistics reads) | ${cells((r) => r.bench.toFixed(2))} |`,
+    `| other (not counted by any pool) | ${cells((r) => r.other.toFixed(2))} |`,
+    `| **xact_commit, all databases** | ${cells((r) => r.total.toFixed(2))} |`,
+    `| **the system's (xact_commit − bench)** | ${cells((r) => r.system.toFixed(2))} |`,
+    `| admission batch size: mean / max | ${cells((r) => (r.batch ? `${r.batch.mean.toFixed(1)} / <= ${r.batch.maxAtMost}` : "n/a"))} |`,
+  ];
+}
+
+/**
+ * B3's goals, each as the previous design (this run) and the current one (this run): commits per
+ * payout, end to end over the direct rail, create->PAID at c=1, invariant violations.
+ */
+function b3Goals(violations: { previous: number; current: number }): { lines: string[]; met: boolean } {
   const at = (w: string, c: number) => rows.find((r) => r.workload === w && r.concurrency === c);
-  const ratios = CONCURRENCY.map((c) => {
-    const b0 = at("B0 raw SQL", c)!;
-    const b1 = at("B1 proxy x1", c)!;
-    const b12 = at("B1 proxy x2", c)!;
-    const direct = at("B0 direct rail", c)!;
-    return {
-      concurrency: c,
-      b1OverB0: b1.throughput / b0.throughput,
-      b1x2OverB0: b12.throughput / b0.throughput,
-      addedMedianMs: b1.p50 - b0.p50,
-      b1OverDirectRail: b1.throughput / direct.throughput,
-      proxyCpuUs: b1.proxyCpuUsPerOp ?? 0,
-    };
-  });
+  const system = (w: string, c: number) => b3Commits[runKey(w, c)]?.system ?? Number.NaN;
+  const direct1 = at("B0 direct rail", 1);
+  const direct32 = at("B0 direct rail", 32);
+  const overDirect = (w: string) => (at(w, 32)?.throughput ?? Number.NaN) / (direct32?.throughput ?? Number.NaN);
+  const p50 = (w: string) => at(w, 1)?.p50 ?? Number.NaN;
+  const latencyBound = (direct1?.p50 ?? Number.NaN) * 3 + 20;
+  const c1Bound = 0.5 * system(E2E_BEFORE, 1);
+  const goals = [
+    {
+      goal: "commits per payout, end to end, c=1 (xact_commit of every database − the bench's own)",
+      before: system(E2E_BEFORE, 1).toFixed(2),
+      now: system(E2E_NOW, 1).toFixed(2),
+      target: `<= 0.5 × previous = ${c1Bound.toFixed(2)}`,
+      met: system(E2E_NOW, 1) <= c1Bound,
+    },
+    {
+      goal: "commits per payout, end to end, c=32 (with batching)",
+      before: system(E2E_BEFORE, 32).toFixed(2),
+      now: system(E2E_NOW, 32).toFixed(2),
+      target: "< 2",
+      met: system(E2E_NOW, 32) < 2,
+    },
+    {
+      goal: "B3 end to end / B0 direct rail, throughput at c=32",
+      before: overDirect(E2E_BEFORE).toFixed(2),
+      now: overDirect(E2E_NOW).toFixed(2),
+      target: ">= 0.25",
+      met: overDirect(E2E_NOW) >= 0.25,
+    },
+    {
+      goal: "create -> PAID p50 at c=1 (ms)",
+      before: p50(E2E_BEFORE).toFixed(1),
+      now: p50(E2E_NOW).toFixed(1),
+      target: `<= direct rail p50 (c=1) × 3 + 20 = ${latencyBound.toFixed(1)}`,
+      met: p50(E2E_NOW) <= latencyBound,
+    },
+    {
+      goal: "invariant violations after the bench",
+      before: String(violations.previous),
+      now: String(violations.current),
+      target: "0",
+      met: violations.current === 0,
+    },
+  ];
+  return {
+    met: goals.every((g) => g.met),
+    lines: [
+      "| goal | previous design (this run) | now (this run) | target | met? |",
+      "|---|---|---|---|---|",
+      ...goals.map((g) => `| ${g.goal} | ${g.before} | ${g.now} | ${g.target} | ${g.met ? "yes" : "**no**"} |`),
+    ],
+  };
+}
+
+function report(rss: Record<string, number>, violations: { previous: number; current: number }): void {
+  const at = (w: string, c: number) => rows.find((r) => r.workload === w && r.concurrency === c);
+  const ratios = ONLY_B3
+    ? []
+    : CONCURRENCY.map((c) => {
+        const b0 = at("B0 raw SQL", c)!;
+        const b1 = at("B1 proxy x1", c)!;
+        const b12 = at("B1 proxy x2", c)!;
+        const direct = at("B0 direct rail", c)!;
+        return {
+          concurrency: c,
+          b1OverB0: b1.throughput / b0.throughput,
+          b1x2OverB0: b12.throughput / b0.throughput,
+          addedMedianMs: b1.p50 - b0.p50,
+          b1OverDirectRail: b1.throughput / direct.throughput,
+          proxyCpuUs: b1.proxyCpuUsPerOp ?? 0,
+        };
+      });
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, PostgreSQL 18 (fsync on, synchronous_commit on)`;
-  const b3 = rows.find((r) => r.workload === "B3 end to end")!;
-  // The end-to-end path needs ~5 paydb transactions per payout (claim, fence, admission, outcome
-  // at the proxy, outcome on the payout): B0 does 2 per op, so B0 scaled = B0 / (5 / 2) at c=16.
-  const b0at16 = at("B0 raw SQL", 16)?.throughput ?? 0;
-  const b3Target = 0.5 * (b0at16 / (5 / 2));
+  const b3 = at(E2E_NOW, 32)!;
+  const b3Before = at(E2E_BEFORE, 32)!;
   const floorC = CONCURRENCY.includes(16) ? 16 : CONCURRENCY[CONCURRENCY.length - 1]!;
+  const b3GoalTable = b3Goals(violations);
   const lines = [
-    `Machine: ${machine}. ${SECONDS} s per point after ${WARMUP} s warm-up, seed ${SEED}.`,
+    `Machine: ${machine}. ${SECONDS} s per point after ${WARMUP} s warm-up, seed ${SEED}${ONLY_B3 ? ". BENCH_ONLY=B3: B3, the direct rail at c=1 and 32, and B3's goals" : ""}.`,
     "",
     "| workload | concurrency | ops/s | p50 ms | p95 ms | p99 ms | CPU µs/op (proxy; B0: the pg client; B5: the server) | errors |",
     "|---|---|---|---|---|---|---|---|",
@@ -598,39 +640,64 @@ function report(rss: Record<string, number>, violations: number, b3Count: number
             .join(", ")} |`,
       ),
     "",
-    "| concurrency | B1/B0 throughput | B1 (2 replicas)/B0 | B1 − B0 median (ms) | B1 / direct rail |",
-    "|---|---|---|---|---|",
-    ...ratios.map(
-      (r) => `| ${r.concurrency} | ${r.b1OverB0.toFixed(2)} | ${r.b1x2OverB0.toFixed(2)} | ${r.addedMedianMs.toFixed(2)} | ${r.b1OverDirectRail.toFixed(2)} |`,
-    ),
+    "B3 rows: ops/s = payouts per second from the first create to the last terminal write; p50/p95/p99 = create->terminal (paydb's created_at to the terminal write's updated_at); errors = payouts that ended other than PAID.",
+    ...(ratios.length
+      ? [
+          "",
+          "| concurrency | B1/B0 throughput | B1 (2 replicas)/B0 | B1 − B0 median (ms) | B1 / direct rail |",
+          "|---|---|---|---|---|",
+          ...ratios.map(
+            (r) =>
+              `| ${r.concurrency} | ${r.b1OverB0.toFixed(2)} | ${r.b1x2OverB0.toFixed(2)} | ${r.addedMedianMs.toFixed(2)} | ${r.b1OverDirectRail.toFixed(2)} |`,
+          ),
+        ]
+      : []),
     "",
     `Peak RSS (MB): ${Object.entries(rss)
       .map(([k, v]) => `${k} ${v.toFixed(0)}`)
       .join(", ")}`,
-    `B3: ${b3Count} payouts, ${b3.throughput.toFixed(0)} payouts/s (target >= ${b3Target.toFixed(0)} = 0.5 × B0@16 / 2.5), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms`,
+    `B3 end to end at c=32: ${b3.throughput.toFixed(0)} payouts/s (previous design ${b3Before.throughput.toFixed(0)}), create->terminal p50 ${b3.p50.toFixed(0)} ms, p99 ${b3.p99.toFixed(0)} ms (previous design ${b3Before.p50.toFixed(0)} / ${b3Before.p99.toFixed(0)} ms)`,
     ...b3CpuTable(),
-    `B5: server CPU per unary call at c=${floorC}: ${["node-http2", "grpc-js", "connect-node", "rail-proxy"].map((k) => `${k} ${at(`B5 RPC floor: ${k}`, floorC)?.proxyCpuUsPerOp?.toFixed(0)} µs`).join(", ")}`,
-    `Invariant violations after the run: ${violations}`,
+    ...b3CommitsTable(),
+    "",
+    ...(ONLY_B3
+      ? []
+      : [
+          `B5: server CPU per unary call at c=${floorC}: ${["node-http2", "grpc-js", "connect-node", "rail-proxy"].map((k) => `${k} ${at(`B5 RPC floor: ${k}`, floorC)?.proxyCpuUsPerOp?.toFixed(0)} µs`).join(", ")}`,
+        ]),
+    `Invariant violations after the run: ${violations.current + violations.previous} (previous design's meshes ${violations.previous}, the rest ${violations.current})`,
     "",
     ...goals(rss),
+    "",
+    "B3 goals, the previous design and the current one measured in this run:",
+    "",
+    ...b3GoalTable.lines,
   ];
   const dir = join(projectRoot(), "reports", "bench");
   mkdirSync(dir, { recursive: true });
-  const series: Series[] = ["B0 raw SQL", "B1 proxy x1", "B1 proxy x2", "B0 direct rail"].map((w) => ({
-    name: w,
-    points: CONCURRENCY.map((c) => ({ x: c, throughput: at(w, c)!.throughput, p99: at(w, c)!.p99 })),
-  }));
-  writeFileSync(join(dir, "bench.json"), JSON.stringify({ machine, seconds: SECONDS, seed: SEED, rows, ratios, rss, violations, b3Target }, null, 2));
+  writeFileSync(
+    join(dir, "bench.json"),
+    JSON.stringify({ machine, seconds: SECONDS, seed: SEED, only: ONLY ?? null, rows, ratios, rss, violations, b3Cpu, b3Commits }, null, 2),
+  );
   writeFileSync(join(dir, "bench.md"), `${lines.join("\n")}\n`);
   const r16 = ratios.find((r) => r.concurrency === floorC);
+  const b3Summary = `B3 end to end c=32 ${b3.throughput.toFixed(0)} payouts/s (previous design ${b3Before.throughput.toFixed(0)}), ${b3Commits[runKey(E2E_NOW, 32)]?.system.toFixed(2)} commits per payout (previous ${b3Commits[runKey(E2E_BEFORE, 32)]?.system.toFixed(2)}); B3 goals ${b3GoalTable.met ? "met" : "not all met"}; invariant violations ${violations.current + violations.previous}`;
   recordResult(
     "bench",
-    `${SECONDS} s per point, seed ${SEED}, ${cpus().length} cores: at c=${floorC} B1/B0 throughput ${r16?.b1OverB0.toFixed(2)}, B1 − B0 median ${r16?.addedMedianMs.toFixed(2)} ms, proxy CPU ${r16?.proxyCpuUs.toFixed(0)} µs/op; B3 ${b3.throughput.toFixed(0)} payouts/s (target ${b3Target.toFixed(0)}); invariant violations ${violations}`,
+    ONLY_B3
+      ? `BENCH_ONLY=B3, seed ${SEED}, ${cpus().length} cores: ${b3Summary}`
+      : `${SECONDS} s per point, seed ${SEED}, ${cpus().length} cores: at c=${floorC} B1/B0 throughput ${r16?.b1OverB0.toFixed(2)}, B1 − B0 median ${r16?.addedMedianMs.toFixed(2)} ms, proxy CPU ${r16?.proxyCpuUs.toFixed(0)} µs/op; ${b3Summary}`,
   );
-  writeFileSync(join(dir, "bench.svg"), svgChart(series));
+  if (!ONLY_B3) {
+    const series: Series[] = ["B0 raw SQL", "B1 proxy x1", "B1 proxy x2", "B0 direct rail"].map((w) => ({
+      name: w,
+      points: CONCURRENCY.map((c) => ({ x: c, throughput: at(w, c)!.throughput, p99: at(w, c)!.p99 })),
+    }));
+    writeFileSync(join(dir, "bench.svg"), svgChart(series));
+  }
   log(`\n${lines.join("\n")}`);
-  log(`\nwritten: ${dir}/bench.{json,md,svg}`);
-  if (violations > 0) process.exitCode = 1;
+  log(`\nwritten: ${dir}/bench.{json,md${ONLY_B3 ? "" : ",svg"}}`);
+  if (violations.current + violations.previous > 0) process.exitCode = 1;
 }
 
 await main();
