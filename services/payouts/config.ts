@@ -46,7 +46,9 @@ const schema = z
       )
       .pipe(z.array(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "identities are 1-64 characters of [A-Za-z0-9._-]")).min(1, "name at least one identity")),
     /**
-     * The money-limit store (limits.ts): a database with the paydb migrations.
+     * The money-limit store (limits.ts): a database with the paydb migrations. Unset, the limits
+     * live in paydb and CreatePayout is one statement and one commit (decision 071); set (even to
+     * paydb's own URL), CreatePayout runs in steps: key claim, limits, payout (three commits).
      * @default paydb (`PAYDB_URL`)
      */
     LIMITS_DB_URL: env.url().optional(),
@@ -54,7 +56,10 @@ const schema = z
     LIMITS_DB_PASSWORD_FILE: env.optionalFile(),
     /** Connection pool size of the limit store. */
     LIMITS_POOL_MAX: z.coerce.number().int().min(1).max(200).default(10),
-    /** A limit store slower than this counts as unavailable: money movement refuses, fast. */
+    /**
+     * A limit store slower than this counts as unavailable: money movement refuses, fast. Applies to
+     * a store of its own (LIMITS_DB_URL); limits in paydb are bounded by PAYDB_STATEMENT_TIMEOUT_MS.
+     */
     LIMITS_TIMEOUT_MS: env.ms(1000, 50, 30_000),
     /**
      * How long a request waits for a counter row another request holds (a hot client and account).
@@ -106,6 +111,8 @@ export interface PayoutsConfig extends ServerConfig {
   defaultClientId: string;
   clientIdentities: string[];
   limitsDbUrl: string;
+  /** LIMITS_DB_URL unset: the limits live in paydb, and one statement can create a payout. */
+  limitsInPaydb: boolean;
   limitsPoolMax: number;
   limitsTimeoutMs: number;
   limitsLockWaitMs: number;
@@ -126,6 +133,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): PayoutsConfig {
     limitsDbUrl: c.LIMITS_DB_URL
       ? databaseUrl(c.LIMITS_DB_URL, c.LIMITS_DB_PASSWORD_FILE, "LIMITS_DB_PASSWORD_FILE")
       : databaseUrl(c.PAYDB_URL, c.PAYDB_PASSWORD_FILE, "PAYDB_PASSWORD_FILE"),
+    limitsInPaydb: !c.LIMITS_DB_URL,
     limitsPoolMax: c.LIMITS_POOL_MAX,
     limitsTimeoutMs: c.LIMITS_TIMEOUT_MS,
     limitsLockWaitMs: c.LIMITS_LOCK_WAIT_MS,

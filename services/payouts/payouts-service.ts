@@ -15,6 +15,7 @@ import { createBacklogStore } from "./backlog-store.js";
 import { createCallerIdentity } from "./caller-identity.js";
 import type { PayoutsConfig } from "./config.js";
 import { createPayoutCreator } from "./create-payout.js";
+import { createPayoutStatement } from "./create-payout-statement.js";
 import { createIdempotencyStore } from "./idempotency-store.js";
 import { createLimitStore } from "./limit-store.js";
 import { payoutRoutes } from "./payout-handlers.js";
@@ -47,6 +48,13 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
   const payouts = createPayoutStore(pool);
   const keys = createIdempotencyStore(pool);
   await payouts.checkReady();
+  // Limits in paydb (the default): CreatePayout is one statement, one commit (decision 071).
+  // A limit store of its own cannot share paydb's transaction: the stepwise path then.
+  const statement = config.limitsInPaydb ? createPayoutStatement(pool) : null;
+  await statement?.checkReady().catch(async (err: unknown) => {
+    await pool.end().catch(() => {});
+    throw err;
+  });
   // The money-limit store has its own pool with short timeouts: a slow store refuses money
   // movement quickly (fail closed) and never starves the reads of connections. A consumption
   // may wait for each of its two counter rows (lock_timeout each) on top of its own work.
@@ -75,9 +83,11 @@ export async function startPayouts(config: PayoutsConfig, deps: { logger: Logger
     payouts,
     keys,
     limitStore,
+    statement,
     limits: config.limits,
     // A little past the statement timeout, so paydb's own (more precise) error arrives first.
     limitsTimeoutMs: limitsBoundMs + 250,
+    limitsLockWaitMs: config.limitsLockWaitMs,
     metrics,
     logger,
     lockMs: config.lockMs,
