@@ -6,11 +6,11 @@
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { usePayoutsService, countPayouts, create, eventually, keyRow, newKey, postJson } from "./support.js";
+import { usePayoutsService, countPayouts, create, eventually, newKey, postJson, requestHeld } from "./support.js";
 
 const t = usePayoutsService();
 
-/** Holds every payout insert (inside its transaction) until released: a first request stays IN_PROGRESS. */
+/** Holds every payout insert (inside its transaction) until released: a first request stays in progress. */
 let blocker: pg.Client | undefined;
 async function holdInserts(): Promise<() => Promise<void>> {
   const client = new pg.Client({ connectionString: t.paydb });
@@ -98,14 +98,14 @@ describe("request fingerprint across encodings", () => {
     const key = newKey();
     const release = await holdInserts();
     const binary = create(t.c.grpc, req, key);
-    await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the binary request's claim");
+    await eventually(() => requestHeld(t.paydb, key), "the binary request to be held in progress");
     const json = await postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key });
     expect(json.status).toBe(409);
     const err = JSON.parse(json.body);
     expect(err.code).toBe("aborted");
     expect(JSON.stringify(err.details)).toContain("google.rpc.ErrorInfo");
     expect(Number(json.headers["retry-after"])).toBeGreaterThanOrEqual(1);
-    expect((await keyRow(t.paydb, key))?.state).toBe("IN_PROGRESS"); // still the binary request's
+    expect(await requestHeld(t.paydb, key)).toBe(true); // still the binary request's
     await release();
     const first = await binary;
     expect(first.error).toBeUndefined();
@@ -119,7 +119,7 @@ describe("request fingerprint across encodings", () => {
     const key2 = newKey();
     const release2 = await holdInserts();
     const jsonFirst = postJson(t.svc.url, "CreatePayout", body, { "idempotency-key": key2 });
-    await eventually(async () => (await keyRow(t.paydb, key2))?.state === "IN_PROGRESS", "the JSON request's claim");
+    await eventually(() => requestHeld(t.paydb, key2), "the JSON request to be held in progress");
     const second = await create(t.c.grpc, req, key2);
     expect(second.error?.code).toBe(Code.Aborted);
     expect(second.reason).toBe("IDEMPOTENCY_CONFLICT");

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { errorInfo } from "../../services/shared/domain/errors.js";
 import { RetryInfoSchema } from "../../services/shared/gen/google/rpc/error_details_pb.js";
 import { CreatePayoutResponseSchema, PayoutState } from "../../services/shared/gen/railfence/payouts/v1/payouts_pb.js";
-import { usePayoutsService, countPayouts, create, eventually, keyRow, metric, newKey, sql, validRequest } from "./support.js";
+import { usePayoutsService, countPayouts, create, eventually, keyRow, metric, newKey, requestHeld, sql, validRequest } from "./support.js";
 
 const t = usePayoutsService();
 
@@ -74,7 +74,7 @@ describe("CreatePayout with an Idempotency-Key", () => {
       await blocker.query("LOCK TABLE payouts IN EXCLUSIVE MODE");
       const conflicts = await metric(t.svc.ready!.metricsPort, "railfence_payouts_idempotency_conflicts_total");
       const first = create(t.c.grpc, req, key);
-      await eventually(async () => (await keyRow(t.paydb, key))?.state === "IN_PROGRESS", "the first request to claim the key");
+      await eventually(() => requestHeld(t.paydb, key), "the first request to be held in progress");
 
       const second = await create(t.c.grpc, req, key);
       const overJson = await create(t.c.json, req, key);

@@ -6,6 +6,11 @@
  * The crash case runs on its own process with a 15 s lease, so that a SIGKILL and restart on a
  * loaded machine still leaves the lease running when the retry arrives (every assertion runs,
  * and the test says so if the restart ever took longer); the slow-request case uses 1 s.
+ *
+ * The lease belongs to the stepwise path, which commits its marker before the work: these
+ * processes get a limit store of their own (LIMITS_DB_URL, here paydb itself), which selects it.
+ * The one-statement path has no marker to outlive (decision 071): its key, payout and answer
+ * commit together or not at all (one-statement.test.ts).
  */
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
@@ -25,8 +30,8 @@ const CRASH_LEASE_MS = 15_000;
 beforeAll(async () => {
   paydb = await createPaydb();
   [svc, crashSvc] = await Promise.all([
-    startPayouts(paydb, { IDEMPOTENCY_LOCK_MS: "1000" }),
-    startPayouts(paydb, { IDEMPOTENCY_LOCK_MS: String(CRASH_LEASE_MS) }, "payouts-crash"),
+    startPayouts(paydb, { IDEMPOTENCY_LOCK_MS: "1000", LIMITS_DB_URL: paydb }),
+    startPayouts(paydb, { IDEMPOTENCY_LOCK_MS: String(CRASH_LEASE_MS), LIMITS_DB_URL: paydb }, "payouts-crash"),
   ]);
   c = clients(svc.url);
   crashC = clients(crashSvc.url);

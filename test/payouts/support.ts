@@ -130,6 +130,20 @@ export async function keyRow(url: string, key: string): Promise<Record<string, u
   return (await sql(url, "SELECT * FROM idempotency_keys WHERE idempotency_key = $1", [key]))[0];
 }
 
+/**
+ * A CreatePayout with this key is in progress and held (by a lock the test holds): its
+ * IN_PROGRESS marker is visible (the stepwise path commits it first), or its statement waits on a
+ * lock (the one-statement path, whose work no other session sees before it commits).
+ */
+export async function requestHeld(url: string, key: string): Promise<boolean> {
+  if ((await keyRow(url, key))?.state === "IN_PROGRESS") return true;
+  const waiting = await sql(
+    url,
+    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%create_payout(%'",
+  );
+  return waiting.length > 0;
+}
+
 /** Reads one unlabelled counter (or the sum over its series) from /metrics. */
 export async function metric(metricsPort: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
