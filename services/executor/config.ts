@@ -24,6 +24,15 @@ const schema = z.object({
     .default(`executor-${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._:-]/g, "-").slice(0, 64)),
   /** Payouts in flight at once. */
   EXECUTOR_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(4),
+  /**
+   * Group commit of the executor's fencing and outcome writes (decision 068's rule): the payouts
+   * this executor's attempts fence (or close) while an earlier such statement is in paydb leave
+   * together, one statement and one commit, each row by its own fence rule. 1: every write its own
+   * statement (the design before; the benchmark compares the two).
+   */
+  EXECUTOR_BATCH_MAX: z.coerce.number().int().min(1).max(256).default(32),
+  /** Group commit: fencing (and, apart, outcome) statements in paydb at once; what arrives meanwhile forms the next group. */
+  EXECUTOR_BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(2),
   /** How often it looks for payable payouts. */
   POLL_INTERVAL_MS: env.ms(200, 10, 60_000),
   /** The lock lease it asks for (docs/executor.md). */
@@ -46,6 +55,8 @@ export interface ExecutorConfig extends ProcessConfig {
   railProxyUrls: string[];
   executorId: string;
   concurrency: number;
+  batchMax: number;
+  batchesInFlight: number;
   pollIntervalMs: number;
   leaseTtlMs: number;
   lockWaitMs: number;
@@ -62,6 +73,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     railProxyUrls: c.RAIL_PROXY_URLS,
     executorId: c.EXECUTOR_ID,
     concurrency: c.EXECUTOR_CONCURRENCY,
+    batchMax: c.EXECUTOR_BATCH_MAX,
+    batchesInFlight: c.EXECUTOR_BATCHES_IN_FLIGHT,
     pollIntervalMs: c.POLL_INTERVAL_MS,
     leaseTtlMs: c.LEASE_TTL_MS,
     lockWaitMs: c.LOCK_WAIT_MS,

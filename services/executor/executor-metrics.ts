@@ -10,6 +10,13 @@ export function createExecutorMetrics(registry: Registry) {
       labelNames: ["outcome"] as const,
       registers,
     }),
+    paydbBatchSize: new Histogram({
+      name: "railfence_executor_paydb_batch_size",
+      help: "Payouts per fencing (statement=fence) or outcome (statement=record) statement: group commit, 1 = alone",
+      labelNames: ["statement"] as const,
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers,
+    }),
     endToEnd: new Histogram({
       name: "railfence_executor_payout_end_to_end_duration_seconds",
       help: "Payout created_at -> terminal state (PAID, FAILED, UNKNOWN or NEEDS_ATTENTION) recorded by an executor",

@@ -48,8 +48,12 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
     // Fail start-up (exit 70) when paydb is unreachable or behind this build, rather than report
     // ready and do nothing.
     await requireMigrated(pool, "paydb");
-    const store = createPayoutStore(pool);
     const metrics = createExecutorMetrics(registry);
+    const store = createPayoutStore(pool, {
+      maxBatch: config.batchMax,
+      maxInFlight: config.batchesInFlight,
+      onBatch: (statement, size) => metrics.paydbBatchSize.observe({ statement }, size),
+    });
     const untraced = createPayOne({
       store,
       lock: createLockClient(config.lockUrl, config.transport.tls, { registry, directUnary: config.rpcStack.directClient }),

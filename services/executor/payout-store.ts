@@ -10,7 +10,8 @@
  *
  * Every statement is named: prepared once per connection, so each call skips parse and plan.
  */
-import type { Pool } from "../shared/db/pg.js";
+import { groupCommit, type Grouped } from "../shared/db/group-commit.js";
+import { isRowRefusal, type Pool } from "../shared/db/pg.js";
 import { int8 } from "../shared/domain/int8.js";
 
 export interface ClaimedPayout {
@@ -57,7 +58,180 @@ export interface OutcomeWrite {
 /** Seconds with millisecond precision, as SQL text for make_interval. */
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 
-export function createPayoutStore(pool: Pool) {
+/**
+ * Group commit of the fence and the outcome write (decision 068's rule, applied to the executor):
+ * the payouts this process's attempts fence (or close) while an earlier statement of the kind is
+ * in paydb leave together, as ONE statement with the same per-row rule. undefined: every statement
+ * alone (the design before; EXECUTOR_BATCH_MAX=1).
+ */
+export interface StoreBatching {
+  maxBatch: number;
+  maxInFlight: number;
+  onBatch?: (statement: "fence" | "record", size: number) => void;
+}
+
+interface FenceItem {
+  payoutId: string;
+  token: bigint;
+  signature: Uint8Array;
+  executorId: string;
+  claimMs: number;
+}
+
+interface RecordItem {
+  payoutId: string;
+  token: bigint;
+  o: OutcomeWrite;
+}
+
+// [rule:fence-sql]
+/** C1 §1.6, one payout: fence = token only when fence < token and it is still payable; the
+ * previous fence read under the row lock. */
+const FENCE_ONE = `UPDATE payouts p
+    SET fence = $2, fence_signature = $5, state = 'PROCESSING', claimed_by = $3,
+        claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
+   FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
+  WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
+    AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
+  RETURNING prev.previous_fence`;
+// [/rule:fence-sql]
+
+// [rule:executor-record-sql]
+/** The outcome on the row fenced by the same token (`fence <= $token`), from the states given. */
+const RECORD_ONE = (from: string) => `UPDATE payouts
+    SET state = $3, rail_reference = COALESCE($4, rail_reference), failure_reason = $5,
+        submission_ref = COALESCE($6, submission_ref),
+        attention_reason = COALESCE($7, attention_reason), attention_detail = COALESCE($8, attention_detail),
+        attention_at = CASE WHEN $7::text IS NULL THEN attention_at ELSE now() END,
+        claimed_by = NULL, claimed_until = NULL, updated_at = now()
+  WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
+  RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`;
+// [/rule:executor-record-sql]
+
+// [rule:fence-group-sql]
+/** The fence statement for a group: the same rule per row (fence < token, still payable), the rows
+ * locked in payout order; each row's previous fence read under that lock. */
+const FENCE_GROUP = `
+  WITH asked AS (
+    SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::float8[], $5::bytea[]) AS a(payout_id, token, executor_id, claim_secs, signature)),
+  prev AS (
+    SELECT p.payout_id, p.fence AS previous_fence FROM payouts p JOIN asked a ON a.payout_id = p.payout_id ORDER BY p.payout_id FOR UPDATE OF p)
+  UPDATE payouts p
+     SET fence = a.token, fence_signature = a.signature, state = 'PROCESSING', claimed_by = a.executor_id,
+         claimed_until = now() + make_interval(secs => a.claim_secs), updated_at = now()
+    FROM asked a JOIN prev ON prev.payout_id = a.payout_id
+   WHERE p.payout_id = a.payout_id AND p.fence < a.token AND p.state IN ('PENDING', 'PROCESSING')
+  RETURNING p.payout_id, prev.previous_fence`;
+// [/rule:fence-group-sql]
+
+// [rule:executor-record-group-sql]
+/** The outcome write for a group: per row the rule of recordOutcome (fence <= token; UNKNOWN only
+ * over a payout still in flight, a final state also over UNKNOWN). */
+const RECORD_GROUP = `
+  WITH w AS (
+    SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+      AS w(payout_id, token, state, rail_reference, failure_reason, submission_ref, attention_reason, attention_detail)),
+  locked AS (SELECT p.payout_id FROM payouts p JOIN w ON w.payout_id = p.payout_id ORDER BY p.payout_id FOR UPDATE OF p)
+  UPDATE payouts p
+     SET state = w.state, rail_reference = COALESCE(w.rail_reference, p.rail_reference), failure_reason = w.failure_reason,
+         submission_ref = COALESCE(w.submission_ref, p.submission_ref),
+         attention_reason = COALESCE(w.attention_reason, p.attention_reason), attention_detail = COALESCE(w.attention_detail, p.attention_detail),
+         attention_at = CASE WHEN w.attention_reason IS NULL THEN p.attention_at ELSE now() END,
+         claimed_by = NULL, claimed_until = NULL, updated_at = now()
+    FROM w JOIN locked ON locked.payout_id = w.payout_id
+   WHERE p.payout_id = w.payout_id AND p.fence <= w.token
+     AND (p.state IN ('PENDING', 'PROCESSING') OR (w.state <> 'UNKNOWN' AND p.state = 'UNKNOWN'))
+  RETURNING p.payout_id, EXTRACT(EPOCH FROM now() - p.created_at)::float8 AS age`;
+// [/rule:executor-record-group-sql]
+
+/** Two items for one payout in a group would be one row updated once: such a group runs item by item. */
+const distinctPayouts = (items: Array<{ payoutId: string }>) => new Set(items.map((i) => i.payoutId)).size === items.length;
+
+export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
+  async function fenceAlone(f: FenceItem): Promise<{ previousFence: bigint } | undefined> {
+    const { rows } = await pool.query<{ previous_fence: string }>({
+      name: "executor_fence",
+      // With signed tokens paydb checks the signature against the fence itself (migration 014).
+      text: FENCE_ONE,
+      values: [f.payoutId, f.token.toString(), f.executorId, secs(f.claimMs), f.signature.length ? Buffer.from(f.signature) : null],
+    });
+    return rows[0] ? { previousFence: int8(rows[0].previous_fence) } : undefined;
+  }
+
+  async function fenceGroup(items: FenceItem[]): Promise<Array<{ previousFence: bigint } | undefined>> {
+    if (!distinctPayouts(items)) return Promise.all(items.map(fenceAlone));
+    const { rows } = await pool.query<{ payout_id: string; previous_fence: string }>({
+      name: "executor_fence_group",
+      text: FENCE_GROUP,
+      values: [
+        items.map((f) => f.payoutId),
+        items.map((f) => f.token.toString()),
+        items.map((f) => f.executorId),
+        items.map((f) => f.claimMs / 1000),
+        items.map((f) => (f.signature.length ? Buffer.from(f.signature) : null)),
+      ],
+    });
+    const fenced = new Map(rows.map((r) => [r.payout_id, int8(r.previous_fence)]));
+    return items.map((f) => (fenced.has(f.payoutId) ? { previousFence: fenced.get(f.payoutId)! } : undefined));
+  }
+
+  const recordValues = (payoutId: string, token: bigint, o: OutcomeWrite) => {
+    const attention = o.state === "NEEDS_ATTENTION";
+    return [
+      payoutId,
+      token.toString(),
+      o.state,
+      o.railReference ?? null,
+      o.failureReason ?? null,
+      o.submissionRef ?? null,
+      attention ? (o.attentionReason ?? "UNSPECIFIED") : null,
+      attention ? (o.attentionDetail ?? null) : null,
+    ];
+  };
+
+  async function recordAlone({ payoutId, token, o }: RecordItem): Promise<{ ageSeconds: number } | undefined> {
+    const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
+    const { rows } = await pool.query<{ age: number }>({
+      // One prepared statement per text (the states it may overwrite differ).
+      name: o.state === "UNKNOWN" ? "executor_record_unknown" : "executor_record_final",
+      text: RECORD_ONE(from),
+      values: recordValues(payoutId, token, o),
+    });
+    return rows[0] ? { ageSeconds: rows[0].age } : undefined;
+  }
+
+  async function recordGroup(items: RecordItem[]): Promise<Array<{ ageSeconds: number } | undefined>> {
+    if (!distinctPayouts(items)) return Promise.all(items.map(recordAlone));
+    const columns = items.map((i) => recordValues(i.payoutId, i.token, i.o));
+    const { rows } = await pool.query<{ payout_id: string; age: number }>({
+      name: "executor_record_group",
+      text: RECORD_GROUP,
+      values: columns[0]!.map((_, k) => columns.map((c) => c[k])),
+    });
+    const recorded = new Map(rows.map((r) => [r.payout_id, r.age]));
+    return items.map((i) => (recorded.has(i.payoutId) ? { ageSeconds: recorded.get(i.payoutId)! } : undefined));
+  }
+
+  // A group refused for one row's sake (a trigger: a forged signature, an UNKNOWN the ledger does
+  // not back) runs item by item, so the refusal is that attempt's alone.
+  const grouped = batching !== undefined && batching.maxBatch > 1;
+  const fenceGrouped: Grouped<FenceItem, { previousFence: bigint } | undefined> | undefined = grouped
+    ? groupCommit(fenceGroup, {
+        maxBatch: batching.maxBatch,
+        maxInFlight: batching.maxInFlight,
+        onBatch: (n) => batching.onBatch?.("fence", n),
+        alone: { run: fenceAlone, when: isRowRefusal },
+      })
+    : undefined;
+  const recordGrouped: Grouped<RecordItem, { ageSeconds: number } | undefined> | undefined = grouped
+    ? groupCommit(recordGroup, {
+        maxBatch: batching.maxBatch,
+        maxInFlight: batching.maxInFlight,
+        onBatch: (n) => batching.onBatch?.("record", n),
+        alone: { run: recordAlone, when: isRowRefusal },
+      })
+    : undefined;
+
   return {
     /**
      * Claims up to `limit` payouts nobody is working on: PENDING ones, and PROCESSING ones whose
@@ -101,22 +275,9 @@ export function createPayoutStore(pool: Pool) {
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.
      */
-    // [rule:fence-sql]
     async fence(payoutId: string, token: bigint, signature: Uint8Array, executorId: string, claimMs: number): Promise<{ previousFence: bigint } | undefined> {
-      const { rows } = await pool.query<{ previous_fence: string }>({
-        name: "executor_fence",
-        // With signed tokens paydb checks the signature against the fence itself (migration 014).
-        text: `UPDATE payouts p
-            SET fence = $2, fence_signature = $5, state = 'PROCESSING', claimed_by = $3,
-                claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
-           FROM (SELECT payout_id, fence AS previous_fence FROM payouts WHERE payout_id = $1 FOR UPDATE) prev
-          WHERE p.payout_id = prev.payout_id AND p.payout_id = $1
-            AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
-          RETURNING prev.previous_fence`,
-        // [/rule:fence-sql]
-        values: [payoutId, token.toString(), executorId, secs(claimMs), signature.length ? Buffer.from(signature) : null],
-      });
-      return rows[0] ? { previousFence: int8(rows[0].previous_fence) } : undefined;
+      const item = { payoutId, token, signature, executorId, claimMs };
+      return fenceGrouped ? fenceGrouped(item) : fenceAlone(item);
     },
 
     /**
@@ -125,34 +286,9 @@ export function createPayoutStore(pool: Pool) {
      * only written over a payout still in flight. Returns the payout's end-to-end age in seconds
      * (created_at -> now), or undefined when fenced out.
      */
-    // [rule:executor-record-sql]
     async recordOutcome(payoutId: string, token: bigint, o: OutcomeWrite): Promise<{ ageSeconds: number } | undefined> {
-      const from = o.state === "UNKNOWN" ? "('PENDING', 'PROCESSING')" : "('PENDING', 'PROCESSING', 'UNKNOWN')";
-      const attention = o.state === "NEEDS_ATTENTION";
-      const { rows } = await pool.query<{ age: number }>({
-        // One prepared statement per text (the states it may overwrite differ).
-        name: o.state === "UNKNOWN" ? "executor_record_unknown" : "executor_record_final",
-        text: `UPDATE payouts
-            SET state = $3, rail_reference = COALESCE($4, rail_reference), failure_reason = $5,
-                submission_ref = COALESCE($6, submission_ref),
-                attention_reason = COALESCE($7, attention_reason), attention_detail = COALESCE($8, attention_detail),
-                attention_at = CASE WHEN $7::text IS NULL THEN attention_at ELSE now() END,
-                claimed_by = NULL, claimed_until = NULL, updated_at = now()
-          WHERE payout_id = $1 AND fence <= $2 AND state IN ${from}
-          RETURNING EXTRACT(EPOCH FROM now() - created_at)::float8 AS age`,
-        // [/rule:executor-record-sql]
-        values: [
-          payoutId,
-          token.toString(),
-          o.state,
-          o.railReference ?? null,
-          o.failureReason ?? null,
-          o.submissionRef ?? null,
-          attention ? (o.attentionReason ?? "UNSPECIFIED") : null,
-          attention ? (o.attentionDetail ?? null) : null,
-        ],
-      });
-      return rows[0] ? { ageSeconds: rows[0].age } : undefined;
+      const item = { payoutId, token, o };
+      return recordGrouped ? recordGrouped(item) : recordAlone(item);
     },
 
     /** The payout's fence while it is still payable (PENDING, PROCESSING), else undefined. */
