@@ -19,6 +19,12 @@ const schema = z.object({
   RAIL_CREDENTIALS_FILE: z.string().min(1),
   /** Initial fault plan as JSON (same shape as SetFaultsRequest.rules; allowed in the image, as above). */
   RAIL_STUB_FAULTS: z.string().optional(),
+  /**
+   * Bookings written by one statement and one commit when calls arrive while an earlier booking is
+   * in raildb (group commit, as railfence's own writers do: decision 068); each call still books
+   * its own row before it is answered. 1: every booking its own statement.
+   */
+  RAIL_STUB_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
 });
 
 export interface RailStubConfig extends ServerConfig {
@@ -26,6 +32,7 @@ export interface RailStubConfig extends ServerConfig {
   raildbUrl: string;
   credential: string;
   faultsJson: string | undefined;
+  batchMax: number;
 }
 
 export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
@@ -35,6 +42,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): RailStubConfig {
     raildbUrl: databaseUrl(c.RAILDB_URL, c.RAILDB_PASSWORD_FILE, "RAILDB_PASSWORD_FILE"),
     credential: readSecretFile(c.RAIL_CREDENTIALS_FILE, "RAIL_CREDENTIALS_FILE"),
     faultsJson: c.RAIL_STUB_FAULTS,
+    batchMax: c.RAIL_STUB_BATCH_MAX,
     ...serverConfig(c),
   };
 }

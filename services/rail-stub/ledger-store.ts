@@ -1,5 +1,6 @@
 /** The stub rail's books in raildb. The only layer that knows SQL. */
-import type { Pool } from "../shared/db/pg.js";
+import { groupCommit } from "../shared/db/group-commit.js";
+import { isRowRefusal, type Pool } from "../shared/db/pg.js";
 import { int8 } from "../shared/domain/int8.js";
 
 export interface BookedPayment {
@@ -42,19 +43,51 @@ const toPayment = (r: LedgerRow): BookedPayment => ({
   bookedAt: r.booked_at,
 });
 
-export function createLedgerStore(pool: Pool) {
+type Booking = Omit<BookedPayment, "sequence" | "bookedAt">;
+
+const bookingValues = (p: Booking) => [
+  p.railReference,
+  p.clientReference,
+  p.accountId,
+  p.beneficiary,
+  p.amountMinor.toString(),
+  p.currency,
+  p.status,
+  p.reason,
+];
+
+/** Books: one row per call, never merged (the rail has no notion of a duplicate). `batchMax` > 1:
+ * the calls that arrive while a booking statement is in raildb are written together (group commit). */
+export function createLedgerStore(pool: Pool, batchMax = 1) {
+  async function bookAlone(p: Booking): Promise<BookedPayment> {
+    // Named: prepared once per connection (every payment runs it).
+    const { rows } = await pool.query<LedgerRow>({
+      name: "rail_book",
+      text: `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
+      values: bookingValues(p),
+    });
+    return toPayment(rows[0]!);
+  }
+
+  async function bookGroup(items: Booking[]): Promise<BookedPayment[]> {
+    const columns = items.map(bookingValues);
+    const { rows } = await pool.query<LedgerRow>({
+      name: "rail_book_group",
+      text: `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[]) RETURNING *`,
+      values: columns[0]!.map((_, k) => columns.map((c) => c[k])),
+    });
+    // Each call's own row, by the rail reference this stub made for it (unique).
+    const booked = new Map(rows.map((r) => [r.rail_reference, toPayment(r)]));
+    return items.map((p) => booked.get(p.railReference)!);
+  }
+
+  const book = batchMax > 1 ? groupCommit(bookGroup, { maxBatch: batchMax, maxInFlight: 2, alone: { run: bookAlone, when: isRowRefusal } }) : bookAlone;
+
   return {
     /** Books a payment. Always a new row: the rail has no notion of a duplicate. */
-    async book(p: Omit<BookedPayment, "sequence" | "bookedAt">): Promise<BookedPayment> {
-      // Named: prepared once per connection (every payment runs it).
-      const { rows } = await pool.query<LedgerRow>({
-        name: "rail_book",
-        text: `INSERT INTO payments (rail_reference, client_reference, account_id, beneficiary, amount_minor, currency, status, reason)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *`,
-        values: [p.railReference, p.clientReference, p.accountId, p.beneficiary, p.amountMinor.toString(), p.currency, p.status, p.reason],
-      });
-      return toPayment(rows[0]!);
-    },
+    book: (p: Booking): Promise<BookedPayment> => book(p),
 
     /** One page of the statement, plus the instant up to which it is complete. */
     async list(afterSequence: bigint, since: Date | undefined, limit: number) {

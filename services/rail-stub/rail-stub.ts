@@ -44,7 +44,7 @@ export async function startRailStub(config: RailStubConfig, deps: { logger: Logg
     directUnary: config.rpcStack.directServer,
     metricsPort: config.metricsPort,
     serviceNames: [RailService.typeName],
-    routes: railRoutes(createLedgerStore(pool), faults, metrics),
+    routes: railRoutes(createLedgerStore(pool, config.batchMax), faults, metrics),
     registry,
     logger,
     readMaxBytes: REQUEST_MAX_BYTES["rail-stub"],
