@@ -18,7 +18,7 @@ import type { LockBackend } from "./lock-backend.js";
 import { lockRoutes } from "./lock-handlers.js";
 import { createLockMetrics } from "./lock-metrics.js";
 import { createPgBackend, RELEASE_CHANNEL } from "./pg-backend.js";
-import { PgListener } from "./pg-listener.js";
+import { PgListener } from "../shared/db/pg-listener.js";
 import type { Logger } from "../shared/process/logger.js";
 
 /** The only place that knows which backend is configured. */
@@ -42,9 +42,12 @@ async function openBackend(config: LockConfig, log: Logger, registry: Registry):
     }
     // createPool forces synchronous_commit=on: a token handed out must survive a crash of
     // lockdb, or with asynchronous commit a grant could be acknowledged, lost, and reissued.
-    const listener = new PgListener(url, RELEASE_CHANNEL, (connected) =>
-      log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"),
-    );
+    const listener = new PgListener({
+      url,
+      channel: RELEASE_CHANNEL,
+      applicationName: "lock/listener",
+      onStateChange: (connected) => log.info({ event: connected ? "listener_connected" : "listener_lost" }, "lockdb LISTEN connection"),
+    });
     listener.start();
     try {
       return await createPgBackend({ pool, listener, floor: config.tokenFloor });

@@ -23,7 +23,7 @@ import {
   type ReleaseOutcome,
   type RenewInput,
 } from "./lock-backend.js";
-import type { PgListener } from "./pg-listener.js";
+import type { PgListener } from "../shared/db/pg-listener.js";
 import { attemptUntil, Wakeup, type Attempt } from "./waiting.js";
 import { int8 } from "../shared/domain/int8.js";
 
