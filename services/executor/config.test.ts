@@ -14,6 +14,7 @@ describe("executor config", () => {
     expect(c).toMatchObject({
       metricsPort: 9500,
       concurrency: 4,
+      wake: "notify",
       pollIntervalMs: 200,
       leaseTtlMs: 5000,
       lockWaitMs: 1000,
@@ -26,12 +27,12 @@ describe("executor config", () => {
   it("lists every problem at once", () => {
     let err: unknown;
     try {
-      readConfig({ LOCK_URL: "not a url", RAIL_PROXY_URLS: "ftp://x", EXECUTOR_CONCURRENCY: "0", EXECUTOR_ID: "bad id!" });
+      readConfig({ LOCK_URL: "not a url", RAIL_PROXY_URLS: "ftp://x", EXECUTOR_CONCURRENCY: "0", EXECUTOR_ID: "bad id!", EXECUTOR_WAKE: "push" });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
     const text = (err as ConfigError).problems.join("\n");
-    for (const field of ["PAYDB_URL", "LOCK_URL", "RAIL_PROXY_URLS", "EXECUTOR_CONCURRENCY", "EXECUTOR_ID"]) expect(text).toContain(field);
+    for (const field of ["PAYDB_URL", "LOCK_URL", "RAIL_PROXY_URLS", "EXECUTOR_CONCURRENCY", "EXECUTOR_ID", "EXECUTOR_WAKE"]) expect(text).toContain(field);
   });
 });

@@ -33,8 +33,18 @@ const schema = z.object({
   EXECUTOR_BATCH_MAX: z.coerce.number().int().min(1).max(256).default(32),
   /** Group commit: fencing (and, apart, outcome) statements in paydb at once; what arrives meanwhile forms the next group. */
   EXECUTOR_BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(64).default(2),
-  /** How often it looks for payable payouts. */
-  POLL_INTERVAL_MS: env.ms(200, 10, 60_000),
+  /**
+   * How it learns of payable payouts: `notify` (paydb tells it on a LISTEN connection, and it
+   * still polls every POLL_INTERVAL_MS as a safety net) or `poll` (it only polls: the design
+   * before decision 069, kept to measure against).
+   */
+  EXECUTOR_WAKE: z.enum(["notify", "poll"]).default("notify"),
+  /**
+   * How often it looks for payable payouts without being told: deferred retries and lapsed claims
+   * are found only so, and every payout while the LISTEN connection is down (decision 069). Also
+   * paces its retries of a payout.
+   */
+  POLL_INTERVAL_MS: env.ms(200, 10, 600_000),
   /** The lock lease it asks for (docs/executor.md). */
   LEASE_TTL_MS: env.ms(5000, 100, 600_000),
   /** How long it waits for a held account lock. */
@@ -57,6 +67,7 @@ export interface ExecutorConfig extends ProcessConfig {
   concurrency: number;
   batchMax: number;
   batchesInFlight: number;
+  wake: "notify" | "poll";
   pollIntervalMs: number;
   leaseTtlMs: number;
   lockWaitMs: number;
@@ -75,6 +86,7 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     concurrency: c.EXECUTOR_CONCURRENCY,
     batchMax: c.EXECUTOR_BATCH_MAX,
     batchesInFlight: c.EXECUTOR_BATCHES_IN_FLIGHT,
+    wake: c.EXECUTOR_WAKE,
     pollIntervalMs: c.POLL_INTERVAL_MS,
     leaseTtlMs: c.LEASE_TTL_MS,
     lockWaitMs: c.LOCK_WAIT_MS,

@@ -44,6 +44,12 @@ export function createExecutorMetrics(registry: Registry) {
       help: "Unix time this executor's claim loop last completed a pass against paydb (claimed work, or found none); 0 until the first (decision 061)",
       registers,
     }),
+    wakeups: new Counter({
+      name: "railfence_executor_wakeups_total",
+      help: "Claim-loop waits ended, by cause: notify (paydb announced payable payouts; also one announced during a claim, which skips the wait), poll (POLL_INTERVAL_MS passed), finished (a payout in flight ended)",
+      labelNames: ["cause"] as const,
+      registers,
+    }),
     forgottenIntent: new Counter({
       name: "railfence_executor_forgotten_submissions_total",
       help: "Lost submissions paydb did not know afterwards, by what the rail's statement decided (paid, not-paid, wait, human)",

@@ -11,13 +11,14 @@ import type { Logger } from "../shared/process/logger.js";
 import { createRegistry, serveMetrics } from "../shared/observability/metrics.js";
 import { requireMigrated } from "../shared/db/migrate.js";
 import { createPool } from "../shared/db/pg.js";
+import { PgListener } from "../shared/db/pg-listener.js";
 import { contextFromTraceparent, inSpan } from "../shared/observability/tracing.js";
 import { createLockClient, createProxyPool } from "./clients.js";
 import type { SubmissionReferenceMode } from "../shared/domain/submission-ref.js";
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
-import { createPayoutStore } from "./payout-store.js";
+import { createPayoutStore, PAYABLE_CHANNEL } from "./payout-store.js";
 import { startWorker } from "./worker.js";
 
 /**
@@ -96,11 +97,13 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       pollIntervalMs: config.pollIntervalMs,
       claimMs: config.lockWaitMs + config.callTimeoutMs,
     });
+    const listener = config.wake === "notify" ? listenForPayable(config, logger, () => worker.nudge()) : undefined;
     return {
       ready: { port: 0, metricsPort: metricsServer.port, executor_id: config.executorId, proxies: config.railProxyUrls.length },
       // Drain bound, then one call timeout for a submission already on the wire, then slack.
       drainBoundMs: config.drainMs + 2 * config.callTimeoutMs + 2000,
       async close() {
+        await listener?.close();
         await worker.stop(config.drainMs);
         await new Promise<void>((resolve) => {
           metricsServer.server.close(() => resolve());
@@ -113,4 +116,30 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
     await pool.end().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * paydb's "payouts became payable" notifications (migration 021), on a connection of their own
+ * (not the pool's), each one ending the worker's idle wait. While the connection is down the
+ * worker polls as it always does and the listener reconnects with backoff; the outage is logged
+ * once, and on reconnecting the worker claims at once (what was announced meanwhile was lost).
+ */
+function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: () => void): PgListener {
+  const listener = new PgListener({
+    url: config.paydbUrl,
+    channel: PAYABLE_CHANNEL,
+    applicationName: `executor/${config.executorId}/listener`,
+    retryInitialMs: 500,
+    retryMaxMs: 15_000,
+    onStateChange: (connected) =>
+      connected
+        ? logger.info({ event: "listener_connected" }, "paydb LISTEN connection up; payable payouts are announced")
+        : logger.warn(
+            { event: "listener_lost", poll_interval_ms: config.pollIntervalMs },
+            "paydb LISTEN connection lost; polling every POLL_INTERVAL_MS until it is back",
+          ),
+  });
+  listener.subscribeAll(nudge);
+  listener.start();
+  return listener;
 }

@@ -55,6 +55,9 @@ export interface OutcomeWrite {
   submissionRef?: string;
 }
 
+/** paydb notifies this channel when a payout becomes payable (migration 021; decision 069). */
+export const PAYABLE_CHANNEL = "railfence_payout_payable";
+
 /** Seconds with millisecond precision, as SQL text for make_interval. */
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 

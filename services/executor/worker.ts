@@ -1,7 +1,10 @@
 /**
- * The claim loop: keeps up to `concurrency` payouts in flight, claiming more as slots free up
- * and polling when there is nothing to do. Claims use FOR UPDATE SKIP LOCKED, so executors
- * never double-claim; lapsed PROCESSING claims are taken over (fencing keeps that safe).
+ * The claim loop: keeps up to `concurrency` payouts in flight, claiming more as slots free up,
+ * when told that payouts became payable (`nudge`, from paydb's notifications: decision 069), and
+ * every `pollIntervalMs` when neither happens. The poll stays: deferred retries and lapsed claims
+ * become payable without any write to announce them, and a notification sent while the listener
+ * was down is lost. Claims use FOR UPDATE SKIP LOCKED, so executors never double-claim; lapsed
+ * PROCESSING claims are taken over (fencing keeps that safe).
  *
  * Drain: stop claiming, let in-flight payouts finish within drainMs, then tell the rest to
  * abandon (a payout not yet submitted is given back; one already submitted keeps waiting for
@@ -25,22 +28,33 @@ export interface WorkerDeps {
 }
 
 export interface Worker {
+  /**
+   * Payouts may have become payable: claim now instead of waiting out the poll interval. One that
+   * arrives while a claim is in flight makes the loop claim once more (the payout may have
+   * committed after that claim's snapshot), never sleep.
+   */
+  nudge(): void;
   /** Stops claiming and drains; resolves when nothing is in flight. */
   stop(drainMs: number): Promise<void>;
 }
+
+/** What ended an idle wait (railfence_executor_wakeups_total{cause}). */
+type WakeCause = "notify" | "poll" | "finished" | "stop";
 
 export function startWorker(deps: WorkerDeps): Worker {
   const inFlight = new Set<Promise<void>>();
   const abandon = new AbortController();
   let stopping = false;
-  let wake: () => void = () => {};
+  // Set by a nudge, cleared when a claim is sent: a nudge during a claim is not lost.
+  let dirty = false;
+  let wake: (cause: WakeCause) => void = () => {};
   const idle = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(done, ms);
-      function done() {
+    new Promise<WakeCause>((resolve) => {
+      const t = setTimeout(() => done("poll"), ms);
+      function done(cause: WakeCause) {
         clearTimeout(t);
         wake = () => {};
-        resolve();
+        resolve(cause);
       }
       wake = done;
     });
@@ -62,7 +76,7 @@ export function startWorker(deps: WorkerDeps): Worker {
       .finally(() => {
         deps.metrics.inFlight.dec();
         inFlight.delete(task);
-        wake();
+        wake("finished");
       });
     inFlight.add(task);
   };
@@ -72,12 +86,15 @@ export function startWorker(deps: WorkerDeps): Worker {
     while (!stopping) {
       const free = deps.concurrency - inFlight.size;
       let claimed = 0;
+      let reached = false;
       if (free > 0) {
+        dirty = false;
         try {
           const rows = await deps.store.claim(deps.executorId, free, deps.claimMs);
           if (paydbDown) deps.logger.info({ event: "paydb_back" }, "paydb reachable again; claiming");
           paydbDown = false;
           claimed = rows.length;
+          reached = true;
           for (const p of rows) run(p);
           // Liveness (decision 061): only a pass that reached paydb counts. A loop that cannot
           // claim, or has stopped, lets this age, and ExecutorsAbsent pages. With every slot busy
@@ -93,14 +110,25 @@ export function startWorker(deps: WorkerDeps): Worker {
       if (stopping) break;
       // A full batch suggests more work is waiting: claim again as soon as a slot is free.
       if (free > 0 && claimed === free && inFlight.size < deps.concurrency) continue;
-      await idle(deps.pollIntervalMs);
+      // Told during that claim: what was announced may have committed after its snapshot. (Not
+      // after a failed claim: paydb is down, and the poll paces the retries.)
+      if (dirty && reached && inFlight.size < deps.concurrency) {
+        deps.metrics.wakeups.inc({ cause: "notify" });
+        continue;
+      }
+      const cause = await idle(deps.pollIntervalMs);
+      if (cause !== "stop") deps.metrics.wakeups.inc({ cause });
     }
   })();
 
   return {
+    nudge() {
+      dirty = true;
+      wake("notify");
+    },
     async stop(drainMs: number) {
       stopping = true;
-      wake();
+      wake("stop");
       await loop;
       const all = Promise.all([...inFlight]);
       let timer: NodeJS.Timeout | undefined;
