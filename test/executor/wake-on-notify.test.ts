@@ -9,7 +9,7 @@
  * logs the outage once, reconnects, claims what was announced while it was deaf, and is told
  * again afterwards.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
 import { eventually, metricValue } from "../support/clients.js";
 import { quietFor } from "../support/time.js";
@@ -19,7 +19,10 @@ import { insertPayouts, logEvents, payoutStates, startExecutor, waitForLog } fro
 /** Far beyond every wait below: no payout in this file is found by a poll. */
 const POLL_INTERVAL_MS = "600000";
 
-const t = useMesh({ proxies: 1, then: async (mesh) => void (await mesh.startLock()) });
+const t = useMesh({ proxies: 1 });
+beforeAll(async () => {
+  await t.mesh.startLock();
+});
 const started: ServiceProcess[] = [];
 let seq = 0;
 
