@@ -37,16 +37,15 @@ describe("the configuration reference (docs/configuration.md)", () => {
     const planted = withExecutor((s) => ({ ...s, schema: s.schema.extend({ PLANTED_SETTING: z.string() }) }));
     expect(() => renderDoc(doc, planted)).toThrow(/executor: PLANTED_SETTING has no description/);
     // The same when a comment is removed from the source.
-    const stripped = (file: string) =>
-      file === "services/executor/config.ts" ? read(file).replace("  /** How often it looks for payable payouts. */\n", "") : read(file);
-    expect(() => renderDoc(doc, SERVICES, stripped)).toThrow(/executor: POLL_INTERVAL_MS has no description/);
+    const stripped = (file: string) => (file === "services/executor/config.ts" ? read(file).replace("  /** Payouts in flight at once. */\n", "") : read(file));
+    expect(() => renderDoc(doc, SERVICES, stripped)).toThrow(/executor: EXECUTOR_CONCURRENCY has no description/);
   });
 
   it("shows a changed default or bound (negative control)", () => {
-    const planted = withExecutor((s) => ({ ...s, schema: s.schema.extend({ POLL_INTERVAL_MS: env.ms(250, 10, 60_000) }) }));
+    const planted = withExecutor((s) => ({ ...s, schema: s.schema.extend({ POLL_INTERVAL_MS: env.ms(250, 10, 600_000) }) }));
     const rendered = renderDoc(doc, planted);
-    expect(doc).toContain("| | `POLL_INTERVAL_MS` | 200 | 10–60000 |");
-    expect(rendered).toContain("| | `POLL_INTERVAL_MS` | 250 | 10–60000 |");
+    expect(doc).toContain("| | `POLL_INTERVAL_MS` | 200 | 10–600000 |");
+    expect(rendered).toContain("| | `POLL_INTERVAL_MS` | 250 | 10–600000 |");
     expect(rendered).not.toBe(doc);
   });
 
