@@ -30,20 +30,35 @@ import { countsNow, runCommits, settledCounts, type RunCommits } from "./commits
 import { cpuSeconds, peakRssMb, percentile, postgresCpuSeconds, type PointResult } from "./load.js";
 
 /**
- * The two designs. The switches are read by the services (names fixed by their owners); a build
- * that does not know one ignores it, and the design it names is then simply not different.
+ * The two designs, as the services' settings select them. The previous design: one admission
+ * statement per submission (ADMISSION_BATCH_MAX=1), executors that poll (EXECUTOR_WAKE=poll) and
+ * write each fence and outcome alone (EXECUTOR_BATCH_MAX=1), one lockdb statement per lock call
+ * (LOCKDB_BATCH_MAX=1), the stepwise CreatePayout (a limit store of its own, here paydb itself:
+ * LIMITS_DB_URL, decision 071) and a rail stub booking each payment alone. A build that does not
+ * know a setting ignores it, and that part of the design is then simply not different.
  */
 export const DESIGNS = [
   {
     key: "previous",
     label: "previous design",
     proxyEnv: { ADMISSION_BATCH_MAX: "1" },
-    executorEnv: { EXECUTOR_WAKE: "poll" },
-    payoutsEnv: { CREATE_PAYOUT_PATH: "stepwise" },
+    executorEnv: { EXECUTOR_WAKE: "poll", EXECUTOR_BATCH_MAX: "1" },
+    lockEnv: { LOCKDB_BATCH_MAX: "1" },
+    railStubEnv: { RAIL_STUB_BATCH_MAX: "1" },
+    payoutsEnv: (mesh: Mesh): Record<string, string> => ({ LIMITS_DB_URL: mesh.roleUrl("paydb", "payouts") }),
     /** The old B3 ran its executors at a 20 ms poll interval (c=32 only; c=1 is new). */
     c32ExecutorEnv: { POLL_INTERVAL_MS: "20" },
   },
-  { key: "current", label: "current design", proxyEnv: {}, executorEnv: {}, payoutsEnv: {}, c32ExecutorEnv: {} },
+  {
+    key: "current",
+    label: "current design",
+    proxyEnv: {},
+    executorEnv: {},
+    lockEnv: {},
+    railStubEnv: {},
+    payoutsEnv: (_mesh: Mesh): Record<string, string> => ({}),
+    c32ExecutorEnv: {},
+  },
 ] as const;
 export type DesignKey = (typeof DESIGNS)[number]["key"];
 
@@ -94,6 +109,8 @@ async function oneMesh(opts: B3Options, design: (typeof DESIGNS)[number], c: 1 |
     dbSuffix: `_b3_${design.key}_c${c}`,
     proxies: 2,
     proxyEnv: { PAYDB_POOL_MAX: String(opts.proxyPoolMax), ...design.proxyEnv },
+    lockEnv: design.lockEnv,
+    railStubEnv: design.railStubEnv,
     proxyNodeArgs: opts.proxyNodeArgs,
     b3NodeArgs: opts.b3NodeArgs,
   });
@@ -104,7 +121,7 @@ async function oneMesh(opts: B3Options, design: (typeof DESIGNS)[number], c: 1 |
   try {
     await mesh.start();
     await mesh.startLock();
-    await mesh.startPayouts(design.payoutsEnv);
+    await mesh.startPayouts(design.payoutsEnv(mesh));
     for (let i = 0; i < 2; i++) await mesh.addExecutor({ EXECUTOR_CONCURRENCY: "16", ...design.executorEnv, ...(c === 32 ? design.c32ExecutorEnv : {}) });
     paydb = createPool({ url: mesh.dbUrl("paydb"), max: 1, registry: benchRegistry, applicationName: "bench", statementTimeoutMs: 600_000 });
     stats = createPool({ url: server.url("postgres"), max: 1, registry: benchRegistry, applicationName: "bench" });

@@ -105,6 +105,8 @@ const LAYOUTS = [
 const GOAL_C = 16;
 /** Workload F: the design's floor (floor-proxy-server.ts). */
 const FLOOR = "F floor proxy (bare)";
+/** Workload F with group admission and grouped outcome writes (decision 068). */
+const FLOOR_GROUPED = "F floor proxy (bare), group admission";
 
 interface Row extends PointResult {
   workload: string;
@@ -302,10 +304,15 @@ async function hotPath(server: PostgresServer, rss: Record<string, number>): Pro
     });
     await floorStub.start();
     const floor = await startFloorProxy(floorDbUrl, floorStub.url, mesh.credential);
+    // The floor again with group admission (decision 068): the new floor of the protocol.
+    const grouped = await startFloorProxy(floorDbUrl, floorStub.url, mesh.credential, 32);
     try {
       await throughProxies("F warm-up", [floor], 10_000, [GOAL_C], floorDb);
       await throughProxies(FLOOR, [floor], 10_000, CONCURRENCY, floorDb);
+      await throughProxies("F warm-up grouped", [grouped], 10_000, [GOAL_C], floorDb);
+      await throughProxies(FLOOR_GROUPED, [grouped], 10_000, CONCURRENCY, floorDb);
     } finally {
+      await grouped.stop();
       await floor.stop();
       await floorStub.stop();
       await floorDb.end();

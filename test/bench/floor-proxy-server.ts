@@ -8,7 +8,9 @@
  * and the made HTTP/2 call, and protobuf. Not a proxy anyone may run; a yardstick for how far the
  * real one is from what its protocol costs on this machine.
  *
- * Forked by floor-proxy.ts with argv [paydb url, rail url, rail credential]; sends its port.
+ * Forked by floor-proxy.ts with argv [paydb url, rail url, rail credential, group size]; sends its
+ * port. Group size > 1: the proxy's group admission and outcome writes (decision 068), as shipped;
+ * 1: every statement alone (the floor before group admission).
  */
 import http2 from "node:http2";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -17,10 +19,10 @@ import { createSubmissionStore } from "../../services/rail-proxy/submission-stor
 import { SubmitPaymentRequestSchema, SubmitPaymentResponseSchema, PaymentStatus } from "../../services/shared/gen/railfence/rail/v1/rail_pb.js";
 import { SubmissionState, SubmitPayoutRequestSchema, SubmitPayoutResponseSchema } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 
-const [paydbUrl, railUrl, credential] = process.argv.slice(2) as [string, string, string];
+const [paydbUrl, railUrl, credential, groupSize = "1"] = process.argv.slice(2) as [string, string, string, string?];
 const pool = new pg.Pool({ connectionString: paydbUrl, max: 20 });
-// The proxy's own store: the same prepared statements, called the same way.
-const store = createSubmissionStore(pool, 60_000);
+// The proxy's own store: the same prepared statements, called the same way (grouped as the proxy groups them).
+const store = createSubmissionStore(pool, 60_000, undefined, { maxBatch: Number(groupSize), maxInFlight: 2 });
 const rail = http2.connect(railUrl);
 
 /** One message in gRPC framing (no compression). */

@@ -12,8 +12,8 @@ export interface FloorProxy {
   stop(): Promise<void>;
 }
 
-export async function startFloorProxy(paydbUrl: string, railUrl: string, credential: string): Promise<FloorProxy> {
-  const child = fork(join(import.meta.dirname, "floor-proxy-server.ts"), [paydbUrl, railUrl, credential], {
+export async function startFloorProxy(paydbUrl: string, railUrl: string, credential: string, groupSize = 1): Promise<FloorProxy> {
+  const child = fork(join(import.meta.dirname, "floor-proxy-server.ts"), [paydbUrl, railUrl, credential, String(groupSize)], {
     execArgv: ["--import", "tsx"],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
