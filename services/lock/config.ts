@@ -23,6 +23,14 @@ const schema = z
     LOCKDB_PASSWORD_FILE: env.optionalFile(),
     /** lockdb connection pool size. */
     LOCKDB_POOL_MAX: z.coerce.number().int().min(1).max(200).default(20),
+    /**
+     * Lock group commit (pg backend, decision 070): most acquire attempts (and, apart, renewals and
+     * releases) in one lockdb statement and one commit. 1 = every call its own statement and
+     * commit (the design before group commit; the benchmark compares the two).
+     */
+    LOCKDB_BATCH_MAX: z.coerce.number().int().min(1).max(1000).default(32),
+    /** Lock group commit: statements of one kind (acquire, renew, release) in lockdb at once; calls arriving meanwhile form the next group. */
+    LOCKDB_BATCHES_IN_FLIGHT: z.coerce.number().int().min(1).max(200).default(2),
     /** The etcd backend's endpoints: comma-separated http(s)://host:port (required when LOCK_BACKEND=etcd). */
     ETCD_ENDPOINTS: z.string().min(1).optional(),
     /** The etcd key prefix of the locks. */
@@ -66,6 +74,8 @@ export interface LockConfig extends ServerConfig {
   backend: BackendName;
   lockdbUrl: string | undefined;
   lockdbPoolMax: number;
+  lockdbBatchMax: number;
+  lockdbBatchesInFlight: number;
   etcdEndpoints: string[];
   etcdPrefix: string;
   backendTimeoutMs: number;
@@ -80,6 +90,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): LockConfig {
     backend: c.LOCK_BACKEND,
     lockdbUrl: c.LOCK_BACKEND === "pg" && c.LOCKDB_URL ? databaseUrl(c.LOCKDB_URL, c.LOCKDB_PASSWORD_FILE, "LOCKDB_PASSWORD_FILE") : undefined,
     lockdbPoolMax: c.LOCKDB_POOL_MAX,
+    lockdbBatchMax: c.LOCKDB_BATCH_MAX,
+    lockdbBatchesInFlight: c.LOCKDB_BATCHES_IN_FLIGHT,
     etcdEndpoints: (c.ETCD_ENDPOINTS ?? "")
       .split(",")
       .map((s) => s.trim())

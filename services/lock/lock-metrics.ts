@@ -50,4 +50,17 @@ export function createLockMetrics(registry: Registry, backend: string) {
   return metrics;
 }
 
+/** The pg backend's group commit (decision 070): calls per lockdb statement, by statement. */
+export function createLockDbMetrics(registry: Registry) {
+  return {
+    batchSize: new Histogram({
+      name: "railfence_lock_db_batch_size",
+      help: "Calls per lockdb statement (lock group commit, decision 070; 1 = alone)",
+      labelNames: ["statement"] as const,
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+      registers: [registry],
+    }),
+  };
+}
+
 export type LockMetrics = ReturnType<typeof createLockMetrics>;

@@ -16,7 +16,7 @@ import { createEtcdBackend } from "./etcd-backend.js";
 import { createEtcdClient } from "./etcd-client.js";
 import type { LockBackend } from "./lock-backend.js";
 import { lockRoutes } from "./lock-handlers.js";
-import { createLockMetrics } from "./lock-metrics.js";
+import { createLockDbMetrics, createLockMetrics } from "./lock-metrics.js";
 import { createPgBackend, RELEASE_CHANNEL } from "./pg-backend.js";
 import { PgListener } from "../shared/db/pg-listener.js";
 import type { Logger } from "../shared/process/logger.js";
@@ -50,7 +50,13 @@ async function openBackend(config: LockConfig, log: Logger, registry: Registry):
     });
     listener.start();
     try {
-      return await createPgBackend({ pool, listener, floor: config.tokenFloor });
+      const { batchSize } = createLockDbMetrics(registry);
+      const batching = {
+        maxBatch: config.lockdbBatchMax,
+        maxInFlight: config.lockdbBatchesInFlight,
+        onBatch: (statement: string, size: number) => batchSize.observe({ statement }, size),
+      };
+      return await createPgBackend({ pool, listener, floor: config.tokenFloor, batching });
     } catch (err) {
       await listener.close();
       await pool.end();

@@ -1,17 +1,21 @@
 /**
  * The pg lock backend (lockdb). The only lock-service layer that knows SQL.
  *
- * Every state change is ONE conditional statement judged by the database clock (now()):
+ * Every state change is a conditional statement judged by the database clock (now()), run per
+ * item by the group functions of migration 003 (decision 070):
  * - acquire: INSERT .. ON CONFLICT DO UPDATE .. WHERE the current lease is released or expired.
  *   Concurrent acquires serialise on the row lock; the loser re-checks the WHERE against the
  *   winner's row and gets nothing. token = GREATEST(stored token, floor) + 1, so the per-key
  *   counter only grows (a trigger refuses anything else);
  * - renew / release: UPDATE .. WHERE lease_hash matches and the lease is still live.
- * Waiting acquires LISTEN for release notifications and sleep until the holder's expiry.
- * acquire, renew and release are named statements: prepared once per connection, so each call
- * skips parse and plan (every payout runs them).
+ * Calls of one kind that arrive while LOCKDB_BATCHES_IN_FLIGHT statements of that kind are in
+ * lockdb leave together (natural group commit: one statement, one commit for the group); at low
+ * load each leaves at once, alone. Waiting acquires LISTEN for release notifications and sleep
+ * until the holder's expiry; each of their attempts is one item of a group.
+ * The three statements are named: prepared once per connection, so each call skips parse and plan.
  */
 import { isUnavailableError, type Pool } from "../shared/db/pg.js";
+import { againAfterDeadlock, groupCommit, orderBy } from "../shared/db/group-commit.js";
 import { leaseHash, newLeaseId } from "./lease-id.js";
 import {
   BackendUnavailableError,
@@ -29,39 +33,14 @@ import { int8 } from "../shared/domain/int8.js";
 
 export const RELEASE_CHANNEL = "railfence_lock_released";
 
-const FLOOR = "(SELECT floor FROM lock_token_floor)";
-
-/** Grants when free; otherwise returns how long the holder has left (by the database clock). */
-// [rule:lock-acquire]
+/** Grants when free; otherwise how long the holder has left (by the database clock). The rule: lock_acquire_batch. */
 const ACQUIRE = `
-  WITH granted AS (
-    INSERT INTO locks AS l (key, token, lease_hash, owner, granted_at, expires_at)
-    VALUES ($1, ${FLOOR} + 1, $2, $3, now(), now() + make_interval(secs => $4::float8 / 1000))
-    ON CONFLICT (key) DO UPDATE
-       SET token = GREATEST(l.token, ${FLOOR}) + 1,
-           lease_hash = EXCLUDED.lease_hash, owner = EXCLUDED.owner,
-           granted_at = EXCLUDED.granted_at, expires_at = EXCLUDED.expires_at, released_at = NULL
-     WHERE l.released_at IS NOT NULL OR l.expires_at <= now()
-    RETURNING token, expires_at)
-  SELECT token::text AS token, expires_at, NULL::float8 AS holder_ms FROM granted
-  UNION ALL
-  SELECT NULL, NULL, GREATEST(0, EXTRACT(EPOCH FROM (expires_at - now())) * 1000)::float8
-    FROM locks WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM granted)`;
-// [/rule:lock-acquire]
+  SELECT ord, token, expires_at, holder_ms FROM lock_acquire_batch($1::text[], $2::bytea[], $3::text[], $4::float8[])`;
 
-const RENEW = `
-  UPDATE locks SET expires_at = now() + make_interval(secs => $3::float8 / 1000)
-   WHERE key = $1 AND lease_hash = $2 AND released_at IS NULL AND expires_at > now()
-  RETURNING token::text AS token, owner, expires_at`;
+const RENEW = `SELECT ord, token, owner, expires_at FROM lock_renew_batch($1::text[], $2::bytea[], $3::float8[])`;
 
 /** Ends a live lease, and in the same statement says whether the id was the key's latest lease. */
-const RELEASE = `
-  WITH latest AS (SELECT lease_hash = $2 AS mine FROM locks WHERE key = $1),
-  ended AS (
-    UPDATE locks SET released_at = now()
-     WHERE key = $1 AND lease_hash = $2 AND released_at IS NULL AND expires_at > now()
-    RETURNING 1)
-  SELECT EXISTS (SELECT 1 FROM ended) AS released, COALESCE((SELECT mine FROM latest), false) AS mine`;
+const RELEASE = `SELECT ord, released, mine FROM lock_release_batch($1::text[], $2::bytea[])`;
 
 const INSPECT = `
   SELECT token::text AS token, owner, expires_at, (released_at IS NULL AND expires_at > now()) AS held
@@ -72,11 +51,24 @@ const RATCHET_FLOOR = `
   UPDATE lock_token_floor SET floor = GREATEST(floor, $1::bigint), updated_at = now()
   RETURNING floor::text AS floor`;
 
+/** The statements that run grouped (a label of the batch-size metric). */
+export type GroupedStatement = "acquire" | "renew" | "release";
+
+export interface LockDbBatching {
+  /** LOCKDB_BATCH_MAX: most calls in one statement; 1 = every call its own statement and commit. */
+  maxBatch: number;
+  /** LOCKDB_BATCHES_IN_FLIGHT: statements of one kind in lockdb at once; more calls wait and form the next group. */
+  maxInFlight: number;
+  /** Told each group's size as it leaves (a metric). */
+  onBatch?: (statement: GroupedStatement, size: number) => void;
+}
+
 export interface PgBackendOptions {
   pool: Pool;
   listener: PgListener;
   /** LOCK_TOKEN_FLOOR: every token issued exceeds it. */
   floor: bigint;
+  batching: LockDbBatching;
   maxSleepMs?: number;
 }
 
@@ -93,24 +85,84 @@ async function db<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+interface Keyed {
+  key: string;
+  leaseHash: Buffer;
+}
+interface AcquireItem extends Keyed {
+  owner: string;
+  ttlMs: number;
+}
+interface RenewItem extends Keyed {
+  ttlMs: number;
+}
+interface AcquireRow {
+  ord: number;
+  token: string | null;
+  expires_at: Date | null;
+  holder_ms: number | null;
+}
+interface RenewRow {
+  ord: number;
+  token: string | null;
+  owner: string | null;
+  expires_at: Date | null;
+}
+interface ReleaseRow {
+  ord: number;
+  released: boolean;
+  mine: boolean;
+}
+
 /** Creates the backend and ratchets the token floor (lockdb must be reachable). */
 export async function createPgBackend(opts: PgBackendOptions): Promise<LockBackend> {
-  const { pool, listener } = opts;
+  const { pool, listener, batching } = opts;
   const { rows } = await db(() => pool.query<{ floor: string }>(RATCHET_FLOOR, [opts.floor.toString()]));
   const floor = int8(rows[0]!.floor);
 
+  /**
+   * One group, one statement: ordered by key (stable) so that two groups in lockdb at once lock
+   * the keys' rows in the same order; each item answered by its own row (`ord`, 1-based).
+   */
+  function grouped<I extends Keyed, R extends { ord: number }>(
+    statement: GroupedStatement,
+    text: string,
+    values: (ordered: I[]) => unknown[],
+  ): (item: I) => Promise<R> {
+    async function run(items: I[]): Promise<R[]> {
+      const order = orderBy(items, (i) => i.key);
+      const ordered = order.map((k) => items[k]!);
+      const { rows } = await againAfterDeadlock(() => pool.query<R>({ name: `lock_${statement}_batch`, text, values: values(ordered) }));
+      const results = new Array<R>(items.length);
+      for (const r of rows) results[order[r.ord - 1]!] = r;
+      if (rows.length !== items.length || results.some((r) => r === undefined)) throw new Error(`lock_${statement}_batch left an item unanswered`);
+      return results;
+    }
+    // 1: every call alone, at once, as before group commit (no queue: the pool bounds concurrency).
+    if (batching.maxBatch === 1) {
+      return async (item) => {
+        batching.onBatch?.(statement, 1);
+        return (await run([item]))[0]!;
+      };
+    }
+    const call = groupCommit(run, { maxBatch: batching.maxBatch, maxInFlight: batching.maxInFlight, onBatch: (n) => batching.onBatch?.(statement, n) });
+    return (item) => call(item);
+  }
+
+  const acquireOne = grouped<AcquireItem, AcquireRow>("acquire", ACQUIRE, (items) => [
+    items.map((i) => i.key),
+    items.map((i) => i.leaseHash),
+    items.map((i) => i.owner),
+    items.map((i) => i.ttlMs),
+  ]);
+  const renewOne = grouped<RenewItem, RenewRow>("renew", RENEW, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash), items.map((i) => i.ttlMs)]);
+  const releaseOne = grouped<Keyed, ReleaseRow>("release", RELEASE, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash)]);
+
   async function attempt(key: string, owner: string, ttlMs: number): Promise<Attempt<LeaseGrant>> {
     const leaseId = newLeaseId();
-    const res = await db(() =>
-      pool.query<{ token: string | null; expires_at: Date | null; holder_ms: number | null }>({
-        name: "lock_acquire",
-        text: ACQUIRE,
-        values: [key, leaseHash(leaseId), owner, ttlMs],
-      }),
-    );
-    const row = res.rows[0];
-    if (row?.token && row.expires_at) return { granted: { key, leaseId, owner, token: int8(row.token), expiresAt: row.expires_at } };
-    return { retryInMs: row?.holder_ms ?? undefined };
+    const row = await db(() => acquireOne({ key, leaseHash: leaseHash(leaseId), owner, ttlMs }));
+    if (row.token && row.expires_at) return { granted: { key, leaseId, owner, token: int8(row.token), expiresAt: row.expires_at } };
+    return { retryInMs: row.holder_ms ?? undefined };
   }
 
   return {
@@ -140,23 +192,13 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
     },
 
     async renew(input: RenewInput): Promise<LeaseGrant | undefined> {
-      const { rows } = await db(() =>
-        pool.query<{ token: string; owner: string; expires_at: Date }>({
-          name: "lock_renew",
-          text: RENEW,
-          values: [input.key, leaseHash(input.leaseId), input.ttlMs],
-        }),
-      );
-      const row = rows[0];
-      if (!row) return undefined;
+      const row = await db(() => renewOne({ key: input.key, leaseHash: leaseHash(input.leaseId), ttlMs: input.ttlMs }));
+      if (row.token === null || row.owner === null || row.expires_at === null) return undefined;
       return { key: input.key, leaseId: input.leaseId, owner: row.owner, token: int8(row.token), expiresAt: row.expires_at };
     },
 
     async release(input: ReleaseInput): Promise<ReleaseOutcome> {
-      const { rows } = await db(() =>
-        pool.query<{ released: boolean; mine: boolean }>({ name: "lock_release", text: RELEASE, values: [input.key, leaseHash(input.leaseId)] }),
-      );
-      const row = rows[0]!;
+      const row = await db(() => releaseOne({ key: input.key, leaseHash: leaseHash(input.leaseId) }));
       if (row.released) return "released";
       return row.mine ? "already_ended" : "not_held";
     },

@@ -90,3 +90,28 @@ export function groupCommit<I, O>(run: (items: I[]) => Promise<O[]>, opts: Group
       pump();
     });
 }
+
+/**
+ * Positions of `items` ordered by `key`, stable (equal keys keep their arrival order). A batch
+ * that takes row locks in this order cannot deadlock with another batch that does the same.
+ */
+export function orderBy<T>(items: T[], key: (t: T) => string): number[] {
+  return items
+    .map((_, i) => i)
+    .sort((a, b) => {
+      const ka = key(items[a]!);
+      const kb = key(items[b]!);
+      return ka < kb ? -1 : ka > kb ? 1 : a - b;
+    });
+}
+
+/** A batch aborted by a deadlock (40P01) wrote nothing (its transaction rolled back): run it again, at most `tries` times in all. */
+export async function againAfterDeadlock<T>(fn: () => Promise<T>, tries = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if ((err as { code?: string }).code !== "40P01" || attempt >= tries) throw err;
+    }
+  }
+}
