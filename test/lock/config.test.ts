@@ -7,6 +7,15 @@ describe("lock service config", () => {
     expect(c).toMatchObject({ backend: "pg", port: 7100, metricsPort: 9100, tokenFloor: 0n, etcdPrefix: "railfence/locks/" });
   });
 
+  it("groups lockdb statements by default (32 calls, 2 in flight); LOCKDB_BATCH_MAX=1 runs each call alone", () => {
+    expect(readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb" })).toMatchObject({ lockdbBatchMax: 32, lockdbBatchesInFlight: 2 });
+    expect(readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb", LOCKDB_BATCH_MAX: "1", LOCKDB_BATCHES_IN_FLIGHT: "4" })).toMatchObject({
+      lockdbBatchMax: 1,
+      lockdbBatchesInFlight: 4,
+    });
+    expect(() => readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb", LOCKDB_BATCH_MAX: "0" })).toThrow(/LOCKDB_BATCH_MAX/);
+  });
+
   it("reads a floor beyond 2^53 exactly", () => {
     const c = readConfig({ LOCK_BACKEND: "etcd", ETCD_ENDPOINTS: "http://a:2379, http://b:2379", LOCK_TOKEN_FLOOR: "9007199254740993" });
     expect(c.tokenFloor).toBe(9007199254740993n);

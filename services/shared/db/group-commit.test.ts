@@ -1,6 +1,6 @@
 /** groupCommit's batching rules, without a database: what leaves together, and who hears what. */
 import { describe, expect, it } from "vitest";
-import { groupCommit } from "./group-commit.js";
+import { againAfterDeadlock, groupCommit, orderBy } from "./group-commit.js";
 
 /** A statement that answers when told to, recording each group it was given. */
 function statement<I>() {
@@ -95,5 +95,31 @@ describe("groupCommit, alone after a refused group", () => {
     await expect(rest[1]).rejects.toThrow("13 alone: refused");
     await expect(rest[2]).resolves.toBe("alone:14");
     expect(groups).toEqual([[1], [12, 13, 14]]);
+  });
+});
+
+describe("orderBy", () => {
+  it("orders positions by key and keeps arrival order among equal keys", () => {
+    const items = ["b#1", "a#2", "b#3", "a#4", "c#5"];
+    expect(orderBy(items, (s) => s.split("#")[0]!).map((i) => items[i])).toEqual(["a#2", "a#4", "b#1", "b#3", "c#5"]);
+  });
+});
+
+describe("againAfterDeadlock", () => {
+  const deadlock = () => Object.assign(new Error("deadlock detected"), { code: "40P01" });
+
+  it("runs a batch aborted by a deadlock again, at most three times in all", async () => {
+    let runs = 0;
+    expect(await againAfterDeadlock(async () => (++runs < 3 ? Promise.reject(deadlock()) : "done"))).toBe("done");
+    expect(runs).toBe(3);
+    runs = 0;
+    await expect(againAfterDeadlock(async () => (++runs, Promise.reject(deadlock())))).rejects.toThrow("deadlock detected");
+    expect(runs).toBe(3);
+  });
+
+  it("does not run a batch again after any other error", async () => {
+    let runs = 0;
+    await expect(againAfterDeadlock(async () => (++runs, Promise.reject(Object.assign(new Error("timeout"), { code: "57014" }))))).rejects.toThrow("timeout");
+    expect(runs).toBe(1);
   });
 });
