@@ -90,7 +90,7 @@ describe("metric names", () => {
     ].join("\n");
     expect(schemeViolations(planted)).toEqual([
       "rail_duplicate_attempted_total: not railfence_<component>_... (components: rail_proxy, executor, lock, payouts, reconciler, rail_stub, rpc, db)",
-      "railfence_lock_acquire: a histogram without its unit (_seconds, _bytes)",
+      "railfence_lock_acquire: a histogram without its unit (_seconds, _bytes, _size)",
       'rail_duplicate_attempted_total: label "service" (a ServiceMonitor sets it; ours is "component")',
       'rail_duplicate_attempted_total: no "component" label',
       'railfence_executor_payouts_total: label outcome="PAID" is not lower case',

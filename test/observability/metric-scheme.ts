@@ -1,7 +1,8 @@
 /**
  * The metric naming scheme of decision 057, as a checker over a Prometheus text exposition:
  * every family of ours is `railfence_<component>_...`, counters and only counters end in
- * `_total`, histograms carry their unit, every series has `component` and none has `service`
+ * `_total`, histograms carry their unit (`_size` for a count of items, such as calls per group
+ * statement: decisions 068 and 070), every series has `component` and none has `service`
  * (a ServiceMonitor's label), label values are lower case (RPC names excepted).
  * prom-client's process metrics (`process_*`, `nodejs_*`) keep their conventional names.
  */
@@ -9,7 +10,7 @@
 /** The services, and what every process shares: `rpc` (servers and clients), `db` (database pools). */
 const COMPONENTS = ["rail_proxy", "executor", "lock", "payouts", "reconciler", "rail_stub", "rpc", "db"];
 const CONVENTIONAL = /^(process|nodejs)_/;
-const UNITS = /_(seconds|bytes)$/;
+const UNITS = /_(seconds|bytes|size)$/;
 /** Labels exempt from lower case: protobuf names, printed as written (decision 057), and bucket bounds. */
 const NAME_LABELS = new Set(["rpc_service", "rpc_method", "le", "quantile"]);
 const LOWER = /^[a-z0-9_.:/-]*$/;
@@ -58,7 +59,7 @@ export function schemeViolations(text: string): string[] {
     if (!component) out.push(`${name}: not railfence_<component>_... (components: ${COMPONENTS.join(", ")})`);
     if (type === "counter" && !name.endsWith("_total")) out.push(`${name}: a counter must end in _total`);
     if (type !== "counter" && name.endsWith("_total")) out.push(`${name}: a ${type} named like a counter`);
-    if (type === "histogram" && !UNITS.test(name)) out.push(`${name}: a histogram without its unit (_seconds, _bytes)`);
+    if (type === "histogram" && !UNITS.test(name)) out.push(`${name}: a histogram without its unit (_seconds, _bytes, _size)`);
   }
   const seen = new Set<string>();
   for (const s of samples) {
