@@ -19,7 +19,7 @@
  * recorded the same way, one UPDATE for the batch.
  */
 import { isRowRefusal, type Pool } from "../shared/db/pg.js";
-import { groupCommit, type Grouped } from "../shared/db/group-commit.js";
+import { againAfterDeadlock, groupCommit, orderBy, type Grouped } from "../shared/db/group-commit.js";
 
 export type SubmissionStateName = "FORWARDING" | "ACCEPTED" | "REJECTED" | "TIMEOUT" | "RESOLVED_PAID" | "RESOLVED_NOT_PAID" | "NOT_FORWARDED";
 
@@ -178,28 +178,6 @@ function admitResult(outcome: string, detail: string | null, admittedAtMs: numbe
     default:
       throw new Error(`the admission statement answered ${outcome}`);
   }
-}
-
-/** A batch aborted by a deadlock wrote nothing (its transaction rolled back): run it again. */
-async function againAfterDeadlock<T>(fn: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if ((err as { code?: string }).code !== "40P01" || attempt >= 3) throw err;
-    }
-  }
-}
-
-/** Positions of `items` ordered by `key`, stable (equal keys keep their arrival order). */
-function orderBy<T>(items: T[], key: (t: T) => string): number[] {
-  return items
-    .map((_, i) => i)
-    .sort((a, b) => {
-      const ka = key(items[a]!);
-      const kb = key(items[b]!);
-      return ka < kb ? -1 : ka > kb ? 1 : a - b;
-    });
 }
 
 /** A clear rail answer for a row this replica forwarded (or the sweeper made stale-ambiguous meanwhile). */

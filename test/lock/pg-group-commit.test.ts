@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { BackendUnavailableError, type LeaseGrant, type LockBackend } from "../../services/lock/lock-backend.js";
 import { leaseHash, newLeaseId } from "../../services/lock/lease-id.js";
 import { createPgBackend, RELEASE_CHANNEL, type GroupedStatement, type LockDbBatching } from "../../services/lock/pg-backend.js";
-import { PgListener } from "../../services/lock/pg-listener.js";
+import { PgListener } from "../../services/shared/db/pg-listener.js";
 import { uniqueSuffix } from "../support/test-mesh.js";
 import { letTimePass } from "../support/time.js";
 import { migratedLockdb } from "./lock-fixture.js";
@@ -83,7 +83,7 @@ async function backendWith(batching: Omit<LockDbBatching, "onBatch">, poolOption
   const sizes: Record<GroupedStatement, number[]> = { acquire: [], renew: [], release: [] };
   const backend = await createPgBackend({
     pool,
-    listener: new PgListener(lockUrl, RELEASE_CHANNEL),
+    listener: new PgListener({ url: lockUrl, channel: RELEASE_CHANNEL, applicationName: "test-lock-listener" }),
     floor: 0n,
     batching: { ...batching, onBatch: (statement, size) => sizes[statement].push(size) },
   });
