@@ -162,7 +162,8 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
   }
 
   async function fenceGroup(items: FenceItem[]): Promise<Array<{ previousFence: bigint } | undefined>> {
-    if (!distinctPayouts(items)) return Promise.all(items.map(fenceAlone));
+    // A group of one, or one payout twice, is run item by item (for one: exactly the one-item statement).
+    if (items.length === 1 || !distinctPayouts(items)) return Promise.all(items.map(fenceAlone));
     const { rows } = await pool.query<{ payout_id: string; previous_fence: string }>({
       name: "executor_fence_group",
       text: FENCE_GROUP,
@@ -204,7 +205,7 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
   }
 
   async function recordGroup(items: RecordItem[]): Promise<Array<{ ageSeconds: number } | undefined>> {
-    if (!distinctPayouts(items)) return Promise.all(items.map(recordAlone));
+    if (items.length === 1 || !distinctPayouts(items)) return Promise.all(items.map(recordAlone));
     const columns = items.map((i) => recordValues(i.payoutId, i.token, i.o));
     const { rows } = await pool.query<{ payout_id: string; age: number }>({
       name: "executor_record_group",

@@ -269,6 +269,8 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
   /** One group of admissions, one statement: ordered by account so that two groups in paydb at
    * once take the accounts' mark rows in the same order (no deadlock between them). */
   async function admitGroup(items: Intent[]): Promise<AdmitResult[]> {
+    // A group of one is the one-item statement itself: at low load nothing changes, not even the SQL.
+    if (items.length === 1) return [await admitAlone(items[0]!)];
     const order = orderBy(items, (i) => i.accountId);
     const ordered = order.map((k) => items[k]!);
     const { rows } = await againAfterDeadlock(() =>
@@ -291,6 +293,7 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
 
   /** One group of outcome writes, one UPDATE; undefined for a row no longer waiting for an answer. */
   async function recordOutcomes(items: OutcomeWrite[]): Promise<Array<SubmissionRow | undefined>> {
+    if (items.length === 1) return [await recordOutcomeAlone(items[0]!)];
     const order = orderBy(items, (o) => o.reference);
     const ordered = order.map((k) => items[k]!);
     const { rows } = await againAfterDeadlock(() =>

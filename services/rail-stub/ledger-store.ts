@@ -71,6 +71,7 @@ export function createLedgerStore(pool: Pool, batchMax = 1) {
   }
 
   async function bookGroup(items: Booking[]): Promise<BookedPayment[]> {
+    if (items.length === 1) return [await bookAlone(items[0]!)];
     const columns = items.map(bookingValues);
     const { rows } = await pool.query<LedgerRow>({
       name: "rail_book_group",

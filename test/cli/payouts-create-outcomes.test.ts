@@ -119,11 +119,12 @@ describe("payouts create prints its key before the call", () => {
         child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
         child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
         const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
-        // The key the server is working on (it claimed it; the insert waits on the lock).
-        const key = await eventually(async () => {
-          const rows = await sql<{ idempotency_key: string }>(paydb, "SELECT idempotency_key FROM idempotency_keys WHERE state = 'IN_PROGRESS'");
-          return rows.length === 1 ? rows[0]!.idempotency_key : undefined;
-        }, "the server to hold the CLI's request");
+        // The key the CLI printed before the call, and the server holding that very request.
+        const keyOnStderr = () => {
+          if (!stderr.includes("\n")) return undefined;
+          return mode === "--json" ? firstJsonLine(stderr).idempotencyKey : /^idempotency-key: ([0-9a-f-]{36}) /.exec(stderr)?.[1];
+        };
+        const key = await eventually(async () => keyOnStderr(), "the CLI to print its key");
         await claimed(paydb, key);
         child.kill("SIGTERM");
         await exited;

@@ -71,12 +71,28 @@ export async function holdPayoutInserts(paydb: string): Promise<{ release(): Pro
   };
 }
 
-/** Resolves when an IN_PROGRESS marker exists for key (the request is inside the server). */
+/**
+ * Resolves when the request for key is inside the server: its IN_PROGRESS marker (the stepwise
+ * CreatePayout), or its key's advisory lock held by the one-statement CreatePayout (migration 022:
+ * class 1920167987, hashtext(client || '/' || key)) for the default client or any client paydb knows.
+ */
 export async function claimed(paydb: string, key: string): Promise<void> {
   const { eventually } = await import("../support/clients.js");
   const { sql } = await import("../payouts/support.js");
   await eventually(
-    async () => (await sql(paydb, "SELECT 1 FROM idempotency_keys WHERE idempotency_key = $1 AND state = 'IN_PROGRESS'", [key])).length === 1,
+    async () =>
+      (
+        await sql(
+          paydb,
+          `SELECT 1 FROM idempotency_keys WHERE idempotency_key = $1 AND state = 'IN_PROGRESS'
+           UNION ALL
+           SELECT 1 FROM pg_locks l,
+                  (SELECT 'local-default' AS client UNION SELECT client_id FROM payouts UNION SELECT client_id FROM idempotency_keys) ids
+            WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1920167987 AND l.objsubid = 2
+              AND l.objid = (hashtext(ids.client || '/' || $1)::bigint & 4294967295)::oid`,
+          [key],
+        )
+      ).length > 0,
     `key ${key} claimed`,
   );
 }
