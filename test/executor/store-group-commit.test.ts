@@ -6,40 +6,18 @@
  * never over a finished payout. Against a real paydb; commits counted by the pool that runs them.
  * Control: EXECUTOR_BATCH_MAX=1 (every write alone) takes one commit per write.
  */
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createPayoutStore } from "../../services/executor/payout-store.js";
-import { migrate } from "../../services/shared/db/migrate.js";
-import { uniqueSuffix } from "../support/test-mesh.js";
+import { useMigratedDatabase } from "../support/migrated-database.js";
 import { countedPool } from "../support/xact-commits.js";
 
-const admin = inject("pgUrl");
-const dbName = `paydb_exec_group${uniqueSuffix()}`;
-const url = admin.replace(/\/[^/]*$/, `/${dbName}`);
-let owner: pg.Client;
+const db = useMigratedDatabase("paydb_exec_group", "paydb");
+const url = db.url;
 let n = 0;
-
-beforeAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  await migrate(url, "paydb");
-  owner = new pg.Client({ connectionString: url });
-  await owner.connect();
-});
-
-afterAll(async () => {
-  await owner?.end();
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
 
 async function pendingPayouts(count: number): Promise<string[]> {
   const ids = Array.from({ length: count }, () => `po-exec-group-${++n}`);
-  await owner.query(
+  await db.owner.query(
     `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary)
      SELECT id, 'test-client', 'acc-' || id, 100, 'EUR', 'ben-1' FROM unnest($1::text[]) AS id`,
     [ids],
@@ -48,7 +26,7 @@ async function pendingPayouts(count: number): Promise<string[]> {
 }
 
 const stateOf = async (id: string) =>
-  (await owner.query<{ state: string; fence: string }>("SELECT state, fence::text FROM payouts WHERE payout_id = $1", [id])).rows[0]!;
+  (await db.owner.query<{ state: string; fence: string }>("SELECT state, fence::text FROM payouts WHERE payout_id = $1", [id])).rows[0]!;
 
 const NO_SIGNATURE = new Uint8Array();
 const CLAIM_MS = 60_000;
@@ -61,8 +39,8 @@ describe("the executor's writes, grouped", () => {
       const store = createPayoutStore(counted.pool, { maxBatch: 32, maxInFlight: 1, onBatch: (_s, size) => sizes.push(size) });
       const ids = await pendingPayouts(8);
       // ids[1] already held by a newer token (9): token 5 fences nothing there. ids[2] was fenced before by 3.
-      await owner.query("UPDATE payouts SET fence = 9, state = 'PROCESSING' WHERE payout_id = $1", [ids[1]]);
-      await owner.query("UPDATE payouts SET fence = 3, state = 'PROCESSING' WHERE payout_id = $1", [ids[2]]);
+      await db.owner.query("UPDATE payouts SET fence = 9, state = 'PROCESSING' WHERE payout_id = $1", [ids[1]]);
+      await db.owner.query("UPDATE payouts SET fence = 3, state = 'PROCESSING' WHERE payout_id = $1", [ids[2]]);
       const commits = await counted.commitsOf(async () => {
         const results = await Promise.all(ids.map((id) => store.fence(id, 5n, NO_SIGNATURE, "exec-1", CLAIM_MS)));
         expect(results).toEqual(ids.map((_, i) => (i === 1 ? undefined : { previousFence: i === 2 ? 3n : 0n })));

@@ -9,46 +9,25 @@
  * railfence pool keeps of the transactions PostgreSQL reports ended).
  */
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createSubmissionStore, intentArrays, type Intent } from "../../services/rail-proxy/submission-store.js";
-import { migrate } from "../../services/shared/db/migrate.js";
 import { fencedByExecutor } from "../support/fenced-payout.js";
-import { uniqueSuffix } from "../support/test-mesh.js";
+import { useMigratedDatabase } from "../support/migrated-database.js";
 import { countedPool } from "../support/xact-commits.js";
 
-const admin = inject("pgUrl");
-const dbName = `paydb_group${uniqueSuffix()}`;
-const url = admin.replace(/\/[^/]*$/, `/${dbName}`);
-let owner: pg.Client;
+const db = useMigratedDatabase("paydb_group", "paydb");
+const url = db.url;
 let n = 0;
-
-beforeAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  await migrate(url, "paydb");
-  owner = new pg.Client({ connectionString: url });
-  await owner.connect();
-});
-
-afterAll(async () => {
-  await owner?.end();
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
 
 /** A payout created PENDING and fenced by `token`, as an executor leaves it; its intent. */
 async function fencedIntent(accountId: string, token: bigint, reference?: string): Promise<Intent> {
   const payoutId = `po-group-${++n}`;
-  await owner.query(
+  await db.owner.query(
     `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, state)
      VALUES ($1, 'test-client', $2, 100, 'EUR', 'ben-1', 'PENDING')`,
     [payoutId, accountId],
   );
-  await fencedByExecutor(owner, payoutId, token);
+  await fencedByExecutor(db.owner, payoutId, token);
   return { reference: reference ?? payoutId, payoutId, accountId, token, amountMinor: 100n, currency: "EUR", beneficiary: "ben-1", replicaId: "r-test" };
 }
 
@@ -64,9 +43,9 @@ async function admitGroup(db: pg.ClientBase | pg.Pool, items: Intent[]) {
 }
 
 const markOf = async (accountId: string) =>
-  (await owner.query<{ mark: string }>("SELECT mark::text FROM rail_high_water WHERE account_id = $1", [accountId])).rows[0]?.mark;
+  (await db.owner.query<{ mark: string }>("SELECT mark::text FROM rail_high_water WHERE account_id = $1", [accountId])).rows[0]?.mark;
 const rowsOf = async (references: string[]) =>
-  (await owner.query<{ payout_id: string }>("SELECT payout_id FROM rail_submissions WHERE payout_id = ANY($1) ORDER BY payout_id", [references])).rows.map(
+  (await db.owner.query<{ payout_id: string }>("SELECT payout_id FROM rail_submissions WHERE payout_id = ANY($1) ORDER BY payout_id", [references])).rows.map(
     (r) => r.payout_id,
   );
 
@@ -99,7 +78,7 @@ describe("rail_admit_batch", () => {
     // mark would advance if the item were not rolled back whole).
     const dupAccount = account();
     const duplicate = { ...(await fencedIntent(dupAccount, 6n)), reference: first.reference };
-    expect(await admitGroup(owner, [first, other, duplicate])).toEqual(["ADMITTED", "ADMITTED", "DUPLICATE"]);
+    expect(await admitGroup(db.owner, [first, other, duplicate])).toEqual(["ADMITTED", "ADMITTED", "DUPLICATE"]);
     expect(await rowsOf([first.reference, other.reference])).toEqual([first.reference, other.reference].sort());
     expect(await markOf(dupAccount)).toBeUndefined();
     expect(await markOf(other.accountId)).toBe("9");
@@ -107,13 +86,13 @@ describe("rail_admit_batch", () => {
 
   it("a second live submission of a payout inside a group refuses only itself, names the live one, and leaves the mark as it was", async () => {
     const live = await fencedIntent(account(), 3n);
-    expect(await admitGroup(owner, [live])).toEqual(["ADMITTED"]);
+    expect(await admitGroup(db.owner, [live])).toEqual(["ADMITTED"]);
     // A new holder takes the payout over (token 5) and submits it again under another reference.
-    await fencedByExecutor(owner, live.payoutId, 5n);
+    await fencedByExecutor(db.owner, live.payoutId, 5n);
     const again = { ...live, reference: `${live.payoutId}:t5`, token: 5n };
     const before = await fencedIntent(account(), 2n);
     const after = await fencedIntent(account(), 2n);
-    expect(await admitGroup(owner, [before, again, after])).toEqual(["ADMITTED", `PAYOUT_ALREADY_SUBMITTED:${live.reference}`, "ADMITTED"]);
+    expect(await admitGroup(db.owner, [before, again, after])).toEqual(["ADMITTED", `PAYOUT_ALREADY_SUBMITTED:${live.reference}`, "ADMITTED"]);
     expect(await markOf(live.accountId)).toBe("3");
     expect(await rowsOf([before.reference, again.reference, after.reference])).toEqual([before.reference, after.reference].sort());
   });
@@ -121,24 +100,24 @@ describe("rail_admit_batch", () => {
   it("a stale token inside a group is FENCED_OUT while the others pass; each item is judged by the mark the items before it left", async () => {
     const acc = account();
     const current = await fencedIntent(acc, 5n);
-    expect(await admitGroup(owner, [current])).toEqual(["ADMITTED"]);
+    expect(await admitGroup(db.owner, [current])).toEqual(["ADMITTED"]);
     // A paused holder's token 3 (below the mark 5), another account, and the account's next holder.
     const stale = await fencedIntent(acc, 3n);
     const elsewhere = await fencedIntent(account(), 1n);
     const next = await fencedIntent(acc, 8n);
-    expect(await admitGroup(owner, [stale, elsewhere, next])).toEqual(["FENCED_OUT", "ADMITTED", "ADMITTED"]);
+    expect(await admitGroup(db.owner, [stale, elsewhere, next])).toEqual(["FENCED_OUT", "ADMITTED", "ADMITTED"]);
     expect(await markOf(acc)).toBe("8");
     // Within one group: token 11 first, then 10. A snapshot of the mark taken for the whole group
     // (8) would admit both, the second below the first; each item sees the mark the first left.
     const high = await fencedIntent(acc, 11n);
     const lower = await fencedIntent(acc, 10n);
-    expect(await admitGroup(owner, [high, lower])).toEqual(["ADMITTED", "FENCED_OUT"]);
+    expect(await admitGroup(db.owner, [high, lower])).toEqual(["ADMITTED", "FENCED_OUT"]);
     expect(await markOf(acc)).toBe("11");
     expect(await rowsOf([stale.reference, lower.reference])).toEqual([]);
   });
 
   it("the proxy's role may run it; nobody else may", async () => {
-    const { rows } = await owner.query<{ proxy: boolean; executor: boolean; payouts: boolean }>(
+    const { rows } = await db.owner.query<{ proxy: boolean; executor: boolean; payouts: boolean }>(
       `SELECT has_function_privilege('railfence_rail_proxy', 'rail_admit_batch(text[], text[], text[], bigint[], bigint[], text[], text[], text)', 'EXECUTE') AS proxy,
               has_function_privilege('railfence_executor', 'rail_admit_batch(text[], text[], text[], bigint[], bigint[], text[], text[], text)', 'EXECUTE') AS executor,
               has_function_privilege('railfence_payouts', 'rail_admit_batch(text[], text[], text[], bigint[], bigint[], text[], text[], text)', 'EXECUTE') AS payouts`,
@@ -170,7 +149,7 @@ describe("the store's group admission (natural batching)", () => {
       expect(kinds.slice(0, 2)).toEqual(["ADMITTED", "FENCED_OUT"]);
       expect(kinds.slice(3, 19)).toEqual(Array(16).fill("ADMITTED"));
       expect([kinds[2], kinds[20]].sort()).toEqual(["ADMITTED", "DUPLICATE"]);
-      const row = await owner.query<{ bound_payout_id: string }>("SELECT bound_payout_id FROM rail_submissions WHERE payout_id = $1", [duplicate.reference]);
+      const row = await db.owner.query<{ bound_payout_id: string }>("SELECT bound_payout_id FROM rail_submissions WHERE payout_id = $1", [duplicate.reference]);
       expect(row.rows[0]!.bound_payout_id).toBe(kinds[2] === "ADMITTED" ? others[0]!.payoutId : duplicate.payoutId);
     } finally {
       await pool.end();

@@ -4,31 +4,13 @@
  * with the same client reference in one group are two rows, two payments, each answered with its
  * own. Control: RAIL_STUB_BATCH_MAX=1, one commit per booking.
  */
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createLedgerStore } from "../../services/rail-stub/ledger-store.js";
-import { migrate } from "../../services/shared/db/migrate.js";
-import { uniqueSuffix } from "../support/test-mesh.js";
+import { useMigratedDatabase } from "../support/migrated-database.js";
 import { countedPool } from "../support/xact-commits.js";
 
-const admin = inject("pgUrl");
-const dbName = `raildb_group${uniqueSuffix()}`;
-const url = admin.replace(/\/[^/]*$/, `/${dbName}`);
-
-beforeAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE ${dbName}`);
-  await c.end();
-  await migrate(url, "raildb");
-});
-
-afterAll(async () => {
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-  await c.end();
-});
+const db = useMigratedDatabase("raildb_group", "raildb");
+const url = db.url;
 
 let n = 0;
 const booking = (clientReference: string) => ({
