@@ -61,6 +61,22 @@ export async function fencedByExecutor(paydb: Queryable, payoutId: string, token
   }
 }
 
+/** Runs `work` in one transaction: on a pool, on a client of its own; on a client, on it. */
+async function inOneTransaction(paydb: Queryable, work: (tx: pg.ClientBase) => Promise<void>): Promise<void> {
+  const pooled = "totalCount" in paydb;
+  const tx = pooled ? await (paydb as pg.Pool).connect() : (paydb as pg.ClientBase);
+  try {
+    await tx.query("BEGIN");
+    await work(tx);
+    await tx.query("COMMIT");
+  } catch (e) {
+    await tx.query("ROLLBACK").catch(() => undefined);
+    throw e;
+  } finally {
+    if (pooled) (tx as pg.PoolClient).release();
+  }
+}
+
 /**
  * Creates and fences the payout `request` pays (the payout id of its reference). Resolves true
  * when the payout now matches the request and is PROCESSING under its token, i.e. the proxy's
@@ -71,8 +87,13 @@ export async function fencePayout(paydb: Queryable, request: SubmitFields): Prom
   if (amountMinor === undefined || currency === undefined) throw new Error("fencePayout: the request has no amount");
   const payoutId = payoutIdOf(request.payoutId);
   const token = request.fencingToken.toString();
-  await paydb.query(CREATE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary]);
-  await fenceAsExecutor(paydb, payoutId, request.fencingToken, "test", request.fencingTokenSignature);
+  // Created and fenced in one transaction: a mesh's executors are woken by the insert (decision
+  // 069) and would otherwise claim the PENDING payout before the test fences it, then flag the
+  // test's fence FENCE_AHEAD_OF_LOCK. Committed, the payout is already the test's.
+  await inOneTransaction(paydb, async (tx) => {
+    await tx.query(CREATE, [payoutId, request.accountId, amountMinor.toString(), currency, request.beneficiary]);
+    await fenceAsExecutor(tx, payoutId, request.fencingToken, "test", request.fencingTokenSignature);
+  });
   const { rows } = await paydb.query<{ account_id: string; amount_minor: string; currency: string; beneficiary: string; state: string; fence: string }>(
     "SELECT account_id, amount_minor::text, currency, beneficiary, state, fence::text FROM payouts WHERE payout_id = $1",
     [payoutId],

@@ -3,6 +3,12 @@
  * server sends ends one (a simple query, or an extended-protocol Parse/Bind/Execute/Sync sent
  * together, as node-postgres does). Counts per direction of the protocol, not per packet, so
  * TCP segmentation does not matter. Always close() it.
+ *
+ * It also counts the transactions the server ended, as the wire shows them: a ReadyForQuery in
+ * state idle ('I') after a round trip that ran something ends one (an implicit transaction, or
+ * BEGIN ... COMMIT), a commit unless the round trip carried an error or a ROLLBACK. Unlike
+ * pg_stat_database.xact_commit, nothing else on the server (autovacuum, another client) adds to
+ * it, so a test can assert an exact count.
  */
 import net from "node:net";
 import type { AddressInfo } from "node:net";
@@ -10,6 +16,10 @@ import type { AddressInfo } from "node:net";
 export class PgRoundTripCounter {
   /** ReadyForQuery messages seen, over every connection. */
   roundTrips = 0;
+  /** Transactions committed over every connection (see above). */
+  commits = 0;
+  /** Transactions rolled back (an error in an implicit transaction, or ROLLBACK). */
+  rollbacks = 0;
   private readonly sockets = new Set<net.Socket>();
 
   private constructor(
@@ -40,13 +50,27 @@ export class PgRoundTripCounter {
     client.pipe(upstream);
     // Backend messages: a type byte, then an int32 length that counts itself but not the type.
     let pending = Buffer.alloc(0);
+    let ready = false; // the first ReadyForQuery ends the start-up, not a transaction
+    let failed = false; // this round trip carried an ErrorResponse or a ROLLBACK
     upstream.on("data", (chunk: Buffer) => {
       client.write(chunk);
       pending = Buffer.concat([pending, chunk]);
       while (pending.length >= 5) {
         const length = pending.readInt32BE(1);
         if (pending.length < 1 + length) break;
-        if (pending[0] === 0x5a) this.roundTrips += 1; // 'Z' ReadyForQuery
+        const type = pending[0];
+        if (type === 0x45) failed = true; // 'E' ErrorResponse
+        if (type === 0x43 && pending.subarray(5, 1 + length).toString("latin1").startsWith("ROLLBACK")) failed = true; // 'C' CommandComplete
+        if (type === 0x5a) {
+          // 'Z' ReadyForQuery, its status byte: 'I' idle, 'T' in a transaction, 'E' in a failed one
+          this.roundTrips += 1;
+          if (pending[5] === 0x49 && ready) {
+            if (failed) this.rollbacks += 1;
+            else this.commits += 1;
+          }
+          if (pending[5] === 0x49) failed = false; // sticky within a transaction, cleared when it ends
+          ready = true;
+        }
         pending = pending.subarray(1 + length);
       }
     });
