@@ -60,7 +60,14 @@ export class PgRoundTripCounter {
         if (pending.length < 1 + length) break;
         const type = pending[0];
         if (type === 0x45) failed = true; // 'E' ErrorResponse
-        if (type === 0x43 && pending.subarray(5, 1 + length).toString("latin1").startsWith("ROLLBACK")) failed = true; // 'C' CommandComplete
+        if (
+          type === 0x43 &&
+          pending
+            .subarray(5, 1 + length)
+            .toString("latin1")
+            .startsWith("ROLLBACK")
+        )
+          failed = true; // 'C' CommandComplete
         if (type === 0x5a) {
           // 'Z' ReadyForQuery, its status byte: 'I' idle, 'T' in a transaction, 'E' in a failed one
           this.roundTrips += 1;
