@@ -13,6 +13,9 @@
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 
+/** A CommandComplete body is its command tag, NUL-terminated: "ROLLBACK" ends a transaction undone. */
+const isRollbackTag = (body: Buffer) => body.toString("latin1").startsWith("ROLLBACK");
+
 export class PgRoundTripCounter {
   /** ReadyForQuery messages seen, over every connection. */
   roundTrips = 0;
@@ -51,7 +54,7 @@ export class PgRoundTripCounter {
     // Backend messages: a type byte, then an int32 length that counts itself but not the type.
     let pending = Buffer.alloc(0);
     let ready = false; // the first ReadyForQuery ends the start-up, not a transaction
-    let failed = false; // this round trip carried an ErrorResponse or a ROLLBACK
+    let failed = false; // the transaction under way saw an ErrorResponse or a ROLLBACK (cleared when it ends)
     upstream.on("data", (chunk: Buffer) => {
       client.write(chunk);
       pending = Buffer.concat([pending, chunk]);
@@ -59,23 +62,17 @@ export class PgRoundTripCounter {
         const length = pending.readInt32BE(1);
         if (pending.length < 1 + length) break;
         const type = pending[0];
-        if (type === 0x45) failed = true; // 'E' ErrorResponse
-        if (
-          type === 0x43 &&
-          pending
-            .subarray(5, 1 + length)
-            .toString("latin1")
-            .startsWith("ROLLBACK")
-        )
-          failed = true; // 'C' CommandComplete
+        const body = pending.subarray(5, 1 + length);
+        if (type === 0x45 || (type === 0x43 && isRollbackTag(body))) failed = true; // 'E' ErrorResponse, 'C' CommandComplete
         if (type === 0x5a) {
           // 'Z' ReadyForQuery, its status byte: 'I' idle, 'T' in a transaction, 'E' in a failed one
           this.roundTrips += 1;
-          if (pending[5] === 0x49 && ready) {
+          const idle = body[0] === 0x49;
+          if (idle && ready) {
             if (failed) this.rollbacks += 1;
             else this.commits += 1;
           }
-          if (pending[5] === 0x49) failed = false; // sticky within a transaction, cleared when it ends
+          if (idle) failed = false;
           ready = true;
         }
         pending = pending.subarray(1 + length);
