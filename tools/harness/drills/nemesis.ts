@@ -357,7 +357,7 @@ export class Nemesis {
     if (!drill.mesh.lock) return this.miss("proxy-stall", "no lock service");
     const c = { proxy: drill.mesh.client(RailProxyService, proxy.url, "executor"), lock: drill.mesh.client(LockService, drill.mesh.lock.url, "executor") };
     const payoutId = await this.claimedNewPayout(account, "stall");
-    if (!payoutId) return this.miss("proxy-stall", `an executor claimed the new payout of ${account} first`);
+    if (!payoutId) return this.miss("proxy-stall", `paydb refused a new payout of ${account}`);
     try {
       const lease = await this.rogueLease(c, account, "stall", this.d.leaseTtlMs);
       let leaseHeld = true;
@@ -557,20 +557,30 @@ export class Nemesis {
   }
 
   /**
-   * A payout of `account` created through the Payouts API, as any client would, and claimed at
-   * once for `owner` so that no honest executor takes it meanwhile (undefined if one was faster).
+   * A payout of `account` that no honest executor works on: paydb's owner inserts it already
+   * claimed for `owner`, in one statement. Since executors are woken by paydb (decision 069) they
+   * claim a new payout within milliseconds of its commit; creating it through the Payouts API and
+   * claiming it afterwards lost that race most of the time, and on a loaded machine nearly always,
+   * so a strike could miss until its negative control had nothing left to catch. Inserted claimed,
+   * it is never announced (migration 021's trigger skips a claimed row) and no executor's claim
+   * matches it until `unclaim` hands it back; from then on it is an ordinary payout. What the
+   * strikes test (the rogue's lease, fence and submission through the proxy) is unchanged.
+   * Undefined when paydb refused the insert (it may be crashing this instant).
    */
   private async claimedNewPayout(account: string, owner: string): Promise<string | undefined> {
-    for (let i = 0; i < 3; i++) {
-      const [id] = await this.d.drill.createPayouts(1, [account], this.d.rng);
-      if (!id) continue;
-      const { rowCount } = await this.executorDb.query(
-        "UPDATE payouts SET claimed_by = $2, claimed_until = now() + interval '10 minutes' WHERE payout_id = $1 AND state = 'PENDING' AND claimed_until IS NULL",
-        [id, owner],
+    const payoutId = `po_nemesis_${randomUUID().replaceAll("-", "").slice(0, 20)}`;
+    const amount = 100 + Math.floor(this.d.rng() * 100_000);
+    const inserted = await this.owner
+      .query(
+        `INSERT INTO payouts (payout_id, client_id, account_id, amount_minor, currency, beneficiary, idempotency_key, claimed_by, claimed_until)
+         VALUES ($1, 'drill-nemesis', $2, $3, 'EUR', $4, $5, $6, now() + interval '10 minutes')`,
+        [payoutId, account, amount, `ben-${Math.floor(this.d.rng() * 1000)}`, randomUUID(), owner],
+      )
+      .then(
+        () => true,
+        () => false,
       );
-      if (rowCount) return id;
-    }
-    return undefined;
+    return inserted ? payoutId : undefined;
   }
 
   /** Hands the payout back to the honest executors (retried: paydb may be crashing this instant). */
@@ -658,7 +668,7 @@ export class Nemesis {
     if (!c) return;
     const account = this.pick(this.d.hotAccounts)!;
     const payoutId = await this.claimedNewPayout(account, "stale-holder");
-    if (!payoutId) return this.miss("stale-holder", `an executor claimed the new payout of ${account} first`);
+    if (!payoutId) return this.miss("stale-holder", `paydb refused a new payout of ${account}`);
     try {
       const lease = await this.rogueLease(c, account, "stale-holder", this.d.leaseTtlMs);
       if (!(await this.fenceAs(payoutId, lease))) return this.miss("stale-holder", `could not fence ${payoutId}`);
@@ -685,7 +695,7 @@ export class Nemesis {
     if (!c) return;
     const account = this.pick(this.d.hotAccounts)!;
     const payoutId = await this.claimedNewPayout(account, "rogue");
-    if (!payoutId) return this.miss("rogue-double", `an executor claimed the new payout of ${account} first`);
+    if (!payoutId) return this.miss("rogue-double", `paydb refused a new payout of ${account}`);
     try {
       const payout = await this.payoutRow(payoutId);
       const answers: string[] = [];

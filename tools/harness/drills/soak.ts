@@ -195,6 +195,8 @@ export function soak(o: SoakOptions): Scenario {
               ? []
               : [
                   `the ${o.disabledGuard} guard was removed but the audit found no ${caughtBy} (found: ${[...new Set(result.violations.map((v) => v.invariant))].join(", ") || "nothing"})`,
+                  // Why, if the run knows: a strike kind that never landed, payouts left open.
+                  ...failures,
                 ]
             : failures,
           notes,
