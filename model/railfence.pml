@@ -42,6 +42,9 @@
  *                    -DRAIL_UNKNOWN=1: the rail may book and answer such a status)
  *   -DNO_LATE_FLAG, -DNO_NOT_PAID_WATCH (with -DEND_STATE_ONLY): controls for the flag property
  *   -DNO_SWEEPER -DNO_RECONCILER: control for liveness (nothing ever closes an orphaned intent)
+ *   -DUNCLOSED_ACCEPTED  the outcome statement records ACCEPTED without closing its payout (a proxy
+ *                    from before decision 072, mid-rollout), and the executor still writes
+ *                    nothing after ACCEPTED: the payout is left open although the rail paid it
  */
 
 /* ---- bounds ---------------------------------------------------------------------------- */
@@ -241,6 +244,7 @@ byte ok_no_payment_after_not_paid = 1;    /* 1 in every stored state unless viol
 byte ok_payment_after_not_paid_is_flagged = 1;    /* 1 in every stored state unless violated */
 byte ok_no_duplicate_alarm_for_honest_executor = 1;    /* 1 in every stored state unless violated */
 byte ok_no_intent_left_forwarding = 1;    /* 1 in every stored state unless violated */
+byte ok_accepted_payout_closed = 1;    /* 1 in every stored state unless violated */
 
 #define Q_IDLE 0
 #define Q_WAIT 1
@@ -270,6 +274,8 @@ byte ok_no_intent_left_forwarding = 1;    /* 1 in every stored state unless viol
 #define CONTRADICTED(k) (rs[k] == RNP && booked[k] && !contra[k])
 #define UNFLAGGED(k) (rs[k] == RNP && booked[k] && !flag[rp[k]])
 #define FWD_ROW(k) (rs[k] == FWD)
+/* an ACCEPTED submission whose payout is neither PAID nor with a human (decision 072) */
+#define ACC_OPEN(k) (rs[k] == ACC && ps[rp[k]] != PAID && ps[rp[k]] != ATTN)
 /* the clock may move intent k to its next phase */
 #define PHASE_CAN_ADVANCE(k) (AGING(k) && ph[k] < P_LATE \
   && !(ph[k] == P_OPEN && EARLY_CALL_ENDS_BEFORE_STALE && cearly[k] && rq[k] == 1) \
@@ -314,6 +320,22 @@ inline record_write(p, t, w) {
      fi
   :: else -> skip
   fi
+}
+
+/* The statement that records the rail's ACCEPTED closes its payout, by the rule of a PAID [M:proxy-closes]
+ * resolution (decision 072): an open payout (PENDING, PROCESSING, UNKNOWN) becomes PAID whatever
+ * its fence (the rail paid this payout through this submission: a fact, not a holder's claim), a
+ * FAILED one goes to a human. `closed` (the answer's payout_closed) says whether it closed it. */
+inline close_accepted(p, closed) {
+#ifdef UNCLOSED_ACCEPTED
+  closed = 0
+#else
+  if
+  :: PAYABLE(p) || ps[p] == UNK -> ps[p] = PAID; closed = 1; printf("MODEL proxy: payout P%d <- PAID in the same statement\n", p)
+  :: ps[p] == FAIL -> flag_payout(p); closed = 0
+  :: else -> closed = 0
+  fi
+#endif
 }
 
 /* SubmitPayout leaves the executor for a replica [M:submit] */
@@ -442,7 +464,8 @@ end_wait:
             fi;
             rans[t] = 0; callon[t] = 0; call_done(t);
             if
-            :: rs[t] == FWD && code == A_ACC -> rs[t] = ACC; ph[t] = 0; printf("MODEL proxy: P%d:t%d ACCEPTED recorded\n", p, t)
+            :: rs[t] == FWD && code == A_ACC -> rs[t] = ACC; ph[t] = 0; printf("MODEL proxy: P%d:t%d ACCEPTED recorded\n", p, t);
+               close_accepted(p, arg)
             :: rs[t] == FWD && code == A_REJ -> rs[t] = REJ; ph[t] = 0
 #ifdef UNKNOWN_AS_REJECTED
             :: rs[t] == FWD && code == A_UNK -> rs[t] = REJ; ph[t] = 0; code = A_REJ; printf("MODEL proxy: unknown status for P%d:t%d read as REJECTED\n", p, t)
@@ -591,7 +614,13 @@ wait:
     qst[e] = Q_IDLE; qt[e] = 0; qans[e] = 0; qarg[e] = 0;
     printf("MODEL executor %d: answer for P%d:t%d: {answer=%d}\n", e, p, t, a);
     if
-    :: a == A_ACC -> w = PAID; record_write(p, t, w); w = 0
+    /* decision 072 [M:executor-closed]: the proxy closed the payout with the answer; nothing to write */
+    :: a == A_ACC && arg == 1 -> skip
+#ifdef UNCLOSED_ACCEPTED
+    :: a == A_ACC && arg == 0 -> skip
+#else
+    :: a == A_ACC && arg == 0 -> w = PAID; record_write(p, t, w); w = 0
+#endif
     :: a == A_REJ -> w = FAIL; record_write(p, t, w); w = 0
     :: a == A_AMBIG -> w = UNK; record_write(p, t, w); w = 0
     :: a == A_FENCED || a == A_BIND || a == A_NOTFWD -> skip       /* defer */
@@ -762,6 +791,9 @@ active proctype Quiescence() {
   atomic {
     ok_payment_after_not_paid_is_flagged = !FOR_TOKENS(UNFLAGGED);
     assert(ok_payment_after_not_paid_is_flagged);
+    /* what the rail accepted is PAID on its payout, or with a human (decision 072) */
+    ok_accepted_payout_closed = !FOR_TOKENS(ACC_OPEN);
+    assert(ok_accepted_payout_closed);
 #ifndef LIVENESS
     /* the safety shadow of the liveness property; the LTL formula below is the real check */
     ok_no_intent_left_forwarding = !FOR_TOKENS(FWD_ROW);

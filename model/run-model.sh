@@ -48,6 +48,7 @@ no-one-live-submission|control|ok_inv02_no_payout_paid_twice,ok_inv03_failed_pay
 no-payout-binding|control|ok_inv03_failed_payout_never_paid,ok_no_duplicate_alarm_for_honest_executor|-DNO_BINDING -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 no-lookup-before-resubmit|control|ok_no_duplicate_alarm_for_honest_executor|-DNO_LOOKUP -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 unknown-status-as-rejected|control|ok_inv03_failed_payout_never_paid,ok_inv02_no_payout_paid_twice|-DUNKNOWN_AS_REJECTED -DRAIL_UNKNOWN=1 -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
+unclosed-accepted|control|ok_accepted_payout_closed|-DUNCLOSED_ACCEPTED -DMAXTOK=1 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 safety-2-attempts-residual-window-end-state|verify||-DRESIDUAL_WINDOW -DEND_STATE_ONLY -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DCOLLAPSE|
 residual-window-not-paid-reopens|control|ok_inv02_no_payout_paid_twice|-DRESIDUAL_WINDOW -DNOT_PAID_REOPENS -DEND_STATE_ONLY -DMAXTOK=2 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|
 residual-window|control|ok_no_payment_after_not_paid|-DRESIDUAL_WINDOW -DMAXTOK=1 -DCRASHES=0 -DRAIL_LOSE=0 -DRAIL_DROP=0 -DXLOST=0|-DBFS|

@@ -73,6 +73,11 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
       }
       attempt.step("record");
       if (!written) {
+        // Already closed in this very state by the statement that recorded or resolved its
+        // submission (decisions 066, 072): a settled payout, not a newer holder's.
+        if (write.state === "PAID" && (await store.stateOf(p.payoutId).catch(() => undefined)) === "PAID") {
+          return attempt.log("PAID", { fencing_token: token.toString(), closed_by: "rail-proxy", rail_reference: write.railReference ?? undefined });
+        }
         metrics.fencedOut.inc({ where: "paydb" });
         return attempt.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb", at: "outcome" });
       }
@@ -83,6 +88,16 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
         failure_reason: write.failureReason ?? undefined,
         attention_reason: write.attentionReason,
       });
+    },
+
+    /**
+     * The proxy closed the payout PAID in the statement that recorded the rail's answer
+     * (decision 072): nothing to write. Logged and measured as the executor's own write would
+     * be; the end-to-end age is taken on this host's clock against paydb's created_at.
+     */
+    closedByProxy(token: bigint, railReference: string): PayOutcome {
+      metrics.endToEnd.observe({ state: "paid" }, Math.max(0, Date.now() - p.createdAt.getTime()) / 1000);
+      return attempt.log("PAID", { fencing_token: token.toString(), rail_reference: railReference || undefined, closed_by: "rail-proxy" });
     },
 
     /** A refusal no retry can cure: the payout waits for a human, counted and alerted. */

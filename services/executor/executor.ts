@@ -25,7 +25,8 @@ import { startWorker } from "./worker.js";
  * Behaviour a drill or test gives an executor to stage a failure (the product has no setting for
  * any of it; decision 064): a pause right before SubmitPayout (a stale-holder window on demand),
  * attempt-shaped references (the untrusted worst case, shared/domain/submission-ref.ts), and NOT_FOUND
- * after a lost answer read as "never sent" (the reading before decision 023).
+ * after a lost answer read as "never sent" (the reading before decision 023), and every ACCEPTED
+ * answer read as "the proxy closed the payout" whether it says so or not (decision 072's control).
  */
 export interface ExecutorControls {
   /** Names of what is planted, for the warning at start. */
@@ -33,6 +34,8 @@ export interface ExecutorControls {
   pauseAfterFenceMs?: number;
   submissionReference?: SubmissionReferenceMode;
   trustNotFound?: boolean;
+  /** Every ACCEPTED answer read as "the proxy closed the payout", payout_closed or not (a control for decision 072). */
+  trustAccepted?: boolean;
 }
 
 export async function startExecutor(config: ExecutorConfig, deps: { logger: Logger; controls?: ExecutorControls }): Promise<RunningService> {
@@ -71,6 +74,7 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       settlementWindowMs: config.settlementWindowMs,
       clockSkewAllowanceMs: config.clockSkewAllowanceMs,
       trustNotFound: controls?.trustNotFound ?? false,
+      trustAccepted: controls?.trustAccepted ?? false,
     });
     // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
     // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.

@@ -14,7 +14,7 @@ import { errorReason, hasReason, REASONS } from "../shared/domain/errors.js";
 import type { Logger } from "../shared/process/logger.js";
 import { provedNotSent } from "../shared/rpc/grpc-unary-client.js";
 import type { Lease } from "../shared/gen/railfence/lock/v1/lock_pb.js";
-import type { Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
+import { SubmissionState, type Submission } from "../shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { annotate } from "../shared/observability/tracing.js";
 import { accountLockKey } from "../shared/process/token-signature.js";
 import { submissionRef, type SubmissionReferenceMode } from "../shared/domain/submission-ref.js";
@@ -49,6 +49,8 @@ export interface PayOneDeps {
   clockSkewAllowanceMs: number;
   /** Harness only, a negative control: NOT_FOUND after a lost answer means "never sent". */
   trustNotFound?: boolean;
+  /** Harness only, a negative control: every ACCEPTED answer means "the proxy closed the payout". */
+  trustAccepted?: boolean;
 }
 
 export function createPayOne(deps: PayOneDeps): PayOne {
@@ -136,6 +138,7 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       // 5. Submit once. Not tied to the drain signal: once sent, we want the answer.
       const ref = submissionRef(p.payoutId, token, deps.submissionReference, plainIdTaken);
       let submission: Submission | undefined;
+      let payoutClosed = false;
       try {
         const res = await proxies.next().submitPayout(
           {
@@ -150,12 +153,19 @@ export function createPayOne(deps: PayOneDeps): PayOne {
           call(),
         );
         submission = res.submission;
+        payoutClosed = res.payoutClosed;
         a.step("submit");
       } catch (err) {
         a.step("submit");
         return await afterRefusal(a, err, ref, token, lease);
       }
       if (!submission) return await afterLostAnswer(a, ref, token, "SubmitPayout answered without a submission");
+      // [rule:executor-closed]
+      // The statement that recorded the rail's ACCEPTED closed the payout PAID (decision 072):
+      // nothing is left to write. Any other answer (or a proxy that does not close payouts) is
+      // recorded here, as before.
+      if ((payoutClosed || deps.trustAccepted) && submission.state === SubmissionState.ACCEPTED) return a.closedByProxy(token, submission.railReference);
+      // [/rule:executor-closed]
       return await settle(a, submission, token);
       // [/rule:executor-submit]
     } finally {

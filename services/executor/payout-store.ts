@@ -305,6 +305,16 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
       return rows[0] ? int8(rows[0].fence) : undefined;
     },
 
+    /** The payout's state (undefined: no such payout). */
+    async stateOf(payoutId: string): Promise<string | undefined> {
+      const { rows } = await pool.query<{ state: string }>({
+        name: "executor_payout_state",
+        text: "SELECT state FROM payouts WHERE payout_id = $1",
+        values: [payoutId],
+      });
+      return rows[0]?.state;
+    },
+
     /**
      * Flags a payout whose fence `fence` is above `lastToken`, the highest token the lock has ever
      * issued for its account: no holder can have fenced it that high (a forged fence, or a lock

@@ -38,6 +38,8 @@ export interface RailProxyControls {
   holdBeforeSendGate?: () => void;
   /** The budget's monotonic clock. */
   now?: () => number;
+  /** false: the outcome statement leaves the payout alone (a proxy from before decision 072). */
+  closesAcceptedPayouts?: boolean;
 }
 
 const WARNINGS: Array<[guard: string, off: (g: Guards, s: StatementGuards) => boolean, message: string]> = [

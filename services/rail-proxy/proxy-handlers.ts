@@ -199,7 +199,9 @@ export function proxyRoutes(deps: {
           beneficiary,
           replicaId: deps.replicaId,
         };
-        return { submission: submitAnswer(await submit(intent), intent) };
+        const outcome = await submit(intent);
+        // Decision 072: the statement that recorded ACCEPTED closed the payout; the executor writes nothing more.
+        return { submission: submitAnswer(outcome, intent), payoutClosed: outcome.kind === "ANSWERED" && outcome.row.payout_closed === true };
       },
 
       async getSubmission(req) {

@@ -45,12 +45,18 @@ export async function startRailProxy(config: RailProxyConfig, deps: RailProxyDep
   });
   try {
     const metrics = createProxyMetrics(registry);
-    const store = createSubmissionStore(pool, config.railDeadlineMs + config.ambiguityMarginMs, controls?.admission, {
-      maxBatch: config.admissionBatchMax,
-      maxInFlight: config.admissionBatchesInFlight,
-      onAdmissionBatch: (size) => metrics.admissionBatchSize.observe(size),
-      onOutcomeBatch: (size) => metrics.outcomeBatchSize.observe(size),
-    });
+    const store = createSubmissionStore(
+      pool,
+      config.railDeadlineMs + config.ambiguityMarginMs,
+      controls?.admission,
+      {
+        maxBatch: config.admissionBatchMax,
+        maxInFlight: config.admissionBatchesInFlight,
+        onAdmissionBatch: (size) => metrics.admissionBatchSize.observe(size),
+        onOutcomeBatch: (size) => metrics.outcomeBatchSize.observe(size),
+      },
+      controls?.closesAcceptedPayouts ?? true,
+    );
     // The pool refuses a standby on every connection (ADR-007 failure iii): the first query fails
     // start-up against one, as it would fail any admission later.
     await requireMigrated(pool, "paydb");

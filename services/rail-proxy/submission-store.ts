@@ -56,6 +56,8 @@ export interface SubmissionRow {
   reopen_reason: string | null;
   ambiguous: boolean;
   cursor: string;
+  /** Set by the outcome statement only: it closed the payout PAID (decision 072). */
+  payout_closed?: boolean;
 }
 
 /** A resolved row, with the state the same statement moved its payout to (null: left as it was). */
@@ -192,6 +194,46 @@ const RECORD_OUTCOME = `
      AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
 // [/rule:record-outcome-sql]
 
+// [rule:payout-after-accepted]
+/**
+ * The payout of a submission the rail ACCEPTED, closed in the statement that records the answer
+ * (decision 072), by the rule of a PAID resolution (payout-after-resolve): the rail paid this
+ * payout through this submission, a fact and not a holder's claim, so the fence does not enter
+ * into it. An open payout (PENDING, PROCESSING, UNKNOWN) becomes PAID and names the submission;
+ * a FAILED one goes to a human (its client may have paid it again); a closed one is left alone.
+ * Every row it can touch is one the payout guards (migrations 009, 012) let through, so it never
+ * refuses, and so never rolls back the rail's answer with it. `recorded` is the outcome
+ * UPDATE's RETURNING *; the closed payouts come back as (payout_id, state).
+ */
+const closeAccepted = (recorded: string) => `
+  closed AS (
+    UPDATE payouts p
+       SET state = CASE WHEN p.state = 'FAILED' THEN 'NEEDS_ATTENTION' ELSE 'PAID' END,
+           rail_reference = CASE WHEN p.state = 'FAILED' THEN p.rail_reference ELSE r.rail_reference END,
+           submission_ref = CASE WHEN p.state = 'FAILED' THEN p.submission_ref ELSE r.payout_id END,
+           failure_reason = CASE WHEN p.state = 'FAILED' THEN p.failure_reason END,
+           claimed_by = CASE WHEN p.state = 'FAILED' THEN p.claimed_by END,
+           claimed_until = CASE WHEN p.state = 'FAILED' THEN p.claimed_until END,
+           attention_reason = CASE WHEN p.state = 'FAILED' THEN 'PAID_BUT_FAILED' ELSE p.attention_reason END,
+           attention_detail = CASE WHEN p.state = 'FAILED'
+             THEN format('the rail accepted submission %s (%s) but the payout was FAILED', r.payout_id, r.rail_reference)
+             ELSE p.attention_detail END,
+           attention_at = CASE WHEN p.state = 'FAILED' THEN now() ELSE p.attention_at END,
+           updated_at = now()
+      FROM ${recorded} r
+     WHERE r.state = 'ACCEPTED' AND p.payout_id = r.bound_payout_id
+       AND p.state IN ('PENDING', 'PROCESSING', 'UNKNOWN', 'FAILED')
+    RETURNING p.payout_id, p.state)`;
+// [/rule:payout-after-accepted]
+
+/** In place of closeAccepted for a harness control (a proxy from before decision 072): nothing closed. */
+const LEAVE_PAYOUTS = "closed AS (SELECT NULL::text AS payout_id, NULL::text AS state WHERE false)";
+
+/** The recorded rows as `columns` reads them, each with whether its payout is now PAID by this statement. */
+const withClosure = (columns: string) => `
+  SELECT ${columns}, EXISTS (SELECT 1 FROM closed c WHERE c.payout_id = recorded.bound_payout_id AND c.state = 'PAID') AS payout_closed
+    FROM recorded`;
+
 /** One outcome write of a group (recordOutcomes). */
 interface OutcomeWrite {
   reference: string;
@@ -204,7 +246,7 @@ interface OutcomeWrite {
 
 /** RECORD_OUTCOME for a group: the same rule per row, one UPDATE; the rows it changed, as `columns` reads them. */
 // [rule:record-outcomes-sql]
-const recordOutcomesSql = (columns: string) => `
+const recordOutcomesSql = (columns: string, closing: string) => `
   WITH answers AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[])
       AS a(reference, state, rail_reference, rail_reason, ambiguity_cause, forward_delay_ms)),
@@ -217,8 +259,9 @@ const recordOutcomesSql = (columns: string) => `
       FROM answers a
      WHERE s.payout_id = a.reference
        AND (s.state = 'FORWARDING' OR (s.state = 'TIMEOUT' AND s.ambiguity_cause = 'STALE_FORWARDING'))
-     RETURNING s.*)
-  SELECT ${columns} FROM recorded`;
+     RETURNING s.*),
+  ${closing}
+  ${withClosure(columns)}`;
 // [/rule:record-outcomes-sql]
 
 /** The exact statements of the admission path, for the benchmark's raw floor (B0). */
@@ -227,14 +270,23 @@ export const ADMISSION_SQL = { admit: ADMIT, recordOutcome: RECORD_OUTCOME } as 
 /** Seconds (3 decimals) as SQL text: ambiguity thresholds are configuration, not input. */
 const secs = (ms: number) => (ms / 1000).toFixed(3);
 
-export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admission: AdmissionStatement = RAIL_ADMIT, batching?: Batching) {
+export function createSubmissionStore(
+  pool: Pool,
+  ambiguousAfterMs: number,
+  admission: AdmissionStatement = RAIL_ADMIT,
+  batching?: Batching,
+  // Production closes; only a harness control passes false (RailProxyControls).
+  closesAcceptedPayouts = true,
+) {
   // [rule:ambiguous]
   // The one definition of "ambiguous" (SPEC C3 §3.7): TIMEOUT, or FORWARDING past deadline + margin.
   // [rule:d4-ambiguous]
   const isAmbiguous = `(state = 'TIMEOUT' OR (state = 'FORWARDING' AND created_at < now() - make_interval(secs => ${secs(ambiguousAfterMs)})))`;
   // [/rule:ambiguous]
   const columns = `*, ${isAmbiguous} AS ambiguous, created_at::text AS cursor`;
-  const recordOutcomesText = recordOutcomesSql(columns);
+  const closing = closesAcceptedPayouts ? closeAccepted("recorded") : LEAVE_PAYOUTS;
+  const recordOutcomesText = recordOutcomesSql(columns, closing);
+  const recordOutcomeText = `WITH recorded AS (${RECORD_OUTCOME} RETURNING *), ${closing} ${withClosure(columns)}`;
   const one = async (sql: string, values: unknown[], name?: string): Promise<SubmissionRow | undefined> =>
     (await pool.query<SubmissionRow>(name ? { name, text: sql, values } : { text: sql, values })).rows[0];
 
@@ -282,13 +334,9 @@ export function createSubmissionStore(pool: Pool, ambiguousAfterMs: number, admi
     return results;
   }
 
-  /** One rail answer, its own statement. */
+  /** One rail answer, its own statement (its payout closed with it when ACCEPTED). */
   function recordOutcomeAlone(o: OutcomeWrite): Promise<SubmissionRow | undefined> {
-    return one(
-      `${RECORD_OUTCOME} RETURNING ${columns}`,
-      [o.reference, o.state, o.railReference, o.railReason, o.ambiguityCause, Math.round(o.forwardDelayMs)],
-      "rf_record_outcome",
-    );
+    return one(recordOutcomeText, [o.reference, o.state, o.railReference, o.railReason, o.ambiguityCause, Math.round(o.forwardDelayMs)], "rf_record_outcome");
   }
 
   /** One group of outcome writes, one UPDATE; undefined for a row no longer waiting for an answer. */

@@ -34,14 +34,16 @@ import { cpuSeconds, peakRssMb, percentile, postgresCpuSeconds, type PointResult
  * statement per submission (ADMISSION_BATCH_MAX=1), executors that poll (EXECUTOR_WAKE=poll) and
  * write each fence and outcome alone (EXECUTOR_BATCH_MAX=1), one lockdb statement per lock call
  * (LOCKDB_BATCH_MAX=1), the stepwise CreatePayout (a limit store of its own, here paydb itself:
- * LIMITS_DB_URL, decision 071) and a rail stub booking each payment alone. A build that does not
+ * LIMITS_DB_URL, decision 071), a rail stub booking each payment alone, and a proxy whose outcome
+ * statement leaves the payout to the executor (decision 072; the harness's RAIL_PROXY_OUTCOME_ONLY,
+ * as a proxy from before it). A build that does not
  * know a setting ignores it, and that part of the design is then simply not different.
  */
 export const DESIGNS = [
   {
     key: "previous",
     label: "previous design",
-    proxyEnv: { ADMISSION_BATCH_MAX: "1" },
+    proxyEnv: { ADMISSION_BATCH_MAX: "1", RAIL_PROXY_OUTCOME_ONLY: "true" },
     executorEnv: { EXECUTOR_WAKE: "poll", EXECUTOR_BATCH_MAX: "1" },
     lockEnv: { LOCKDB_BATCH_MAX: "1" },
     railStubEnv: { RAIL_STUB_BATCH_MAX: "1" },

@@ -16,6 +16,9 @@
  *   last budget check, before the request is written), test/money-safety/stall-then-pay.test.ts.
  * - RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC=true: the two holds do not advance the budget's monotonic
  *   clock, as a VM pause the guest's monotonic clock did not see.
+ * - RAIL_PROXY_OUTCOME_ONLY=true: the outcome statement records the rail's answer and leaves the
+ *   payout alone, as a proxy from before decision 072 did (mid-rollout); its answers never say
+ *   payout_closed.
  *
  * The statement guards (mark, payout binding, one-live) live in paydb's rail_admit, which has no
  * switch: removing one means admitting through harness_rail_admit, which the harness installs into
@@ -47,6 +50,7 @@ const schema = z.object({
   RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: z.string().min(1).optional(),
   RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: z.string().min(1).optional(),
   RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: envTypes.bool(false),
+  RAIL_PROXY_OUTCOME_ONLY: envTypes.bool(false),
 });
 
 /** The statement guards a control in env removes (each needs harness_rail_admit in paydb). */
@@ -68,6 +72,7 @@ export function railProxyControls(env: NodeJS.ProcessEnv): RailProxyControls | u
   if (c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE) planted.push(`RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE=${c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE}`);
   if (c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE) planted.push(`RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE=${c.RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE}`);
   if (c.RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC) planted.push("RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC=true");
+  if (c.RAIL_PROXY_OUTCOME_ONLY) planted.push("RAIL_PROXY_OUTCOME_ONLY=true");
   if (planted.length === 0) return undefined;
   const holds = [
     c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE ? holdUntilFileExists(c.RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE) : undefined,
@@ -90,6 +95,7 @@ export function railProxyControls(env: NodeJS.ProcessEnv): RailProxyControls | u
     holdAfterBudgetCheck,
     holdBeforeSendGate,
     now: hidden?.now,
+    closesAcceptedPayouts: !c.RAIL_PROXY_OUTCOME_ONLY,
   };
 }
 

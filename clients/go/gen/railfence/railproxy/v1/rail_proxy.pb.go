@@ -722,7 +722,12 @@ func (x *SubmitPayoutRequest) GetFencingTokenSignature() []byte {
 type SubmitPayoutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The submission after the rail answered.
-	Submission    *Submission `protobuf:"bytes,1,opt,name=submission,proto3" json:"submission,omitempty"`
+	Submission *Submission `protobuf:"bytes,1,opt,name=submission,proto3" json:"submission,omitempty"`
+	// True when the statement that recorded the rail's ACCEPTED also closed the payout PAID (its
+	// fence was at most this submission's token and it was still open): nothing is left for the
+	// caller to write. False otherwise, and from a proxy that does not close payouts: the caller
+	// records the outcome itself, as before.
+	PayoutClosed  bool `protobuf:"varint,2,opt,name=payout_closed,json=payoutClosed,proto3" json:"payout_closed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -762,6 +767,13 @@ func (x *SubmitPayoutResponse) GetSubmission() *Submission {
 		return x.Submission
 	}
 	return nil
+}
+
+func (x *SubmitPayoutResponse) GetPayoutClosed() bool {
+	if x != nil {
+		return x.PayoutClosed
+	}
+	return false
 }
 
 // GetSubmissionRequest names a payout.
@@ -1644,11 +1656,12 @@ const file_railfence_railproxy_v1_rail_proxy_proto_rawDesc = "" +
 	"\rfencing_token\x18\x03 \x01(\x04R\ffencingToken\x122\n" +
 	"\x06amount\x18\x04 \x01(\v2\x1a.railfence.common.v1.MoneyR\x06amount\x12 \n" +
 	"\vbeneficiary\x18\x05 \x01(\tR\vbeneficiary\x126\n" +
-	"\x17fencing_token_signature\x18\x06 \x01(\fR\x15fencingTokenSignature\"Z\n" +
+	"\x17fencing_token_signature\x18\x06 \x01(\fR\x15fencingTokenSignature\"\x7f\n" +
 	"\x14SubmitPayoutResponse\x12B\n" +
 	"\n" +
 	"submission\x18\x01 \x01(\v2\".railfence.railproxy.v1.SubmissionR\n" +
-	"submission\"3\n" +
+	"submission\x12#\n" +
+	"\rpayout_closed\x18\x02 \x01(\bR\fpayoutClosed\"3\n" +
 	"\x14GetSubmissionRequest\x12\x1b\n" +
 	"\tpayout_id\x18\x01 \x01(\tR\bpayoutId\"[\n" +
 	"\x15GetSubmissionResponse\x12B\n" +

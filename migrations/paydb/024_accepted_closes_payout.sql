@@ -1,0 +1,13 @@
+-- The rail's ACCEPTED closes its payout in the statement that records it (decision 072).
+--
+-- rail-proxy already closes payouts when it resolves a submission (decision 066, migration 020):
+-- one writer per fact. The rail accepting a submission is the same fact as a PAID resolution,
+-- so its payout is closed by the same rule, in the outcome statement: an open payout (PENDING,
+-- PROCESSING, UNKNOWN) becomes PAID whatever its fence, a FAILED one goes to a human
+-- (PAID_BUT_FAILED). The executor then writes nothing after an ACCEPTED answer that says so
+-- (SubmitPayoutResponse.payout_closed): one commit and one round trip fewer per payout.
+--
+-- The proxy already holds UPDATE on state, rail_reference, failure_reason, the claim and the
+-- attention columns; the payout also names the submission that paid it, as the executor's
+-- write did.
+GRANT UPDATE (submission_ref) ON payouts TO railfence_rail_proxy;
