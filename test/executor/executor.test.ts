@@ -224,7 +224,9 @@ describe("executors (UC-05)", () => {
     expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
     // The row is written before the attempt's log line: wait for the line.
     const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId, "the attempt");
-    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "submit", "record"]);
+    // No "record" step: the proxy closed the payout with the rail's answer (decision 072).
+    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "submit"]);
+    expect(attempt.closed_by).toBe("rail-proxy");
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
     expect((await lockClient(lock).inspect({ key: "account:acc-fresh-lease" })).held).toBe(false);
   });
@@ -239,7 +241,7 @@ describe("executors (UC-05)", () => {
     await insertPayouts(paydb, [{ payoutId, accountId: "acc-waited-lease" }]);
     expect((await waitTerminal([payoutId], 30_000)).get(payoutId)?.state).toBe("PAID");
     const attempt = await waitForLog(e, (l) => l.event === "payout_attempt" && l.payout_id === payoutId && l.outcome === "PAID", "the PAID attempt");
-    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "renew", "submit", "record"]);
+    expect(Object.keys(attempt.steps_ms as object)).toEqual(["acquire", "fence", "renew", "submit"]);
     expect((attempt.steps_ms as Record<string, number>).acquire).toBeGreaterThan(400);
     expect((await railPaymentCounts(raildb, [payoutId], "ANY")).get(payoutId)).toBe(1);
   });

@@ -85,11 +85,13 @@ const PROXY_CONTROLS: Record<string, string> = {
   RAIL_PROXY_HOLD_AFTER_BUDGET_CHECK_FILE: "/nonexistent/railfence-release",
   RAIL_PROXY_HOLD_BEFORE_SEND_GATE_FILE: "/nonexistent/railfence-release-gate",
   RAIL_PROXY_HIDE_HOLDS_FROM_MONOTONIC: "true",
+  RAIL_PROXY_OUTCOME_ONLY: "true",
 };
 const EXECUTOR_CONTROLS: Record<string, string> = {
   EXECUTOR_PAUSE_AFTER_FENCE_MS: "5000",
   EXECUTOR_SUBMISSION_REFERENCE: "attempt",
   EXECUTOR_TRUST_NOT_FOUND: "true",
+  EXECUTOR_TRUST_ACCEPTED: "true",
 };
 
 function executorEnv(extra: Record<string, string>): Record<string, string> {
