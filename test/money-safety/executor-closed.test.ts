@@ -10,19 +10,16 @@
  *   (EXECUTOR_TRUST_ACCEPTED): the rail paid, the payout is left PROCESSING, and the audit names
  *   it (PAYOUT_OPEN). The same executor with a proxy that closes leaves nothing to find.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runAudit } from "../../services/cli/audit/audit.js";
 import { ledgerStatement } from "../../tools/harness/invariants.js";
 import type { ServiceProcess } from "../../tools/harness/service-process.js";
-import { insertPayouts, startExecutor, startLock, waitForLog } from "../executor/support.js";
+import { insertPayouts, startExecutor, waitForLog } from "../executor/support.js";
 import { useMesh } from "../support/use-mesh.js";
 
-let lock: ServiceProcess;
-const t = useMesh({
-  proxies: 1,
-  then: async (mesh) => {
-    lock = await startLock(mesh);
-  },
+const t = useMesh({ proxies: 1 });
+beforeAll(async () => {
+  await t.mesh.startLock();
 });
 let seq = 0;
 const started: ServiceProcess[] = [];
@@ -35,7 +32,7 @@ afterEach(async () => {
 async function pair(proxyEnv: Record<string, string>, executorEnv: Record<string, string>) {
   const proxy = await t.mesh.startSpareProxy(`rail-proxy-closed-${++seq}`, proxyEnv);
   started.push(proxy);
-  const executor = await startExecutor(t.mesh, lock, `executor-closed-${seq}`, { RAIL_PROXY_URLS: proxy.url, ...executorEnv });
+  const executor = await startExecutor(t.mesh, t.mesh.lock!, `executor-closed-${seq}`, { RAIL_PROXY_URLS: proxy.url, ...executorEnv });
   started.unshift(executor);
   return executor;
 }
