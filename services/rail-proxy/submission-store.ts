@@ -194,6 +194,20 @@ const RECORD_OUTCOME = `
      AND (state = 'FORWARDING' OR (state = 'TIMEOUT' AND ambiguity_cause = 'STALE_FORWARDING'))`;
 // [/rule:record-outcome-sql]
 
+// [rule:paid-but-failed-sql]
+/**
+ * A payout the rail paid while it was FAILED goes to a human (its client may have paid it again):
+ * it keeps its claim and gets PAID_BUT_FAILED with `detail`; any other payout it closes loses its
+ * claim. The part both closing statements share (the rail's ACCEPTED, a PAID resolution).
+ */
+const flaggedIfFailed = (detail: string) => `
+           claimed_by = CASE WHEN p.state = 'FAILED' THEN p.claimed_by END,
+           claimed_until = CASE WHEN p.state = 'FAILED' THEN p.claimed_until END,
+           attention_reason = CASE WHEN p.state = 'FAILED' THEN 'PAID_BUT_FAILED' ELSE p.attention_reason END,
+           attention_detail = CASE WHEN p.state = 'FAILED' THEN ${detail} ELSE p.attention_detail END,
+           attention_at = CASE WHEN p.state = 'FAILED' THEN now() ELSE p.attention_at END`;
+// [/rule:paid-but-failed-sql]
+
 // [rule:payout-after-accepted]
 /**
  * The payout of a submission the rail ACCEPTED, closed in the statement that records the answer
@@ -212,13 +226,7 @@ const closeAccepted = (recorded: string) => `
            rail_reference = CASE WHEN p.state = 'FAILED' THEN p.rail_reference ELSE r.rail_reference END,
            submission_ref = CASE WHEN p.state = 'FAILED' THEN p.submission_ref ELSE r.payout_id END,
            failure_reason = CASE WHEN p.state = 'FAILED' THEN p.failure_reason END,
-           claimed_by = CASE WHEN p.state = 'FAILED' THEN p.claimed_by END,
-           claimed_until = CASE WHEN p.state = 'FAILED' THEN p.claimed_until END,
-           attention_reason = CASE WHEN p.state = 'FAILED' THEN 'PAID_BUT_FAILED' ELSE p.attention_reason END,
-           attention_detail = CASE WHEN p.state = 'FAILED'
-             THEN format('the rail accepted submission %s (%s) but the payout was FAILED', r.payout_id, r.rail_reference)
-             ELSE p.attention_detail END,
-           attention_at = CASE WHEN p.state = 'FAILED' THEN now() ELSE p.attention_at END,
+           ${flaggedIfFailed("format('the rail accepted submission %s (%s) but the payout was FAILED', r.payout_id, r.rail_reference)")},
            updated_at = now()
       FROM ${recorded} r
      WHERE r.state = 'ACCEPTED' AND p.payout_id = r.bound_payout_id
@@ -525,13 +533,7 @@ export function createSubmissionStore(
                 SET state = CASE WHEN r.state = 'RESOLVED_NOT_PAID' THEN 'FAILED' WHEN p.state = 'FAILED' THEN 'NEEDS_ATTENTION' ELSE 'PAID' END,
                     rail_reference = CASE WHEN r.state = 'RESOLVED_PAID' AND p.state <> 'FAILED' THEN r.rail_reference ELSE p.rail_reference END,
                     failure_reason = CASE WHEN r.state = 'RESOLVED_NOT_PAID' THEN $7 WHEN p.state = 'FAILED' THEN p.failure_reason END,
-                    claimed_by = CASE WHEN p.state = 'FAILED' THEN p.claimed_by END,
-                    claimed_until = CASE WHEN p.state = 'FAILED' THEN p.claimed_until END,
-                    attention_reason = CASE WHEN p.state = 'FAILED' THEN 'PAID_BUT_FAILED' ELSE p.attention_reason END,
-                    attention_detail = CASE WHEN p.state = 'FAILED'
-                      THEN format('the rail paid it (%s, resolved by %s) but the payout was FAILED', r.rail_reference, r.resolution_actor)
-                      ELSE p.attention_detail END,
-                    attention_at = CASE WHEN p.state = 'FAILED' THEN now() ELSE p.attention_at END,
+                    ${flaggedIfFailed("format('the rail paid it (%s, resolved by %s) but the payout was FAILED', r.rail_reference, r.resolution_actor)")},
                     updated_at = now()
                FROM r
               WHERE p.payout_id = r.bound_payout_id
