@@ -10,6 +10,7 @@ import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Mesh } from "../../tools/harness/mesh.js";
+import { FaultKind } from "../../services/shared/gen/railfence/railcontrol/v1/rail_control_pb.js";
 import { SubmissionState } from "../../services/shared/gen/railfence/railproxy/v1/rail_proxy_pb.js";
 import { connectClient, db, expectRejected, metricValue, proxyClient, railBookings, railControl } from "../support/clients.js";
 import { fencedFor, fencePayout } from "../support/fenced-payout.js";
@@ -135,24 +136,47 @@ describe("step 1: fencing", () => {
   });
 });
 
+/**
+ * The first submission here is one the rail refuses: its payout stays PROCESSING (no executor runs
+ * in this file to record FAILED), so it can be fenced again and the second submission reaches the
+ * primary key. One the rail accepted closes its payout PAID (decision 072), and the binding
+ * refuses any second submission before the primary key is asked (the last test here).
+ */
+async function refusedFirst(acc: string, p: string, token: bigint): Promise<void> {
+  await railControl(mesh).setFaults({ rules: [{ kind: FaultKind.REJECT, latencyMs: 0, count: 1, clientReferencePrefix: p }] });
+  const first = await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, token)));
+  expect(first.submission?.state).toBe(SubmissionState.REJECTED);
+}
+
 describe("step 2: duplicates", () => {
   it("a second submission of a payout is DUPLICATE_SUBMISSION, counted, and the mark is not advanced", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
+    await refusedFirst(acc, p, 5n);
     const before = await snapshot(acc);
     const dupBefore = (await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_duplicate_attempted_total")) ?? 0;
     await expectRejected(proxyB.submitPayout(await fencedFor(paydb, request(acc, p, 6n))), Code.AlreadyExists, "DUPLICATE_SUBMISSION");
     expect(await snapshot(acc)).toEqual(before); // mark still 5: the whole transaction rolled back
-    expect(await railBookings(raildb, p)).toBe(1);
+    expect(await railBookings(raildb, p)).toBe(0); // the rail was called once, and refused it
     expect(await metricValue(mesh.proxies[1]!.ready!.metricsPort, "railfence_rail_proxy_duplicate_attempted_total")).toBe(dupBefore + 1);
   });
 
   it("a duplicate with a stale token is FENCED_OUT first (fixed admission order)", async () => {
     const acc = uid("acc");
     const p = uid("p");
-    await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
+    await refusedFirst(acc, p, 5n);
     await expectRejected(proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n))), Code.Aborted, "FENCED_OUT");
+  });
+
+  it("a second submission of a payout the rail accepted is refused by the binding: the payout is PAID (decision 072)", async () => {
+    const acc = uid("acc");
+    const p = uid("p");
+    const first = await proxyA.submitPayout(await fencedFor(paydb, request(acc, p, 5n)));
+    expect(first.payoutClosed).toBe(true);
+    const before = await snapshot(acc);
+    await expectRejected(proxyB.submitPayout(request(acc, p, 6n)), Code.FailedPrecondition, "PAYOUT_NOT_PAYABLE");
+    expect(await snapshot(acc)).toEqual(before); // mark still 5
+    expect(await railBookings(raildb, p)).toBe(1);
   });
 });
 
