@@ -689,6 +689,11 @@ export class Nemesis {
    * (a newer token), re-fences the payout to it and submits it under the other reference shape
    * (plain id after `:t<token>`). Mark and binding both let the second one through; only "no
    * other live submission of this payout" refuses it (PAYOUT_ALREADY_SUBMITTED).
+   *
+   * The rail books the first submission and loses its answer (a fault aimed at that reference):
+   * the first stays live and ambiguous, and the payout PROCESSING. An answered ACCEPTED would have
+   * closed the payout PAID in the same statement (decision 072), and the binding would then refuse
+   * the second before the one-live guard is asked: nothing left for its control to catch.
    */
   private async rogueDouble(): Promise<void> {
     const c = this.proxyAs();
@@ -704,13 +709,17 @@ export class Nemesis {
         try {
           if (!(await this.fenceAs(payoutId, lease))) return this.miss("rogue-double", `could not fence ${payoutId} at ${lease.fencingToken}`);
           const ref = shape === "attempt" ? `${payoutId}:t${lease.fencingToken}` : payoutId;
+          if (shape === "attempt") {
+            await this.d.drill.setFaults([{ kind: FaultKind.LAND_THEN_LOSE_ANSWER, latencyMs: 0, count: 1, clientReferencePrefix: ref }, ...BASELINE_FAULTS]);
+          }
           const answer = await this.submitAs(c, payout, ref, lease);
           if (answer === undefined) return this.miss("rogue-double", `no proxy answered ${ref}`);
           answers.push(`${ref} at ${lease.fencingToken}: ${answer}`);
-          // Only a paid first submission leaves the one-live guard something to refuse: one the
-          // rail rejected or left ambiguous (a rail fault striking at the same moment) is a miss,
-          // so the soak strikes again instead of counting a strike no control could catch.
-          if (shape === "attempt" && answer !== "ADMITTED (ACCEPTED)") return this.miss("rogue-double", answers.join("; "));
+          // Only a first submission the rail booked with its answer lost leaves the one-live guard
+          // something to refuse: answered (a rail fault strike replaced the aimed one), rejected or
+          // not admitted is a miss, so the soak strikes again instead of counting a strike no
+          // control could catch.
+          if (shape === "attempt" && answer !== "RAIL_AMBIGUOUS") return this.miss("rogue-double", answers.join("; "));
           // Likewise the second: the guard refused it (the strike was caught) or the rail paid it
           // (a double payment the audit must find). Rejected, ambiguous or not forwarded, it left
           // nothing to catch either way: a miss, so that the strike is made again.
