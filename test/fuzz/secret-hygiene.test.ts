@@ -136,7 +136,11 @@ beforeAll(async () => {
   await observe("payouts no key", payouts.createPayout({ accountId: "a" }));
   // The money path, then rail faults: reject, land-then-lose (TIMEOUT), never-land hang.
   await observe("proxy ok", proxy.submitPayout(await held("acc-sec", "p-sec-ok", 1n)));
-  await observe("proxy duplicate", proxy2.submitPayout(await held("acc-sec", "p-sec-ok", 2n)));
+  // The rail's ACCEPTED closed p-sec-ok PAID (decision 072): it cannot be fenced again, so its
+  // resubmission (same reference) and a newer holder's submission go to the proxy as a stale
+  // holder would send them, to be refused.
+  await observe("proxy duplicate", proxy2.submitPayout(request("acc-sec", "p-sec-ok", 1n)));
+  await observe("proxy closed payout", proxy2.submitPayout(request("acc-sec", "p-sec-ok", 2n)));
   await observe("proxy fenced", proxy2.submitPayout(await held("acc-sec", "p-sec-stale", 1n)));
   await control.setFaults({
     rules: [
@@ -149,6 +153,8 @@ beforeAll(async () => {
   await observe("rail lost answer", proxy.submitPayout(await held("acc-sec", "p-sec-lost", 4n)));
   await observe("rail hang", proxy2.submitPayout(await held("acc-sec", "p-sec-hang", 5n)));
   await control.setFaults({ rules: [] });
+  // A newer holder of the payout whose answer was lost: its submission is still live.
+  await observe("proxy already submitted", proxy.submitPayout(await held("acc-sec", "p-sec-lost", 6n)));
   await observe(
     "resolve",
     proxy.resolveSubmission({
@@ -255,6 +261,8 @@ describe("the rail credential after every error path", () => {
   it("the error paths really ran: refusals of every kind were seen and logged", () => {
     const joined = seenByClients.join("\n");
     for (const code of ["Unauthenticated", "InvalidArgument", "AlreadyExists", "Aborted", "Unavailable"]) expect(joined).toContain(code);
+    expect(seenByClients.find((l) => l.startsWith("proxy already submitted"))).toMatch(/^proxy already submitted AlreadyExists /);
+    expect(seenByClients.find((l) => l.startsWith("proxy closed payout"))).toMatch(/^proxy closed payout FailedPrecondition .*PAYOUT_NOT_PAYABLE/);
     // The oversized request is invalid_argument REQUEST_TOO_LARGE since decision 053 (it was 429).
     expect(seenByClients.find((l) => l.startsWith("proxy oversized"))).toMatch(/^proxy oversized InvalidArgument .*REQUEST_TOO_LARGE/);
     const all = [...mesh.allLines(), ...extra.flatMap((p) => p.lines)];
