@@ -74,9 +74,11 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
       attempt.step("record");
       if (!written) {
         // Already closed in this very state by the statement that recorded or resolved its
-        // submission (decisions 066, 072): a settled payout, not a newer holder's.
+        // submission (decisions 066, 072): a settled payout, not a newer holder's. Which
+        // statement (the proxy's answer, an operator's or the reconciler's resolution) this
+        // attempt cannot tell, and the log does not guess.
         if (write.state === "PAID" && (await store.stateOf(p.payoutId).catch(() => undefined)) === "PAID") {
-          return attempt.log("PAID", { fencing_token: token.toString(), closed_by: "rail-proxy", rail_reference: write.railReference ?? undefined });
+          return attempt.log("PAID", { fencing_token: token.toString(), closed_by: "submission-statement", rail_reference: write.railReference ?? undefined });
         }
         metrics.fencedOut.inc({ where: "paydb" });
         return attempt.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb", at: "outcome" });
