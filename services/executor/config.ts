@@ -40,6 +40,15 @@ const schema = z.object({
    */
   EXECUTOR_WAKE: z.enum(["notify", "poll"]).default("notify"),
   /**
+   * Notify mode: which notifications it answers. `one`: each notification has one responder among
+   * the listening executors, the others leave it alone unless their last claim was full (decision
+   * 073); `all`: every executor answers every notification (the design of decision 069, kept to
+   * measure against and as the fallback).
+   */
+  EXECUTOR_ANSWER: z.enum(["one", "all"]).default("one"),
+  /** How often it reads which executors listen (one read of pg_stat_activity; decision 073). */
+  EXECUTOR_PEERS_REFRESH_MS: env.ms(10_000, 100, 600_000),
+  /**
    * How often it looks for payable payouts without being told: deferred retries and lapsed claims
    * are found only so, and every payout while the LISTEN connection is down (decision 069). Also
    * paces its retries of a payout.
@@ -68,6 +77,8 @@ export interface ExecutorConfig extends ProcessConfig {
   batchMax: number;
   batchesInFlight: number;
   wake: "notify" | "poll";
+  answer: "one" | "all";
+  peersRefreshMs: number;
   pollIntervalMs: number;
   leaseTtlMs: number;
   lockWaitMs: number;
@@ -87,6 +98,8 @@ export function readConfig(e: NodeJS.ProcessEnv = process.env): ExecutorConfig {
     batchMax: c.EXECUTOR_BATCH_MAX,
     batchesInFlight: c.EXECUTOR_BATCHES_IN_FLIGHT,
     wake: c.EXECUTOR_WAKE,
+    answer: c.EXECUTOR_ANSWER,
+    peersRefreshMs: c.EXECUTOR_PEERS_REFRESH_MS,
     pollIntervalMs: c.POLL_INTERVAL_MS,
     leaseTtlMs: c.LEASE_TTL_MS,
     lockWaitMs: c.LOCK_WAIT_MS,

@@ -50,6 +50,23 @@ export function createExecutorMetrics(registry: Registry) {
       labelNames: ["cause"] as const,
       registers,
     }),
+    claims: new Counter({
+      name: "railfence_executor_claims_total",
+      help: "Claims sent to paydb, by whether they found payable payouts (payouts) or nothing (none: a commit for nothing)",
+      labelNames: ["found"] as const,
+      registers,
+    }),
+    notifications: new Counter({
+      name: "railfence_executor_notifications_total",
+      help: "paydb's payable notifications received, by answer: claim (this executor answers) or left (another listening executor ranks first for it; decision 073)",
+      labelNames: ["answer"] as const,
+      registers,
+    }),
+    responders: new Gauge({
+      name: "railfence_executor_listening_executors",
+      help: "Listening executors in this executor's view (itself included), among which each notification has one responder",
+      registers,
+    }),
     forgottenIntent: new Counter({
       name: "railfence_executor_forgotten_submissions_total",
       help: "Lost submissions paydb did not know afterwards, by what the rail's statement decided (paid, not-paid, wait, human)",

@@ -19,6 +19,7 @@ import type { ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
 import { createPayoutStore, PAYABLE_CHANNEL } from "./payout-store.js";
+import { listenerName, startResponders } from "./responders.js";
 import { startWorker } from "./worker.js";
 
 /**
@@ -91,6 +92,17 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
         ),
       );
     const metricsServer = await serveMetrics(registry, config.host, config.metricsPort);
+    const notified = config.wake === "notify";
+    const responders =
+      notified && config.answer === "one"
+        ? startResponders({
+            executorId: config.executorId,
+            listening: () => store.listeningExecutors(),
+            refreshMs: config.peersRefreshMs,
+            logger,
+            onView: (size) => metrics.responders.set(size),
+          })
+        : undefined;
     const worker = startWorker({
       store,
       payOne,
@@ -100,14 +112,17 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       concurrency: config.concurrency,
       pollIntervalMs: config.pollIntervalMs,
       claimMs: config.lockWaitMs + config.callTimeoutMs,
+      claimAfterEveryFinish: !notified,
+      responders,
     });
-    const listener = config.wake === "notify" ? listenForPayable(config, logger, () => worker.nudge()) : undefined;
+    const listener = notified ? listenForPayable(config, logger, (senderPid) => worker.nudge(senderPid)) : undefined;
     return {
       ready: { port: 0, metricsPort: metricsServer.port, executor_id: config.executorId, proxies: config.railProxyUrls.length },
       // Drain bound, then one call timeout for a submission already on the wire, then slack.
       drainBoundMs: config.drainMs + 2 * config.callTimeoutMs + 2000,
       async close() {
         await listener?.close();
+        responders?.close();
         await worker.stop(config.drainMs);
         await new Promise<void>((resolve) => {
           metricsServer.server.close(() => resolve());
@@ -128,11 +143,11 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
  * worker polls as it always does and the listener reconnects with backoff; the outage is logged
  * once, and on reconnecting the worker claims at once (what was announced meanwhile was lost).
  */
-function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: () => void): PgListener {
+function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: (senderPid?: number) => void): PgListener {
   const listener = new PgListener({
     url: config.paydbUrl,
     channel: PAYABLE_CHANNEL,
-    applicationName: `executor/${config.executorId}/listener`,
+    applicationName: listenerName(config.executorId),
     retryInitialMs: 500,
     retryMaxMs: 15_000,
     onStateChange: (connected) =>

@@ -275,6 +275,19 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
     },
 
     /**
+     * The executors listening for payable payouts now (their LISTEN sessions' application names,
+     * `executor/<id>/listener`): who shares the notifications (decision 073). A read, no guard.
+     */
+    async listeningExecutors(): Promise<string[]> {
+      const { rows } = await pool.query<{ application_name: string }>({
+        name: "executor_listening_executors",
+        text: `SELECT application_name FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name LIKE 'executor/%/listener'`,
+      });
+      return rows.map((r) => r.application_name);
+    },
+
+    /**
      * C1 §1.6: takes the payout under `token`. 0 rows (undefined) = fenced out: a holder with a
      * newer token already owns it, or it is no longer payable. Returns the fence it replaced, so
      * the caller knows whether an earlier holder may already have submitted it.

@@ -40,14 +40,23 @@ const payout = (n: number): ClaimedPayout => ({
   lostSubmission: undefined,
 });
 
+/** Every hand-ended payout attempt below: ended at the end of each test so the workers can drain. */
+const unfinished: Array<() => void> = [];
+
 const workers: Worker[] = [];
 afterEach(async () => {
   const stopped = Promise.all(workers.splice(0).map((w) => w.stop(0)));
   for (const answer of unanswered.splice(0)) answer([]);
+  for (const finish of unfinished.splice(0)) finish();
   await stopped;
 });
 
-function worker(store: PayoutStore, payOne: (p: ClaimedPayout) => Promise<PayOutcome> = async () => "PAID", concurrency = 2) {
+function worker(
+  store: PayoutStore,
+  payOne: (p: ClaimedPayout) => Promise<PayOutcome> = async () => "PAID",
+  concurrency = 2,
+  more: { claimAfterEveryFinish?: boolean; responders?: { answers: (pid: number) => boolean; lookAgain: () => void } } = {},
+) {
   const registry = new Registry();
   const metrics = createExecutorMetrics(registry);
   const w = startWorker({
@@ -59,6 +68,8 @@ function worker(store: PayoutStore, payOne: (p: ClaimedPayout) => Promise<PayOut
     concurrency,
     pollIntervalMs: 60_000,
     claimMs: 1000,
+    claimAfterEveryFinish: more.claimAfterEveryFinish ?? false,
+    responders: more.responders,
   });
   workers.push(w);
   return { w, registry };
@@ -108,6 +119,91 @@ describe("the claim loop is told, not only polling", () => {
     w.nudge();
     await expect(vi.waitFor(() => expect(c.claims()).toBe(2), { timeout: 300 })).rejects.toThrow();
     finish[0]!();
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+});
+
+/** A payout attempt each test ends by hand. */
+function handPayouts() {
+  const finish: Array<() => void> = [];
+  const payOne = () =>
+    new Promise<PayOutcome>((r) => {
+      finish.push(() => r("PAID"));
+      unfinished.push(() => r("PAID"));
+    });
+  return { payOne, finish };
+}
+
+describe("a claim only when something may be waiting (decision 073)", () => {
+  it("a payout that ends, with nothing announced meanwhile and a claim that was not full, does not claim again", async () => {
+    const c = handClaims();
+    const p = handPayouts();
+    worker(c.store, p.payOne, 4);
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([payout(1)]); // one of four slots: nothing was left behind
+    await vi.waitFor(() => expect(p.finish).toHaveLength(1));
+    p.finish[0]!();
+    await expect(vi.waitFor(() => expect(c.claims()).toBe(2), { timeout: 300 })).rejects.toThrow();
+  });
+
+  it("control: in poll mode every payout that ends claims again (nothing else says work is waiting)", async () => {
+    const c = handClaims();
+    const p = handPayouts();
+    worker(c.store, p.payOne, 4, { claimAfterEveryFinish: true });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([payout(1)]);
+    await vi.waitFor(() => expect(p.finish).toHaveLength(1));
+    p.finish[0]!();
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+
+  it("a payout that ends after a full claim claims again (more may be left)", async () => {
+    const c = handClaims();
+    const p = handPayouts();
+    worker(c.store, p.payOne, 2);
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([payout(1), payout(2)]); // every free slot filled
+    await vi.waitFor(() => expect(p.finish).toHaveLength(2));
+    p.finish[0]!();
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+});
+
+describe("one executor answers each notification (decision 073)", () => {
+  const answersOnly = (pid: number) => ({ answers: (sender: number) => sender === pid, lookAgain: () => {} });
+
+  it("a notification another executor ranks first for is left alone: no claim", async () => {
+    const c = handClaims();
+    const { w, registry } = worker(c.store, undefined, 2, { responders: answersOnly(7) });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([]);
+    w.nudge(8);
+    await expect(vi.waitFor(() => expect(c.claims()).toBe(2), { timeout: 300 })).rejects.toThrow();
+    expect((await registry.getSingleMetric("railfence_executor_notifications_total")!.get()).values).toEqual([
+      expect.objectContaining({ labels: { answer: "left" }, value: 1 }),
+    ]);
+    w.nudge(7); // its own
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+
+  it("a listener that reconnected (no sender) makes every executor look", async () => {
+    const c = handClaims();
+    const { w } = worker(c.store, undefined, 2, { responders: answersOnly(7) });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([]);
+    w.nudge(undefined);
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+
+  it("an executor whose last claim was full answers every notification (work is piling up)", async () => {
+    const c = handClaims();
+    const p = handPayouts();
+    const { w } = worker(c.store, p.payOne, 3, { responders: answersOnly(7) });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([payout(1), payout(2), payout(3)]); // full: every slot busy, no claim now
+    await vi.waitFor(() => expect(p.finish).toHaveLength(3));
+    w.nudge(8); // not its own, but the last claim was full
+    p.finish[0]!();
     await vi.waitFor(() => expect(c.claims()).toBe(2));
   });
 });

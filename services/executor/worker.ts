@@ -6,6 +6,12 @@
  * was down is lost. Claims use FOR UPDATE SKIP LOCKED, so executors never double-claim; lapsed
  * PROCESSING claims are taken over (fencing keeps that safe).
  *
+ * What is worth a claim (decision 073): a claim that finds nothing is still a commit. So in notify
+ * mode a payout that ends claims again only when something may be waiting: a notification came
+ * while every slot was busy, or the last claim filled every free slot (more may be left). And of
+ * the executors that all receive a notification, one answers it (responders.ts) unless this one's
+ * last claim was full: then work is piling up, and everyone helps.
+ *
  * Drain: stop claiming, let in-flight payouts finish within drainMs, then tell the rest to
  * abandon (a payout not yet submitted is given back; one already submitted keeps waiting for
  * its answer, bounded by the call timeout). Leases are released on every path.
@@ -14,6 +20,7 @@ import type { Logger } from "../shared/process/logger.js";
 import type { ExecutorMetrics } from "./executor-metrics.js";
 import type { PayOutcome } from "./pay-one.js";
 import type { ClaimedPayout, PayoutStore } from "./payout-store.js";
+import type { Responders } from "./responders.js";
 
 export interface WorkerDeps {
   store: PayoutStore;
@@ -25,15 +32,24 @@ export interface WorkerDeps {
   pollIntervalMs: number;
   /** How long a fresh claim holds before it lapses (time to get the lock). */
   claimMs: number;
+  /**
+   * Claim after every payout that ends, found work or not (poll mode: nothing else tells it that
+   * work is waiting). false (notify mode): only when something may be waiting.
+   */
+  claimAfterEveryFinish: boolean;
+  /** Which notifications this executor answers; undefined: all of them (EXECUTOR_ANSWER=all). */
+  responders?: Pick<Responders, "answers" | "lookAgain"> | undefined;
 }
 
 export interface Worker {
   /**
    * Payouts may have become payable: claim now instead of waiting out the poll interval. One that
    * arrives while a claim is in flight makes the loop claim once more (the payout may have
-   * committed after that claim's snapshot), never sleep.
+   * committed after that claim's snapshot), never sleep. senderPid: the paydb session that
+   * announced them, when a notification did (then only its responder answers); undefined: the
+   * listener reconnected, and everyone looks.
    */
-  nudge(): void;
+  nudge(senderPid?: number): void;
   /** Stops claiming and drains; resolves when nothing is in flight. */
   stop(drainMs: number): Promise<void>;
 }
@@ -47,6 +63,8 @@ export function startWorker(deps: WorkerDeps): Worker {
   let stopping = false;
   // Set by a nudge, cleared when a claim is sent: a nudge during a claim is not lost.
   let dirty = false;
+  // The last claim filled every slot it asked for: more payouts may be waiting.
+  let backlog = false;
   let wake: (cause: WakeCause) => void = () => {};
   const idle = (ms: number) =>
     new Promise<WakeCause>((resolve) => {
@@ -83,11 +101,13 @@ export function startWorker(deps: WorkerDeps): Worker {
 
   const loop = (async () => {
     let paydbDown = false;
+    let cause: WakeCause | "start" | "more" = "start";
     while (!stopping) {
       const free = deps.concurrency - inFlight.size;
       let claimed = 0;
       let reached = false;
-      if (free > 0) {
+      const worthClaiming = cause !== "finished" || deps.claimAfterEveryFinish || dirty || backlog;
+      if (free > 0 && worthClaiming) {
         dirty = false;
         try {
           const rows = await deps.store.claim(deps.executorId, free, deps.claimMs);
@@ -95,6 +115,11 @@ export function startWorker(deps: WorkerDeps): Worker {
           paydbDown = false;
           claimed = rows.length;
           reached = true;
+          backlog = claimed === free;
+          deps.metrics.claims.inc({ found: claimed > 0 ? "payouts" : "none" });
+          // The poll found work no notification brought (a deferred retry, a lapsed claim, or a
+          // notification left to an executor that is gone): the view of who answers may be stale.
+          if (cause === "poll" && claimed > 0) deps.responders?.lookAgain();
           for (const p of rows) run(p);
           // Liveness (decision 061): only a pass that reached paydb counts. A loop that cannot
           // claim, or has stopped, lets this age, and ExecutorsAbsent pages. With every slot busy
@@ -109,20 +134,27 @@ export function startWorker(deps: WorkerDeps): Worker {
       }
       if (stopping) break;
       // A full batch suggests more work is waiting: claim again as soon as a slot is free.
-      if (free > 0 && claimed === free && inFlight.size < deps.concurrency) continue;
+      if (free > 0 && claimed === free && inFlight.size < deps.concurrency) {
+        cause = "more";
+        continue;
+      }
       // Told during that claim: what was announced may have committed after its snapshot. (Not
       // after a failed claim: paydb is down, and the poll paces the retries.)
       if (dirty && reached && inFlight.size < deps.concurrency) {
         deps.metrics.wakeups.inc({ cause: "notify" });
+        cause = "notify";
         continue;
       }
-      const cause = await idle(deps.pollIntervalMs);
+      cause = await idle(deps.pollIntervalMs);
       if (cause !== "stop") deps.metrics.wakeups.inc({ cause });
     }
   })();
 
   return {
-    nudge() {
+    nudge(senderPid) {
+      const mine = senderPid === undefined || backlog || !deps.responders || deps.responders.answers(senderPid);
+      deps.metrics.notifications.inc({ answer: mine ? "claim" : "left" });
+      if (!mine) return;
       dirty = true;
       wake("notify");
     },

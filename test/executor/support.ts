@@ -22,7 +22,7 @@ export interface PayoutSeed {
 }
 
 /** Inserts payouts straight into paydb, as the payouts API would have (PENDING by default). */
-export async function insertPayouts(pool: pg.Pool, seeds: PayoutSeed[]): Promise<void> {
+export async function insertPayouts(pool: pg.Pool | pg.PoolClient, seeds: PayoutSeed[]): Promise<void> {
   for (let i = 0; i < seeds.length; i += 500) {
     const chunk = seeds.slice(i, i + 500);
     const values: unknown[] = [];
