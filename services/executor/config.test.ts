@@ -27,12 +27,20 @@ describe("executor config", () => {
   it("lists every problem at once", () => {
     let err: unknown;
     try {
-      readConfig({ LOCK_URL: "not a url", RAIL_PROXY_URLS: "ftp://x", EXECUTOR_CONCURRENCY: "0", EXECUTOR_ID: "bad id!", EXECUTOR_WAKE: "push" });
+      readConfig({
+        LOCK_URL: "not a url",
+        RAIL_PROXY_URLS: "ftp://x",
+        EXECUTOR_CONCURRENCY: "0",
+        EXECUTOR_ID: "bad id!",
+        EXECUTOR_WAKE: "push",
+        EXECUTOR_ANSWER: "some",
+      });
     } catch (e) {
       err = e;
     }
     expect(err).toBeInstanceOf(ConfigError);
     const text = (err as ConfigError).problems.join("\n");
-    for (const field of ["PAYDB_URL", "LOCK_URL", "RAIL_PROXY_URLS", "EXECUTOR_CONCURRENCY", "EXECUTOR_ID", "EXECUTOR_WAKE"]) expect(text).toContain(field);
+    for (const field of ["PAYDB_URL", "LOCK_URL", "RAIL_PROXY_URLS", "EXECUTOR_CONCURRENCY", "EXECUTOR_ID", "EXECUTOR_WAKE", "EXECUTOR_ANSWER"])
+      expect(text).toContain(field);
   });
 });
