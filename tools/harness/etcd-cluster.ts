@@ -20,6 +20,8 @@ export interface EtcdClusterOptions {
   size?: number;
   /** Receives every member's log lines, prefixed by its name. */
   log?: (line: string) => void;
+  /** Where ports come from (freePort unless told): a test hands out a taken one to see the retry. */
+  port?: () => Promise<number>;
 }
 
 /**
@@ -155,13 +157,32 @@ export class EtcdCluster {
     readonly members: EtcdMember[],
   ) {}
 
-  /** Starts every member in a fresh temp dir; resolves once all are healthy under one leader. */
+  /**
+   * Starts every member in a fresh temp dir; resolves once all are healthy under one leader.
+   * A port picked free can be taken before etcd binds it (the kernel hands the same ephemeral
+   * range to other processes' outgoing connections, and a drill's mesh makes many): a member that
+   * exits while the cluster starts is taken for that, and the whole cluster starts again on fresh
+   * ports and a fresh dir, up to three times. Nothing has used the cluster yet, so nothing is lost.
+   */
   static async start(opts: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await EtcdCluster.startOnce(opts);
+      } catch (err) {
+        const exited = err instanceof Error && / exited$/.test(err.message);
+        if (!exited || attempt >= 3) throw err;
+        opts.log?.(`[etcd-cluster] ${(err as Error).message} while starting (a port taken before it bound?): starting again on fresh ports`);
+      }
+    }
+  }
+
+  private static async startOnce(opts: EtcdClusterOptions): Promise<EtcdCluster> {
     if (!etcdBinary()) throw new Error("no etcd binary found (install etcd-server or set ETCD_BIN)");
     const size = opts.size ?? 3;
+    const port = opts.port ?? freePort;
     const root = mkdtempSync(join(tmpdir(), "railfence-etcd-cluster-"));
     const members: EtcdMember[] = [];
-    for (let i = 1; i <= size; i++) members.push(new EtcdMember(`etcd-${i}`, join(root, `etcd-${i}`), await freePort(), await freePort(), opts.log));
+    for (let i = 1; i <= size; i++) members.push(new EtcdMember(`etcd-${i}`, join(root, `etcd-${i}`), await port(), await port(), opts.log));
     const cluster = new EtcdCluster(root, members);
     try {
       for (const m of members) m.spawn(cluster.initialCluster);
