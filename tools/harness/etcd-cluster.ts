@@ -24,6 +24,13 @@ export interface EtcdClusterOptions {
   port?: () => Promise<number>;
 }
 
+/** A member's process ended while the cluster waited for it to be healthy. */
+export class EtcdMemberExited extends Error {
+  constructor(readonly member: string) {
+    super(`${member} exited`);
+  }
+}
+
 /**
  * Heartbeat and election timeout (ms). Slower than the single member's 50/500: on two busy
  * cores a 500 ms election timeout lets a starved leader be deposed without any fault injected,
@@ -169,9 +176,8 @@ export class EtcdCluster {
       try {
         return await EtcdCluster.startOnce(opts);
       } catch (err) {
-        const exited = err instanceof Error && / exited$/.test(err.message);
-        if (!exited || attempt >= 3) throw err;
-        opts.log?.(`[etcd-cluster] ${(err as Error).message} while starting (a port taken before it bound?): starting again on fresh ports`);
+        if (!(err instanceof EtcdMemberExited) || attempt >= 3) throw err;
+        opts.log?.(`[etcd-cluster] ${err.message} while starting (a port taken before it bound?): starting again on fresh ports`);
       }
     }
   }
@@ -227,7 +233,7 @@ export class EtcdCluster {
   async waitHealthy(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      for (const m of this.members) if (!m.running) throw new Error(`${m.name} exited`);
+      for (const m of this.members) if (!m.running) throw new EtcdMemberExited(m.name);
       const live = this.members.filter((m) => !m.paused);
       if ((await Promise.all(live.map((m) => m.healthy()))).every(Boolean) && (await this.leader())) return;
       if (Date.now() > deadline) throw new Error(`etcd cluster not healthy within ${timeoutMs} ms`);
