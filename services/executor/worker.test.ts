@@ -198,11 +198,15 @@ describe("one executor answers each notification (decision 073)", () => {
   it("an executor whose last claim was full answers every notification (work is piling up)", async () => {
     const c = handClaims();
     const p = handPayouts();
-    const { w } = worker(c.store, p.payOne, 3, { responders: answersOnly(7) });
+    const { w, registry } = worker(c.store, p.payOne, 3, { responders: answersOnly(7) });
     await vi.waitFor(() => expect(c.claims()).toBe(1));
     c.pending[0]!([payout(1), payout(2), payout(3)]); // full: every slot busy, no claim now
     await vi.waitFor(() => expect(p.finish).toHaveLength(3));
     w.nudge(8); // not its own, but the last claim was full
+    // Answered, not left: the finish below would claim anyway (backlog), so the count says it.
+    expect((await registry.getSingleMetric("railfence_executor_notifications_total")!.get()).values).toEqual([
+      expect.objectContaining({ labels: { answer: "claim" }, value: 1 }),
+    ]);
     p.finish[0]!();
     await vi.waitFor(() => expect(c.claims()).toBe(2));
   });
