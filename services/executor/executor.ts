@@ -124,6 +124,8 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
         await listener?.close();
         responders?.close();
         await worker.stop(config.drainMs);
+        // The leases of the last payouts: released before the executor goes (each bounded by the call timeout).
+        await untraced.releasesSettled();
         await new Promise<void>((resolve) => {
           metricsServer.server.close(() => resolve());
           metricsServer.server.closeAllConnections();

@@ -31,6 +31,11 @@ import { jitter, renewDue, sleep } from "./timing.js";
 export type { PayOutcome };
 export type PayOne = (p: ClaimedPayout, signal: AbortSignal) => Promise<PayOutcome>;
 
+/** payOne, and the releases it has sent and not yet heard answered (a closing executor waits for them). */
+export interface PayOneWithReleases extends PayOne {
+  releasesSettled(): Promise<void>;
+}
+
 export interface PayOneDeps {
   store: PayoutStore;
   lock: LockClient;
@@ -53,13 +58,17 @@ export interface PayOneDeps {
   trustAccepted?: boolean;
 }
 
-export function createPayOne(deps: PayOneDeps): PayOne {
+export function createPayOne(deps: PayOneDeps): PayOneWithReleases {
   const { store, lock, proxies, metrics, logger, executorId } = deps;
+  // Releases in flight. The attempt does not wait for its release: the lock service may hold it
+  // for a few milliseconds to share the next acquire's commit (decision 074), and the slot is
+  // free for the next payout meanwhile. Nothing waits on a release but a closing executor.
+  const releasing = new Set<Promise<void>>();
   const reads = createProxyReads(proxies, deps);
   // Long enough for the lease plus one proxy call; a claim is only a hint, the fence guards.
   const fencedClaimMs = deps.leaseTtlMs + deps.callTimeoutMs;
 
-  return async function payOne(p, signal) {
+  async function payOne(p: ClaimedPayout, signal: AbortSignal): Promise<PayOutcome> {
     const a = startAttempt(deps, p);
     const call = () => ({ timeoutMs: deps.callTimeoutMs, headers: a.headers });
     const key = accountLockKey(p.accountId);
@@ -169,11 +178,21 @@ export function createPayOne(deps: PayOneDeps): PayOne {
       return await settle(a, submission, token);
       // [/rule:executor-submit]
     } finally {
-      await lock.release({ key, leaseId: lease.leaseId }, call()).catch(() => {
-        // Best effort: an unreleased lease expires by itself after its TTL.
-      });
+      const released: Promise<void> = lock.release({ key, leaseId: lease.leaseId }, call()).then(
+        () => undefined,
+        () => {
+          // Best effort: an unreleased lease expires by itself after its TTL.
+        },
+      );
+      releasing.add(released);
+      void released.finally(() => releasing.delete(released));
     }
-  };
+  }
+  return Object.assign(payOne, {
+    releasesSettled: async () => {
+      await Promise.all([...releasing]);
+    },
+  });
 
   /** The account lease and its token, or the outcome when there is none to be had. */
   // [rule:executor-acquire]

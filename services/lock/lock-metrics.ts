@@ -52,6 +52,14 @@ export function createLockMetrics(registry: Registry, backend: string) {
 
 /** The pg backend's group commit (decision 070): calls per lockdb statement, by statement. */
 export function createLockDbMetrics(registry: Registry) {
+  const releases = new Counter({
+    name: "railfence_lock_db_releases_total",
+    help: "Releases committed in lockdb, by how: carried by a group of acquire attempts (sharing its commit), or alone (decision 074)",
+    labelNames: ["committed"] as const,
+    registers: [registry],
+  });
+  releases.inc({ committed: "carried" }, 0);
+  releases.inc({ committed: "alone" }, 0);
   return {
     batchSize: new Histogram({
       name: "railfence_lock_db_batch_size",
@@ -60,6 +68,7 @@ export function createLockDbMetrics(registry: Registry) {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128],
       registers: [registry],
     }),
+    releases,
   };
 }
 

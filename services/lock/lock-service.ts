@@ -50,11 +50,13 @@ async function openBackend(config: LockConfig, log: Logger, registry: Registry):
     });
     listener.start();
     try {
-      const { batchSize } = createLockDbMetrics(registry);
+      const { batchSize, releases } = createLockDbMetrics(registry);
       const batching = {
         maxBatch: config.lockdbBatchMax,
         maxInFlight: config.lockdbBatchesInFlight,
         onBatch: (statement: string, size: number) => batchSize.observe({ statement }, size),
+        releaseCarryMs: config.lockdbReleaseCarryMs,
+        onRelease: (committed: "carried" | "alone") => releases.inc({ committed }),
       };
       return await createPgBackend({ pool, listener, floor: config.tokenFloor, batching });
     } catch (err) {

@@ -12,6 +12,11 @@
  * lockdb leave together (natural group commit: one statement, one commit for the group); at low
  * load each leaves at once, alone. Waiting acquires LISTEN for release notifications and sleep
  * until the holder's expiry; each of their attempts is one item of a group.
+ * A release waits up to LOCKDB_RELEASE_CARRY_MS to be carried by the next group of acquire
+ * attempts (decision 074, migration 004: one statement, one commit for both), and leaves alone
+ * when that time is up, at once when an acquire in this process waits for its key, and on close.
+ * Its caller hears its answer when it has committed, either way. The lock is advisory: a release
+ * that commits later only keeps the key for those few milliseconds longer, as a slow one would.
  * The three statements are named: prepared once per connection, so each call skips parse and plan.
  */
 import { isUnavailableError, type Pool } from "../shared/db/pg.js";
@@ -29,6 +34,7 @@ import {
 } from "./lock-backend.js";
 import type { PgListener } from "../shared/db/pg-listener.js";
 import { attemptUntil, Wakeup, type Attempt } from "./waiting.js";
+import { releaseCarry } from "./release-carry.js";
 import { int8 } from "../shared/domain/int8.js";
 
 export const RELEASE_CHANNEL = "railfence_lock_released";
@@ -46,6 +52,11 @@ const INSPECT = `
   SELECT token::text AS token, owner, expires_at, (released_at IS NULL AND expires_at > now()) AS held
     FROM locks WHERE key = $1`;
 
+/** Releases carried by a group of acquire attempts, in key order (migration 004). */
+const STEPS = `
+  SELECT ord, token, expires_at, holder_ms, released, mine
+    FROM lock_step_batch($1::text[], $2::text[], $3::bytea[], $4::text[], $5::float8[])`;
+
 /** Raises the stored floor to at least the configured one; returns the effective floor. */
 const RATCHET_FLOOR = `
   UPDATE lock_token_floor SET floor = GREATEST(floor, $1::bigint), updated_at = now()
@@ -61,6 +72,13 @@ export interface LockDbBatching {
   maxInFlight: number;
   /** Told each group's size as it leaves (a metric). */
   onBatch?: (statement: GroupedStatement, size: number) => void;
+  /**
+   * LOCKDB_RELEASE_CARRY_MS: how long a release may wait for a group of acquire attempts to carry
+   * it into lockdb (its commit shared with theirs). 0 or absent: every release leaves at once.
+   */
+  releaseCarryMs?: number;
+  /** Told how each release committed: carried by acquire attempts, or alone (a metric). */
+  onRelease?: (committed: "carried" | "alone") => void;
 }
 
 export interface PgBackendOptions {
@@ -113,6 +131,12 @@ interface ReleaseRow {
   released: boolean;
   mine: boolean;
 }
+/** An item of a step group: a release, or an acquire attempt (migration 004). */
+type Step = ({ kind: "release" } & Keyed) | ({ kind: "acquire" } & AcquireItem);
+interface StepRow extends AcquireRow {
+  released: boolean | null;
+  mine: boolean | null;
+}
 
 /** Creates the backend and ratchets the token floor (lockdb must be reachable). */
 export async function createPgBackend(opts: PgBackendOptions): Promise<LockBackend> {
@@ -124,20 +148,20 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
    * One group, one statement: ordered by key (stable) so that two groups in lockdb at once lock
    * the keys' rows in the same order; each item answered by its own row (`ord`, 1-based).
    */
-  function grouped<I extends Keyed, R extends { ord: number }>(
-    statement: GroupedStatement,
-    text: string,
-    values: (ordered: I[]) => unknown[],
-  ): (item: I) => Promise<R> {
-    async function run(items: I[]): Promise<R[]> {
+  function statementOf<I extends Keyed, R extends { ord: number }>(name: string, text: string, values: (ordered: I[]) => unknown[]) {
+    return async (items: I[]): Promise<R[]> => {
       const order = orderBy(items, (i) => i.key);
       const ordered = order.map((k) => items[k]!);
-      const { rows } = await againAfterDeadlock(() => pool.query<R>({ name: `lock_${statement}_batch`, text, values: values(ordered) }));
+      const { rows } = await againAfterDeadlock(() => pool.query<R>({ name, text, values: values(ordered) }));
       const results = new Array<R>(items.length);
       for (const r of rows) results[order[r.ord - 1]!] = r;
-      if (rows.length !== items.length || results.some((r) => r === undefined)) throw new Error(`lock_${statement}_batch left an item unanswered`);
+      if (rows.length !== items.length || results.some((r) => r === undefined)) throw new Error(`${name} left an item unanswered`);
       return results;
-    }
+    };
+  }
+
+  /** Calls of one kind queued into groups (group commit), or each alone at once (LOCKDB_BATCH_MAX=1). */
+  function grouped<I, R>(statement: GroupedStatement, run: (items: I[]) => Promise<R[]>): (item: I) => Promise<R> {
     // 1: every call alone, at once, as before group commit (no queue: the pool bounds concurrency).
     if (batching.maxBatch === 1) {
       return async (item) => {
@@ -149,14 +173,57 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
     return (item) => call(item);
   }
 
-  const acquireOne = grouped<AcquireItem, AcquireRow>("acquire", ACQUIRE, (items) => [
+  const acquireStatement = statementOf<AcquireItem, AcquireRow>("lock_acquire_batch", ACQUIRE, (items) => [
     items.map((i) => i.key),
     items.map((i) => i.leaseHash),
     items.map((i) => i.owner),
     items.map((i) => i.ttlMs),
   ]);
-  const renewOne = grouped<RenewItem, RenewRow>("renew", RENEW, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash), items.map((i) => i.ttlMs)]);
-  const releaseOne = grouped<Keyed, ReleaseRow>("release", RELEASE, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash)]);
+  const releaseStatement = statementOf<Keyed, ReleaseRow>("lock_release_batch", RELEASE, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash)]);
+  // Releases first: the stable key order then runs a key's release before its acquires.
+  const stepStatement = statementOf<Step, StepRow>("lock_step_batch", STEPS, (items) => [
+    items.map((i) => i.kind),
+    items.map((i) => i.key),
+    items.map((i) => i.leaseHash),
+    items.map((i) => (i.kind === "acquire" ? i.owner : null)),
+    items.map((i) => (i.kind === "acquire" ? i.ttlMs : null)),
+  ]);
+
+  // Without carrying: every release leaves at once, grouped only with releases (decision 070).
+  const releaseOne = grouped("release", releaseStatement);
+  const carryMs = batching.releaseCarryMs ?? 0;
+  const releases = releaseCarry<Keyed, ReleaseRow>(carryMs, async (items) => {
+    batching.onBatch?.("release", items.length);
+    const rows = await releaseStatement(items);
+    for (const _ of rows) batching.onRelease?.("alone");
+    return rows;
+  });
+
+  /** A group of acquire attempts, carrying every release waiting for one (decision 074). */
+  async function acquireCarrying(items: AcquireItem[]): Promise<AcquireRow[]> {
+    const carried = releases.take();
+    if (carried.length === 0) return acquireStatement(items);
+    let rows: StepRow[];
+    try {
+      rows = await stepStatement([...carried.map((c): Step => ({ kind: "release", ...c.item })), ...items.map((i): Step => ({ kind: "acquire", ...i }))]);
+    } catch (err) {
+      for (const c of carried) c.reject(err);
+      throw err;
+    }
+    for (const [i, c] of carried.entries()) {
+      batching.onRelease?.("carried");
+      c.resolve({ ord: rows[i]!.ord, released: rows[i]!.released === true, mine: rows[i]!.mine === true });
+    }
+    return rows.slice(carried.length);
+  }
+
+  const acquireOne = grouped("acquire", acquireCarrying);
+  const renewOne = grouped(
+    "renew",
+    statementOf<RenewItem, RenewRow>("lock_renew_batch", RENEW, (items) => [items.map((i) => i.key), items.map((i) => i.leaseHash), items.map((i) => i.ttlMs)]),
+  );
+  // Acquires in this process waiting for a key: a release of it does not wait to be carried.
+  const waitedFor = new Map<string, number>();
 
   async function attempt(key: string, owner: string, ttlMs: number): Promise<Attempt<LeaseGrant>> {
     const leaseId = newLeaseId();
@@ -178,6 +245,7 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
       const wakeup = new Wakeup();
       // Subscribe before the first attempt: a release between attempt and sleep is not lost.
       const unsubscribe = listener.subscribe(key, () => wakeup.kick());
+      waitedFor.set(key, (waitedFor.get(key) ?? 0) + 1);
       try {
         return await attemptUntil({
           waitMs: input.waitMs,
@@ -188,6 +256,9 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
         });
       } finally {
         unsubscribe();
+        const left = (waitedFor.get(key) ?? 1) - 1;
+        if (left > 0) waitedFor.set(key, left);
+        else waitedFor.delete(key);
       }
     },
 
@@ -198,7 +269,10 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
     },
 
     async release(input: ReleaseInput): Promise<ReleaseOutcome> {
-      const row = await db(() => releaseOne({ key: input.key, leaseHash: leaseHash(input.leaseId) }));
+      const item = { key: input.key, leaseHash: leaseHash(input.leaseId) };
+      const answer = carryMs > 0 ? releases.add(item) : releaseOne(item);
+      if (waitedFor.has(input.key)) releases.leaveNow();
+      const row = await db(() => answer);
       if (row.released) return "released";
       return row.mine ? "already_ended" : "not_held";
     },
@@ -214,6 +288,7 @@ export async function createPgBackend(opts: PgBackendOptions): Promise<LockBacke
     },
 
     async close(): Promise<void> {
+      await releases.drain();
       await listener.close();
       await pool.end();
     },

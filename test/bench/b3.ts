@@ -33,7 +33,7 @@ import { cpuSeconds, peakRssMb, percentile, postgresCpuSeconds, type PointResult
  * The two designs, as the services' settings select them. The previous design: one admission
  * statement per submission (ADMISSION_BATCH_MAX=1), executors that poll (EXECUTOR_WAKE=poll) and
  * write each fence and outcome alone (EXECUTOR_BATCH_MAX=1), one lockdb statement per lock call
- * (LOCKDB_BATCH_MAX=1), the stepwise CreatePayout (a limit store of its own, here paydb itself:
+ * (LOCKDB_BATCH_MAX=1) and each release its own commit at once (LOCKDB_RELEASE_CARRY_MS=0), the stepwise CreatePayout (a limit store of its own, here paydb itself:
  * LIMITS_DB_URL, decision 071), a rail stub booking each payment alone, and a proxy whose outcome
  * statement leaves the payout to the executor (decision 072; the harness's RAIL_PROXY_OUTCOME_ONLY,
  * as a proxy from before it). A build that does not
@@ -45,7 +45,7 @@ export const DESIGNS = [
     label: "previous design",
     proxyEnv: { ADMISSION_BATCH_MAX: "1", RAIL_PROXY_OUTCOME_ONLY: "true" },
     executorEnv: { EXECUTOR_WAKE: "poll", EXECUTOR_BATCH_MAX: "1" },
-    lockEnv: { LOCKDB_BATCH_MAX: "1" },
+    lockEnv: { LOCKDB_BATCH_MAX: "1", LOCKDB_RELEASE_CARRY_MS: "0" },
     railStubEnv: { RAIL_STUB_BATCH_MAX: "1" },
     payoutsEnv: (mesh: Mesh): Record<string, string> => ({ LIMITS_DB_URL: mesh.roleUrl("paydb", "payouts") }),
     /** The old B3 ran its executors at a 20 ms poll interval (c=32 only; c=1 is new). */

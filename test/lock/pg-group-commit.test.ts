@@ -310,3 +310,105 @@ describe("the pg backend's group commit (natural batching)", () => {
     }
   });
 });
+
+describe("releases carried by acquire attempts (decision 074, lockdb migration 004)", () => {
+  const carrying = (releaseCarryMs: number) => ({ ...grouping, releaseCarryMs });
+
+  it("a waiting release leaves with the next acquire: one statement and one commit for both; without carrying, two (the control)", async () => {
+    const count = (releaseCarryMs: number) =>
+      withBackend(carrying(releaseCarryMs), async ({ pool, backend, sizes }) => {
+        let fewest = Number.POSITIVE_INFINITY;
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const [held, next] = [key("carry"), key("carry")];
+          const g = (await acquire(backend, held))!;
+          const commits = await growthOf("xact_commit", [pool], async () => {
+            const released = backend.release({ key: held, leaseId: g.leaseId });
+            const granted = await acquire(backend, next);
+            expect(granted).toBeDefined();
+            expect(await released).toBe("released");
+          });
+          fewest = Math.min(fewest, commits - 1);
+          expect((await backend.inspect(held)).held).toBe(false);
+        }
+        return { fewest, releases: sizes.release.length };
+      });
+    expect(await count(60_000)).toEqual({ fewest: 1, releases: 0 });
+    expect(await count(0)).toEqual({ fewest: 2, releases: 3 });
+  });
+
+  it("a key's release runs before its acquire in the carrying statement: the acquire is granted the next token", async () => {
+    await withBackend(carrying(60_000), async ({ backend }) => {
+      const k = key("carry-same");
+      const first = (await acquire(backend, k, "first"))!;
+      const released = backend.release({ key: k, leaseId: first.leaseId });
+      // waitMs 0: nobody waits for the key, so the release stays until this acquire carries it.
+      const second = await acquire(backend, k, "second");
+      expect(await released).toBe("released");
+      expect(second?.owner).toBe("second");
+      expect(second!.token).toBe(first.token + 1n);
+    });
+  });
+
+  it("each carried release keeps its own answer: released, already_ended, not_held", async () => {
+    await withBackend(carrying(60_000), async ({ backend }) => {
+      const [k1, k2, k3] = [key("carry-answers"), key("carry-answers"), key("carry-answers")];
+      const g1 = (await acquire(backend, k1))!;
+      const g2 = (await acquire(backend, k2))!;
+      expect(await Promise.all([backend.release({ key: k2, leaseId: g2.leaseId }), acquire(backend, key("carry-lead"))])).toMatchObject(["released", {}]);
+      const answers = Promise.all([
+        backend.release({ key: k1, leaseId: g1.leaseId }),
+        backend.release({ key: k2, leaseId: g2.leaseId }),
+        backend.release({ key: k3, leaseId: newLeaseId() }),
+      ]);
+      await acquire(backend, key("carry-lead"));
+      expect(await answers).toEqual(["released", "already_ended", "not_held"]);
+    });
+  });
+
+  it("with no acquire to carry it, a release leaves alone when its time is up", async () => {
+    await withBackend(carrying(100), async ({ backend, sizes }) => {
+      const k = key("carry-alone");
+      const g = (await acquire(backend, k))!;
+      expect(await backend.release({ key: k, leaseId: g.leaseId })).toBe("released");
+      expect(sizes.acquire).toEqual([1]);
+      expect((await backend.inspect(k)).held).toBe(false);
+    });
+  });
+
+  it("an acquire in this process waiting for the key: its release leaves at once, alone, and wakes it", async () => {
+    await withBackend(carrying(120_000), async ({ backend, sizes }) => {
+      const k = key("carry-waited");
+      const first = (await acquire(backend, k, "first", 120_000))!;
+      const waiter = backend.acquire({ key: k, owner: "waiter", ttlMs: 30_000, waitMs: 10_000 });
+      await letTimePass(200, "the waiter's first attempt is refused and it sleeps, subscribed to the key");
+      expect(await backend.release({ key: k, leaseId: first.leaseId })).toBe("released");
+      expect((await waiter)?.owner).toBe("waiter");
+      // Alone, at once. Left waiting, it would only be carried by the waiter's next attempt, after its sleep.
+      expect(sizes.release).toEqual([1]);
+    });
+  });
+
+  it("closing the backend commits the releases still waiting, and answers them", async () => {
+    const b = await backendWith(carrying(120_000));
+    const k = key("carry-close");
+    const g = (await acquire(b.backend, k))!;
+    const released = b.backend.release({ key: k, leaseId: g.leaseId });
+    await b.backend.close();
+    expect(await released).toBe("released");
+    const { rows } = await lock.query<{ released: boolean }>("SELECT released_at IS NOT NULL AS released FROM locks WHERE key = $1", [k]);
+    expect(rows[0]!.released).toBe(true);
+  });
+
+  it("runs for the lock service's role only: PUBLIC may not execute lock_step_batch", async () => {
+    const owner = new pg.Client({ connectionString: ownerUrl });
+    await owner.connect();
+    try {
+      const { rows } = await owner.query<{ acl: string[] }>("SELECT proacl::text[] AS acl FROM pg_proc WHERE proname = 'lock_step_batch'");
+      expect(rows).toHaveLength(1);
+      expect(rows[0]!.acl.filter((entry) => entry.startsWith("="))).toEqual([]);
+      expect(rows[0]!.acl.some((entry) => entry.startsWith("railfence_lock=X/"))).toBe(true);
+    } finally {
+      await owner.end();
+    }
+  });
+});
