@@ -17,9 +17,10 @@ export interface AttemptDeps {
   executorId: string;
 }
 
-export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
+/** since: when the attempt began, if before now (payNext: the account's lock came before the payout). */
+export function startAttempt(deps: AttemptDeps, p: ClaimedPayout, since = performance.now()) {
   const { store, metrics, logger, executorId } = deps;
-  const started = performance.now();
+  const started = since;
   // Where the time went, per step (ms), for the attempt's log line.
   const steps: Record<string, number> = {};
   let stepStarted = started;
@@ -29,8 +30,8 @@ export function startAttempt(deps: AttemptDeps, p: ClaimedPayout) {
     /** W3C context of the payout's trace, passed on every call. */
     headers: (p.traceparent ? { traceparent: p.traceparent } : {}) as Record<string, string>,
 
-    step(name: string): void {
-      const t = performance.now();
+    /** The step `name` ended at `t` (now, unless it ended earlier). */
+    step(name: string, t = performance.now()): void {
       steps[name] = Math.round((t - stepStarted) * 10) / 10;
       stepStarted = t;
     },

@@ -56,9 +56,15 @@ export function createExecutorMetrics(registry: Registry) {
       labelNames: ["found"] as const,
       registers,
     }),
+    fenceNext: new Counter({
+      name: "railfence_executor_fence_next_total",
+      help: "Claim-and-fence statements after a notification that named an account (decision 075), by whether they took a payout (payout) or found none to take (none)",
+      labelNames: ["found"] as const,
+      registers,
+    }),
     notifications: new Counter({
       name: "railfence_executor_notifications_total",
-      help: "paydb's payable notifications received, by answer: claim (this executor answers) or left (another listening executor ranks first for it; decision 073)",
+      help: "paydb's payable notifications received, by answer: fence (this executor answers, taking the named account's lock and its oldest payable payout in one statement; decision 075), claim (this executor answers with a claim) or left (another listening executor ranks first for it; decision 073)",
       labelNames: ["answer"] as const,
       registers,
     }),

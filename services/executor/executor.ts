@@ -18,7 +18,7 @@ import type { SubmissionReferenceMode } from "../shared/domain/submission-ref.js
 import type { ExecutorConfig } from "./config.js";
 import { createExecutorMetrics } from "./executor-metrics.js";
 import { createPayOne, type PayOne } from "./pay-one.js";
-import { createPayoutStore, PAYABLE_CHANNEL } from "./payout-store.js";
+import { createPayoutStore, PAYABLE_CHANNEL, type ClaimedPayout } from "./payout-store.js";
 import { listenerName, startResponders } from "./responders.js";
 import { startWorker } from "./worker.js";
 
@@ -59,7 +59,22 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       maxInFlight: config.batchesInFlight,
       onBatch: (statement, size) => metrics.paydbBatchSize.observe({ statement }, size),
     });
+    // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
+    // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
+    const traced = <T>(p: ClaimedPayout, fn: () => Promise<T>): Promise<T> =>
+      context.with(contextFromTraceparent(p.traceparent), () =>
+        inSpan(
+          "executor PayPayout",
+          { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId },
+          async (span) => {
+            const outcome = await fn();
+            span.setAttribute("railfence.outcome", String(outcome));
+            return outcome;
+          },
+        ),
+      );
     const untraced = createPayOne({
+      traced,
       store,
       lock: createLockClient(config.lockUrl, config.transport.tls, { registry, directUnary: config.rpcStack.directClient }),
       proxies: createProxyPool(config.railProxyUrls, config.transport.tls, { registry, directUnary: config.rpcStack.directClient }),
@@ -77,20 +92,7 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       trustNotFound: controls?.trustNotFound ?? false,
       trustAccepted: controls?.trustAccepted ?? false,
     });
-    // The payout's trace continues here: the executor's span is a CHILD of the CreatePayout span
-    // stored on the row (docs/decisions/003-trace-per-payout.md), so one trace covers the payout.
-    const payOne: PayOne = (p, signal) =>
-      context.with(contextFromTraceparent(p.traceparent), () =>
-        inSpan(
-          "executor PayPayout",
-          { "railfence.payout_id": p.payoutId, "railfence.account_id": p.accountId, "railfence.executor_id": config.executorId },
-          async (span) => {
-            const outcome = await untraced(p, signal);
-            span.setAttribute("railfence.outcome", outcome);
-            return outcome;
-          },
-        ),
-      );
+    const payOne: PayOne = (p, signal) => traced(p, () => untraced(p, signal));
     const metricsServer = await serveMetrics(registry, config.host, config.metricsPort);
     const notified = config.wake === "notify";
     const responders =
@@ -114,8 +116,11 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
       claimMs: config.lockWaitMs + config.callTimeoutMs,
       claimAfterEveryFinish: !notified,
       responders,
+      // Only where one executor answers each notification: with every executor answering, each
+      // would take the account's lock for the same payout.
+      payNext: responders ? untraced.payNext : undefined,
     });
-    const listener = notified ? listenForPayable(config, logger, (senderPid) => worker.nudge(senderPid)) : undefined;
+    const listener = notified ? listenForPayable(config, logger, (senderPid, accountId) => worker.nudge(senderPid, accountId)) : undefined;
     return {
       ready: { port: 0, metricsPort: metricsServer.port, executor_id: config.executorId, proxies: config.railProxyUrls.length },
       // Drain bound, then one call timeout for a submission already on the wire, then slack.
@@ -145,7 +150,7 @@ export async function startExecutor(config: ExecutorConfig, deps: { logger: Logg
  * worker polls as it always does and the listener reconnects with backoff; the outage is logged
  * once, and on reconnecting the worker claims at once (what was announced meanwhile was lost).
  */
-function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: (senderPid?: number) => void): PgListener {
+function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: (senderPid?: number, accountId?: string) => void): PgListener {
   const listener = new PgListener({
     url: config.paydbUrl,
     channel: PAYABLE_CHANNEL,
@@ -160,7 +165,8 @@ function listenForPayable(config: ExecutorConfig, logger: Logger, nudge: (sender
             "paydb LISTEN connection lost; polling every POLL_INTERVAL_MS until it is back",
           ),
   });
-  listener.subscribeAll(nudge);
+  // The payload names the payout's account (migration 025); empty: claim to find out.
+  listener.subscribeAll((senderPid, payload) => nudge(senderPid, payload || undefined));
   listener.start();
   return listener;
 }

@@ -31,8 +31,12 @@ import { jitter, renewDue, sleep } from "./timing.js";
 export type { PayOutcome };
 export type PayOne = (p: ClaimedPayout, signal: AbortSignal) => Promise<PayOutcome>;
 
-/** payOne, and the releases it has sent and not yet heard answered (a closing executor waits for them). */
+/**
+ * payOne; payNext, the way in from a notification that names an account (decision 075); and the
+ * releases both have sent and not yet heard answered (a closing executor waits for them).
+ */
 export interface PayOneWithReleases extends PayOne {
+  payNext(accountId: string, signal: AbortSignal): Promise<PayOutcome | "nothing" | "claim">;
   releasesSettled(): Promise<void>;
 }
 
@@ -56,6 +60,8 @@ export interface PayOneDeps {
   trustNotFound?: boolean;
   /** Harness only, a negative control: every ACCEPTED answer means "the proxy closed the payout". */
   trustAccepted?: boolean;
+  /** Runs an attempt payNext found in that payout's trace (payOne's caller does the same for claims). */
+  traced: <T>(p: ClaimedPayout, fn: () => Promise<T>) => Promise<T>;
 }
 
 export function createPayOne(deps: PayOneDeps): PayOneWithReleases {
@@ -70,7 +76,6 @@ export function createPayOne(deps: PayOneDeps): PayOneWithReleases {
 
   async function payOne(p: ClaimedPayout, signal: AbortSignal): Promise<PayOutcome> {
     const a = startAttempt(deps, p);
-    const call = () => ({ timeoutMs: deps.callTimeoutMs, headers: a.headers });
     const key = accountLockKey(p.accountId);
     if (signal.aborted) return a.defer(p.fence, 0, "shutting down", "ABANDONED");
 
@@ -102,93 +107,161 @@ export function createPayOne(deps: PayOneDeps): PayOneWithReleases {
         return a.log("FENCED_OUT", { fencing_token: token.toString(), where: "paydb" });
       }
       // [/rule:executor-fence]
-
-      // 3. When the lease may be running short (a long lock wait, a slow fence), extend it; if it
-      // is already gone, stop before submitting. Not a guard (the fences guard): it only avoids
-      // work that would be refused. On the fast path the lease is still fresh, and a renewal
-      // would buy milliseconds of lease for a lock RPC and a lockdb commit (timing.ts).
-      if (renewDue(performance.now() - acquireSent, deps.leaseTtlMs)) {
-        try {
-          await lock.renew({ key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, call());
-        } catch (err) {
-          return await a.defer(token, jitter(deps.pollIntervalMs), `renew: ${errorReason(err) || Code[ConnectError.from(err).code]}`);
-        }
-        a.step("renew");
-      }
-      logger.info({ event: "fenced", payout_id: p.payoutId, account_id: p.accountId, fencing_token: token.toString() }, "payout fenced");
-
-      // Test/drill pause point: the stale-holder window, right before the irreversible call.
-      if (deps.pauseAfterFenceMs > 0) await sleep(deps.pauseAfterFenceMs, signal).catch(() => {});
-      if (signal.aborted) return await a.defer(token, 0, "shutting down", "ABANDONED");
-
-      // [rule:executor-lookup]
-      // 4. An earlier holder may already have submitted this payout, under any reference: ask the
-      // proxy for the payout's submissions. (A payout never fenced before has none: the proxy
-      // admits a submission only for a payout fenced with its token.) A failed read moves nothing.
-      let plainIdTaken = false;
-      if (fenced.previousFence > 0n) {
-        const found = await reads.payoutSubmissions(p.payoutId, a.headers);
-        if (found.kind !== "found") return await a.defer(token, jitter(1000), "ListPayoutSubmissions failed");
-        a.step("prior");
-        const prior = priorFor(p.payoutId, found.value);
-        if (prior.kind === "settle") return await settle(a, prior.submission, token);
-        plainIdTaken = prior.plainIdTaken;
-        // A submission paydb forgot (its answer was lost, then NOT_FOUND): the rail decides.
-        const lost = p.lostSubmission;
-        if (lost && found.value.some((s) => s.payoutId === lost.ref)) await store.clearLostSubmission(p.payoutId, token, lost.ref);
-        else if (lost) {
-          const decided = await afterForgottenIntent(a, p, lost, token);
-          if (decided) return decided;
-        }
-      }
-
-      // [/rule:executor-lookup]
-      // [rule:executor-submit]
-      // 5. Submit once. Not tied to the drain signal: once sent, we want the answer.
-      const ref = submissionRef(p.payoutId, token, deps.submissionReference, plainIdTaken);
-      let submission: Submission | undefined;
-      let payoutClosed = false;
-      try {
-        const res = await proxies.next().submitPayout(
-          {
-            accountId: p.accountId,
-            payoutId: ref,
-            fencingToken: token,
-            // Passed through untouched: the proxy, not the executor, decides what it is worth.
-            fencingTokenSignature: lease.tokenSignature,
-            amount: { amountMinor: p.amountMinor, currency: p.currency },
-            beneficiary: p.beneficiary,
-          },
-          call(),
-        );
-        submission = res.submission;
-        payoutClosed = res.payoutClosed;
-        a.step("submit");
-      } catch (err) {
-        a.step("submit");
-        return await afterRefusal(a, err, ref, token, lease);
-      }
-      if (!submission) return await afterLostAnswer(a, ref, token, "SubmitPayout answered without a submission");
-      // [rule:executor-closed]
-      // The statement that recorded the rail's ACCEPTED closed the payout PAID (decision 072):
-      // nothing is left to write. Any other answer (or a proxy that does not close payouts) is
-      // recorded here, as before.
-      if ((payoutClosed || deps.trustAccepted) && submission.state === SubmissionState.ACCEPTED) return a.closedByProxy(token, submission.railReference);
-      // [/rule:executor-closed]
-      return await settle(a, submission, token);
-      // [/rule:executor-submit]
+      return await afterFence(a, p, lease, fenced.previousFence, acquireSent, signal);
     } finally {
-      const released: Promise<void> = lock.release({ key, leaseId: lease.leaseId }, call()).then(
-        () => undefined,
-        () => {
-          // Best effort: an unreleased lease expires by itself after its TTL.
-        },
-      );
-      releasing.add(released);
-      void released.finally(() => releasing.delete(released));
+      releaseLater(key, lease, a.headers);
     }
   }
+
+  /** Steps 3-5 on a payout fenced with the lease's token: submit once, or settle what was submitted. */
+  async function afterFence(a: Attempt, p: ClaimedPayout, lease: Lease, previousFence: bigint, acquireSent: number, signal: AbortSignal): Promise<PayOutcome> {
+    const call = () => ({ timeoutMs: deps.callTimeoutMs, headers: a.headers });
+    const key = lease.key;
+    const token = lease.fencingToken;
+    // 3. When the lease may be running short (a long lock wait, a slow fence), extend it; if it
+    // is already gone, stop before submitting. Not a guard (the fences guard): it only avoids
+    // work that would be refused. On the fast path the lease is still fresh, and a renewal
+    // would buy milliseconds of lease for a lock RPC and a lockdb commit (timing.ts).
+    if (renewDue(performance.now() - acquireSent, deps.leaseTtlMs)) {
+      try {
+        await lock.renew({ key, leaseId: lease.leaseId, ttlMs: deps.leaseTtlMs }, call());
+      } catch (err) {
+        return await a.defer(token, jitter(deps.pollIntervalMs), `renew: ${errorReason(err) || Code[ConnectError.from(err).code]}`);
+      }
+      a.step("renew");
+    }
+    logger.info({ event: "fenced", payout_id: p.payoutId, account_id: p.accountId, fencing_token: token.toString() }, "payout fenced");
+
+    // Test/drill pause point: the stale-holder window, right before the irreversible call.
+    if (deps.pauseAfterFenceMs > 0) await sleep(deps.pauseAfterFenceMs, signal).catch(() => {});
+    if (signal.aborted) return await a.defer(token, 0, "shutting down", "ABANDONED");
+
+    // [rule:executor-lookup]
+    // 4. An earlier holder may already have submitted this payout, under any reference: ask the
+    // proxy for the payout's submissions. (A payout never fenced before has none: the proxy
+    // admits a submission only for a payout fenced with its token.) A failed read moves nothing.
+    let plainIdTaken = false;
+    if (previousFence > 0n) {
+      const found = await reads.payoutSubmissions(p.payoutId, a.headers);
+      if (found.kind !== "found") return await a.defer(token, jitter(1000), "ListPayoutSubmissions failed");
+      a.step("prior");
+      const prior = priorFor(p.payoutId, found.value);
+      if (prior.kind === "settle") return await settle(a, prior.submission, token);
+      plainIdTaken = prior.plainIdTaken;
+      // A submission paydb forgot (its answer was lost, then NOT_FOUND): the rail decides.
+      const lost = p.lostSubmission;
+      if (lost && found.value.some((s) => s.payoutId === lost.ref)) await store.clearLostSubmission(p.payoutId, token, lost.ref);
+      else if (lost) {
+        const decided = await afterForgottenIntent(a, p, lost, token);
+        if (decided) return decided;
+      }
+    }
+
+    // [/rule:executor-lookup]
+    // [rule:executor-submit]
+    // 5. Submit once. Not tied to the drain signal: once sent, we want the answer.
+    const ref = submissionRef(p.payoutId, token, deps.submissionReference, plainIdTaken);
+    let submission: Submission | undefined;
+    let payoutClosed = false;
+    try {
+      const res = await proxies.next().submitPayout(
+        {
+          accountId: p.accountId,
+          payoutId: ref,
+          fencingToken: token,
+          // Passed through untouched: the proxy, not the executor, decides what it is worth.
+          fencingTokenSignature: lease.tokenSignature,
+          amount: { amountMinor: p.amountMinor, currency: p.currency },
+          beneficiary: p.beneficiary,
+        },
+        call(),
+      );
+      submission = res.submission;
+      payoutClosed = res.payoutClosed;
+      a.step("submit");
+    } catch (err) {
+      a.step("submit");
+      return await afterRefusal(a, err, ref, token, lease);
+    }
+    if (!submission) return await afterLostAnswer(a, ref, token, "SubmitPayout answered without a submission");
+    // [rule:executor-closed]
+    // The statement that recorded the rail's ACCEPTED closed the payout PAID (decision 072):
+    // nothing is left to write. Any other answer (or a proxy that does not close payouts) is
+    // recorded here, as before.
+    if ((payoutClosed || deps.trustAccepted) && submission.state === SubmissionState.ACCEPTED) return a.closedByProxy(token, submission.railReference);
+    // [/rule:executor-closed]
+    return await settle(a, submission, token);
+    // [/rule:executor-submit]
+  }
+
+  /** Sends the lease's release and does not wait for it (decision 074): the slot is free meanwhile. */
+  function releaseLater(key: string, lease: Lease, headers: Record<string, string>): void {
+    const released: Promise<void> = lock.release({ key, leaseId: lease.leaseId }, { timeoutMs: deps.callTimeoutMs, headers }).then(
+      () => undefined,
+      () => {
+        // Best effort: an unreleased lease expires by itself after its TTL.
+      },
+    );
+    releasing.add(released);
+    void released.finally(() => releasing.delete(released));
+  }
+
+  // [rule:executor-fence-next]
+  /**
+   * Decision 075: told that an account has a payable payout, take the account's lock first, then
+   * claim and fence its oldest payable payout in one statement (FENCE_NEXT: the fence rule of
+   * step 2, per row). From there it is payOne's attempt (steps 3-5), in the payout's trace.
+   * "nothing": no payout was left to take (another executor has it, or it is paid); "claim": this
+   * way did not get as far as a payout (lock held or unreachable, paydb failing), and a claim
+   * should look instead.
+   */
+  async function payNext(accountId: string, signal: AbortSignal): Promise<PayOutcome | "nothing" | "claim"> {
+    if (signal.aborted) return "claim";
+    const key = accountLockKey(accountId);
+    const acquireSent = performance.now();
+    let acquired = acquireSent;
+    let lease: Lease | undefined;
+    try {
+      const res = await lock.acquire(
+        { key, owner: executorId, ttlMs: deps.leaseTtlMs, waitMs: deps.lockWaitMs },
+        { timeoutMs: deps.lockWaitMs + deps.callTimeoutMs, signal },
+      );
+      lease = res.lease;
+      acquired = performance.now();
+      metrics.lockAcquire.observe({ result: "granted" }, (acquired - acquireSent) / 1000);
+    } catch (err) {
+      metrics.lockAcquire.observe({ result: hasReason(err, REASONS.LOCK_HELD) ? "lock_held" : "error" }, (performance.now() - acquireSent) / 1000);
+      return "claim";
+    }
+    if (!lease) return "claim";
+    try {
+      if (lease.fencingToken <= 0n) return "claim";
+      let taken;
+      try {
+        taken = await store.fenceNext(accountId, lease.fencingToken, lease.tokenSignature, executorId, fencedClaimMs);
+      } catch {
+        return "claim";
+      }
+      metrics.fenceNext.inc({ found: taken ? "payout" : "none" });
+      if (!taken) return "nothing";
+      const { payout, previousFence } = taken;
+      const fencedLease = lease;
+      return await deps.traced(payout, async () => {
+        // The attempt began with the Acquire: its steps read as payOne's do.
+        const a = startAttempt(deps, payout, acquireSent);
+        a.step("acquire", acquired);
+        a.step("fence");
+        annotate({ "railfence.fencing_token": fencedLease.fencingToken.toString(), "railfence.claimed_by": "fence" });
+        return afterFence(a, payout, fencedLease, previousFence, acquireSent, signal);
+      });
+    } finally {
+      releaseLater(key, lease, {});
+    }
+  }
+  // [/rule:executor-fence-next]
+
   return Object.assign(payOne, {
+    payNext,
     releasesSettled: async () => {
       await Promise.all([...releasing]);
     },

@@ -147,6 +147,43 @@ const RECORD_GROUP = `
   RETURNING p.payout_id, EXTRACT(EPOCH FROM now() - p.created_at)::float8 AS age`;
 // [/rule:executor-record-group-sql]
 
+// [rule:fence-next-sql]
+/** Claim and fence in one (decision 075): the account's oldest payable payout nobody holds a live
+ * claim on, taken under the token by the per-row rule of FENCE_ONE (fence < token, still payable),
+ * its previous fence read under the row lock. Which payout is only a hint, as a claim is. The pick
+ * is MATERIALIZED: a LIMIT 1 .. SKIP LOCKED subquery that the plan may run more than once (a
+ * rescan) picks another row each time, and one token fenced two payouts (the test caught it). */
+const FENCE_NEXT = `
+  WITH prev AS MATERIALIZED (
+    SELECT payout_id, fence AS previous_fence FROM payouts
+     WHERE account_id = $1 AND state IN ('PENDING', 'PROCESSING') AND (claimed_until IS NULL OR claimed_until < now())
+       AND fence < $2
+     ORDER BY created_at, payout_id
+     LIMIT 1
+     FOR UPDATE SKIP LOCKED)
+  UPDATE payouts p
+    SET fence = $2, fence_signature = $5, state = 'PROCESSING', claimed_by = $3,
+        claimed_until = now() + make_interval(secs => $4::float8), updated_at = now()
+   FROM prev
+  WHERE p.payout_id = prev.payout_id
+    AND p.fence < $2 AND p.state IN ('PENDING', 'PROCESSING')
+  RETURNING p.payout_id, p.account_id, p.amount_minor, p.currency, p.beneficiary, p.state, p.fence, p.traceparent, p.created_at,
+            p.lost_submission_ref, p.lost_submission_at, prev.previous_fence`;
+// [/rule:fence-next-sql]
+
+const claimedPayout = (r: ClaimRow): ClaimedPayout => ({
+  payoutId: r.payout_id,
+  accountId: r.account_id,
+  amountMinor: int8(r.amount_minor),
+  currency: r.currency,
+  beneficiary: r.beneficiary,
+  state: r.state,
+  fence: int8(r.fence),
+  traceparent: r.traceparent,
+  createdAt: r.created_at,
+  lostSubmission: r.lost_submission_ref && r.lost_submission_at ? { ref: r.lost_submission_ref, at: r.lost_submission_at } : undefined,
+});
+
 /** Two items for one payout in a group would be one row updated once: such a group runs item by item. */
 const distinctPayouts = (items: Array<{ payoutId: string }>) => new Set(items.map((i) => i.payoutId)).size === items.length;
 
@@ -258,20 +295,7 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
                    p.lost_submission_ref, p.lost_submission_at`,
         values: [limit, executorId, secs(claimMs)],
       });
-      return rows
-        .map((r) => ({
-          payoutId: r.payout_id,
-          accountId: r.account_id,
-          amountMinor: int8(r.amount_minor),
-          currency: r.currency,
-          beneficiary: r.beneficiary,
-          state: r.state,
-          fence: int8(r.fence),
-          traceparent: r.traceparent,
-          createdAt: r.created_at,
-          lostSubmission: r.lost_submission_ref && r.lost_submission_at ? { ref: r.lost_submission_ref, at: r.lost_submission_at } : undefined,
-        }))
-        .sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
+      return rows.map(claimedPayout).sort((a, b) => a.createdAt.getTime() - b.createdAt.getTime());
     },
 
     /**
@@ -285,6 +309,28 @@ export function createPayoutStore(pool: Pool, batching?: StoreBatching) {
                 WHERE datname = current_database() AND application_name LIKE 'executor/%/listener'`,
       });
       return rows.map((r) => r.application_name);
+    },
+
+    /**
+     * Claim and fence in one statement (decision 075): the oldest payable payout of the account
+     * whose lock `token` comes from, taken under it. undefined: none to take (another executor
+     * holds a live claim on each, or there is none, or each is fenced at or above `token`).
+     */
+    async fenceNext(
+      accountId: string,
+      token: bigint,
+      signature: Uint8Array,
+      executorId: string,
+      claimMs: number,
+    ): Promise<{ payout: ClaimedPayout; previousFence: bigint } | undefined> {
+      const { rows } = await pool.query<ClaimRow & { previous_fence: string }>({
+        name: "executor_fence_next",
+        text: FENCE_NEXT,
+        values: [accountId, token.toString(), executorId, secs(claimMs), signature.length ? Buffer.from(signature) : null],
+      });
+      if (rows.length > 1) throw new Error(`executor_fence_next took ${rows.length} payouts of one account under one token`);
+      const r = rows[0];
+      return r ? { payout: claimedPayout(r), previousFence: int8(r.previous_fence) } : undefined;
     },
 
     /**

@@ -55,7 +55,11 @@ function worker(
   store: PayoutStore,
   payOne: (p: ClaimedPayout) => Promise<PayOutcome> = async () => "PAID",
   concurrency = 2,
-  more: { claimAfterEveryFinish?: boolean; responders?: { answers: (pid: number) => boolean; lookAgain: () => void } } = {},
+  more: {
+    claimAfterEveryFinish?: boolean;
+    responders?: { answers: (pid: number) => boolean; lookAgain: () => void };
+    payNext?: (accountId: string) => Promise<PayOutcome | "nothing" | "claim">;
+  } = {},
 ) {
   const registry = new Registry();
   const metrics = createExecutorMetrics(registry);
@@ -70,6 +74,7 @@ function worker(
     claimMs: 1000,
     claimAfterEveryFinish: more.claimAfterEveryFinish ?? false,
     responders: more.responders,
+    payNext: more.payNext,
   });
   workers.push(w);
   return { w, registry };
@@ -209,5 +214,85 @@ describe("one executor answers each notification (decision 073)", () => {
     ]);
     p.finish[0]!();
     await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+});
+
+describe("a notification that names an account is answered with claim-and-fence (decision 075)", () => {
+  const answersOnly = (pid: number) => ({ answers: (sender: number) => sender === pid, lookAgain: () => {} });
+
+  /** payNext calls the test ends by hand, with the answer it chooses. */
+  function handNext() {
+    const calls: Array<{ accountId: string; end: (r: PayOutcome | "nothing" | "claim") => void }> = [];
+    const payNext = (accountId: string) =>
+      new Promise<PayOutcome | "nothing" | "claim">((resolve) => {
+        calls.push({ accountId, end: resolve });
+        unfinished.push(() => resolve("nothing"));
+      });
+    return { payNext, calls };
+  }
+
+  async function idleWorker(concurrency = 2) {
+    const c = handClaims();
+    const n = handNext();
+    const { w, registry } = worker(c.store, undefined, concurrency, { responders: answersOnly(7), payNext: n.payNext });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([]);
+    return { c, n, w, registry };
+  }
+
+  it("its responder, with a slot free, takes the account's payout without a claim; the slot is busy meanwhile", async () => {
+    const { c, n, w, registry } = await idleWorker(1);
+    w.nudge(7, "acc-9");
+    await vi.waitFor(() => expect(n.calls.map((x) => x.accountId)).toEqual(["acc-9"]));
+    // The only slot is taken: the next notification waits for it, as a claim.
+    w.nudge(7, "acc-10");
+    expect(n.calls).toHaveLength(1);
+    n.calls[0]!.end("PAID");
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+    const answers = (await registry.getSingleMetric("railfence_executor_notifications_total")!.get()).values;
+    expect(answers).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ labels: { answer: "fence" }, value: 1 }),
+        expect.objectContaining({ labels: { answer: "claim" }, value: 1 }),
+      ]),
+    );
+  });
+
+  it("when it does not reach a payout (lock held, paydb failing), a claim looks instead; when nothing was left, nothing more", async () => {
+    const { c, n, w } = await idleWorker();
+    w.nudge(7, "acc-1");
+    await vi.waitFor(() => expect(n.calls).toHaveLength(1));
+    n.calls[0]!.end("nothing");
+    await expect(vi.waitFor(() => expect(c.claims()).toBe(2), { timeout: 300 })).rejects.toThrow();
+    w.nudge(7, "acc-2");
+    await vi.waitFor(() => expect(n.calls).toHaveLength(2));
+    n.calls[1]!.end("claim");
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+  });
+
+  it("not its own notification: left alone; one without an account: a claim", async () => {
+    const { c, n, w } = await idleWorker();
+    w.nudge(8, "acc-1");
+    await expect(vi.waitFor(() => expect(n.calls.length + c.claims()).toBe(2), { timeout: 300 })).rejects.toThrow();
+    w.nudge(7);
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+    expect(n.calls).toEqual([]);
+  });
+
+  it("an executor in backlog answers with a claim (it shares the work out), not claim-and-fence", async () => {
+    const c = handClaims();
+    const p = handPayouts();
+    const n = handNext();
+    const { w, registry } = worker(c.store, p.payOne, 3, { responders: answersOnly(7), payNext: n.payNext });
+    await vi.waitFor(() => expect(c.claims()).toBe(1));
+    c.pending[0]!([payout(1), payout(2), payout(3)]); // full: in backlog
+    await vi.waitFor(() => expect(p.finish).toHaveLength(3));
+    p.finish[0]!(); // a slot frees, and the backlog's claim is in flight
+    await vi.waitFor(() => expect(c.claims()).toBe(2));
+    w.nudge(7, "acc-1");
+    expect(n.calls).toEqual([]);
+    expect((await registry.getSingleMetric("railfence_executor_notifications_total")!.get()).values).toEqual([
+      expect.objectContaining({ labels: { answer: "claim" }, value: 1 }),
+    ]);
   });
 });

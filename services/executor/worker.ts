@@ -39,6 +39,12 @@ export interface WorkerDeps {
   claimAfterEveryFinish: boolean;
   /** Which notifications this executor answers; undefined: all of them (EXECUTOR_ANSWER=all). */
   responders?: Pick<Responders, "answers" | "lookAgain"> | undefined;
+  /**
+   * Decision 075: a notification that names an account, answered with a free slot, takes the
+   * account's lock and its oldest payable payout in one statement instead of a claim. "claim":
+   * it did not get that far, claim instead. undefined: every notification is answered by a claim.
+   */
+  payNext?: ((accountId: string, signal: AbortSignal) => Promise<PayOutcome | "nothing" | "claim">) | undefined;
 }
 
 export interface Worker {
@@ -47,9 +53,9 @@ export interface Worker {
    * arrives while a claim is in flight makes the loop claim once more (the payout may have
    * committed after that claim's snapshot), never sleep. senderPid: the paydb session that
    * announced them, when a notification did (then only its responder answers); undefined: the
-   * listener reconnected, and everyone looks.
+   * listener reconnected, and everyone looks. accountId: the account the notification named.
    */
-  nudge(senderPid?: number): void;
+  nudge(senderPid?: number, accountId?: string): void;
   /** Stops claiming and drains; resolves when nothing is in flight. */
   stop(drainMs: number): Promise<void>;
 }
@@ -77,18 +83,28 @@ export function startWorker(deps: WorkerDeps): Worker {
       wake = done;
     });
 
-  const run = (p: ClaimedPayout) => {
+  const run = (p: ClaimedPayout) => occupy(deps.payOne(p, abandon.signal), p.payoutId);
+
+  /** A slot taken by a notification that named an account (decision 075). */
+  const runNext = (payNext: NonNullable<WorkerDeps["payNext"]>, accountId: string) =>
+    occupy(
+      payNext(accountId, abandon.signal).then((r) => {
+        if (r !== "claim" || stopping) return;
+        // Not as far as a payout: a claim looks instead, as it would have without the name.
+        dirty = true;
+        wake("notify");
+      }),
+      `(next of ${accountId})`,
+    );
+
+  const occupy = (attempt: Promise<unknown>, what: string) => {
     deps.metrics.inFlight.inc();
-    const task: Promise<void> = deps
-      .payOne(p, abandon.signal)
+    const task: Promise<void> = attempt
       .then(
         () => undefined,
         (err: unknown) => {
           // pay-one handles every expected failure; this is a bug, logged once. The claim lapses.
-          deps.logger.error(
-            { event: "payout_crashed", payout_id: p.payoutId, error: err instanceof Error ? err.message : String(err) },
-            "payout attempt crashed",
-          );
+          deps.logger.error({ event: "payout_crashed", payout_id: what, error: err instanceof Error ? err.message : String(err) }, "payout attempt crashed");
         },
       )
       .finally(() => {
@@ -151,10 +167,14 @@ export function startWorker(deps: WorkerDeps): Worker {
   })();
 
   return {
-    nudge(senderPid) {
+    nudge(senderPid, accountId) {
       const mine = senderPid === undefined || backlog || !deps.responders || deps.responders.answers(senderPid);
-      deps.metrics.notifications.inc({ answer: mine ? "claim" : "left" });
+      // The named account's payout, at once, in a free slot: its lock, then one statement that
+      // claims and fences. Not in backlog (everyone answers then: a claim shares the work out).
+      const next = mine && accountId !== undefined && deps.payNext && !backlog && !stopping && inFlight.size < deps.concurrency;
+      deps.metrics.notifications.inc({ answer: next ? "fence" : mine ? "claim" : "left" });
       if (!mine) return;
+      if (next) return runNext(deps.payNext!, accountId!);
       dirty = true;
       wake("notify");
     },

@@ -3,6 +3,7 @@
  * to every listening executor; before 073 each of them claimed, and all but one claimed nothing:
  * a commit for nothing per executor per notification. Real processes, real PostgreSQL; every
  * executor here polls every 600 s, so each payout paid was paid because an executor was told.
+ * Told the payout's account (decision 075), the responder takes it without a claim.
  *
  * Counted from the executors' own metric (railfence_executor_claims_total{found="none"}, a claim
  * that found nothing). Control: EXECUTOR_ANSWER=all (decision 069's design) makes the idle
@@ -55,6 +56,13 @@ async function twoExecutors(answer: "one" | "all", pollIntervalMs = "600000"): P
   return pair;
 }
 
+/** A counter summed over both executors. */
+const total = async (pair: ServiceProcess[], metric: string, labels: string) => {
+  let n = 0;
+  for (const e of pair) n += (await metricValue(e.ready!.metricsPort, metric, labels)) ?? 0;
+  return n;
+};
+
 const emptyClaims = async (pair: ServiceProcess[]) => {
   let n = 0;
   for (const e of pair) n += (await metricValue(e.ready!.metricsPort, "railfence_executor_claims_total", 'found="none"')) ?? 0;
@@ -86,6 +94,10 @@ describe("one executor answers each notification (decision 073)", () => {
     const before = await emptyClaims(pair);
     await payOneByOne(from, 12);
     expect(await emptyClaims(pair)).toBe(before);
+    // Decision 075: each notification named its account, and its responder, idle, took the
+    // account's lock and then the payout in one statement: no claim found any of them.
+    expect(await total(pair, "railfence_executor_fence_next_total", 'found="payout"')).toBe(12);
+    expect(await total(pair, "railfence_executor_claims_total", 'found="payouts"')).toBe(0);
     // Both answered some (six senders over two executors): the work is shared, not given to one.
     const left = await Promise.all(pair.map((e) => metricValue(e.ready!.metricsPort, "railfence_executor_notifications_total", 'answer="left"')));
     expect(left.every((n) => (n ?? 0) > 0)).toBe(true);
@@ -97,6 +109,8 @@ describe("one executor answers each notification (decision 073)", () => {
     const before = await emptyClaims(pair);
     await payOneByOne(from, 12);
     expect((await emptyClaims(pair)) - before).toBeGreaterThanOrEqual(12);
+    // Every executor answering: no claim-and-fence (both would take the account's lock for one payout).
+    expect(await total(pair, "railfence_executor_fence_next_total", 'found="payout"')).toBe(0);
   });
 
   it("a responder that stops answering (SIGSTOP) strands nothing: its share is paid by the other's poll", async () => {
@@ -107,7 +121,11 @@ describe("one executor answers each notification (decision 073)", () => {
     const ids = await payOneByOne(from, 6, 30_000);
     const states = await payoutStates(t.paydb, ids);
     expect([...states.values()].every((r) => r.state === "PAID")).toBe(true);
-    // Paid by the executor still running, some of them found by its poll.
-    expect(await metricValue(pair[1]!.ready!.metricsPort, "railfence_executor_claims_total", 'found="payouts"')).toBeGreaterThanOrEqual(6);
+    // Paid by the executor still running: its own share told (claim-and-fence), the paused one's found by its poll.
+    const port = pair[1]!.ready!.metricsPort;
+    const byPoll = (await metricValue(port, "railfence_executor_claims_total", 'found="payouts"')) ?? 0;
+    const told = (await metricValue(port, "railfence_executor_fence_next_total", 'found="payout"')) ?? 0;
+    expect(byPoll).toBeGreaterThanOrEqual(1);
+    expect(byPoll + told).toBeGreaterThanOrEqual(6);
   });
 });

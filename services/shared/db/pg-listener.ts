@@ -28,7 +28,7 @@ export interface PgListenerOptions {
 export class PgListener {
   private client: pg.Client | undefined;
   private readonly subscribers = new Map<string, Set<() => void>>();
-  private readonly everyone = new Set<(senderPid?: number) => void>();
+  private readonly everyone = new Set<(senderPid?: number, payload?: string) => void>();
   private closed = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private failures = 0;
@@ -62,10 +62,11 @@ export class PgListener {
 
   /**
    * Registers fn for every notification on the channel, whatever its payload; returns the
-   * unsubscribe function. fn gets the pid of the session that sent it, or undefined when the
-   * connection came back (anything may have been sent meanwhile).
+   * unsubscribe function. fn gets the pid of the session that sent it and the payload (the empty
+   * string when there is none), or neither when the connection came back (anything may have
+   * been sent meanwhile).
    */
-  subscribeAll(fn: (senderPid?: number) => void): () => void {
+  subscribeAll(fn: (senderPid?: number, payload?: string) => void): () => void {
     this.everyone.add(fn);
     return () => this.everyone.delete(fn);
   }
@@ -118,7 +119,7 @@ export class PgListener {
     client.on("end", fail);
     client.on("notification", (msg) => {
       if (msg.channel !== this.opts.channel) return;
-      for (const fn of this.everyone) fn(msg.processId);
+      for (const fn of this.everyone) fn(msg.processId, msg.payload ?? "");
       if (msg.payload === undefined) return;
       const set = this.subscribers.get(msg.payload);
       if (set) for (const fn of set) fn();
