@@ -106,7 +106,13 @@ describe("the executor's claim-and-fence (FENCE_NEXT, decision 075)", () => {
   const none = new Uint8Array();
 
   it("takes the account's oldest payable payout with no live claim, under the token, and nothing of another account", async () => {
-    for (const [id, account] of [["fn-1", "acc-fn"], ["fn-2", "acc-fn"], ["fn-3", "acc-fn"], ["fn-other", "acc-fn-other"]] as const) await insert(payouts, id, account);
+    for (const [id, account] of [
+      ["fn-1", "acc-fn"],
+      ["fn-2", "acc-fn"],
+      ["fn-3", "acc-fn"],
+      ["fn-other", "acc-fn-other"],
+    ] as const)
+      await insert(payouts, id, account);
     // fn-1 claimed by someone else (a live claim): left to them.
     await executorPool.query("UPDATE payouts SET claimed_by = 'exec-other', claimed_until = now() + interval '1 minute' WHERE payout_id = 'fn-1'");
     const first = await store.fenceNext("acc-fn", 5n, none, EXEC, 10_000);
@@ -132,7 +138,9 @@ describe("the executor's claim-and-fence (FENCE_NEXT, decision 075)", () => {
     for (const id of ["fr-ahead", "fr-paid", "fr-lapsed"]) await insert(payouts, id, "acc-fr");
     await owner.query("UPDATE payouts SET fence = 9, state = 'PROCESSING' WHERE payout_id = 'fr-ahead'");
     await owner.query("UPDATE payouts SET fence = 1, state = 'PAID', rail_reference = 'r' WHERE payout_id = 'fr-paid'");
-    await owner.query("UPDATE payouts SET fence = 3, state = 'PROCESSING', claimed_by = 'exec-gone', claimed_until = now() - interval '1 second' WHERE payout_id = 'fr-lapsed'");
+    await owner.query(
+      "UPDATE payouts SET fence = 3, state = 'PROCESSING', claimed_by = 'exec-gone', claimed_until = now() - interval '1 second' WHERE payout_id = 'fr-lapsed'",
+    );
     const taken = await store.fenceNext("acc-fr", 4n, none, EXEC, 10_000);
     expect(taken?.payout.payoutId).toBe("fr-lapsed");
     expect(taken?.previousFence).toBe(3n);
