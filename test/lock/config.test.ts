@@ -16,6 +16,12 @@ describe("lock service config", () => {
     expect(() => readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb", LOCKDB_BATCH_MAX: "0" })).toThrow(/LOCKDB_BATCH_MAX/);
   });
 
+  it("a release waits up to 50 ms to share an acquire group's commit by default; 0 sends each at once; a negative wait is refused", () => {
+    expect(readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb" }).lockdbReleaseCarryMs).toBe(50);
+    expect(readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb", LOCKDB_RELEASE_CARRY_MS: "0" }).lockdbReleaseCarryMs).toBe(0);
+    expect(() => readConfig({ LOCKDB_URL: "postgres://lock@db/lockdb", LOCKDB_RELEASE_CARRY_MS: "-1" })).toThrow(/LOCKDB_RELEASE_CARRY_MS/);
+  });
+
   it("reads a floor beyond 2^53 exactly", () => {
     const c = readConfig({ LOCK_BACKEND: "etcd", ETCD_ENDPOINTS: "http://a:2379, http://b:2379", LOCK_TOKEN_FLOOR: "9007199254740993" });
     expect(c.tokenFloor).toBe(9007199254740993n);
