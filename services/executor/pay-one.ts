@@ -234,29 +234,32 @@ export function createPayOne(deps: PayOneDeps): PayOneWithReleases {
       return "claim";
     }
     if (!lease) return "claim";
-    try {
-      if (lease.fencingToken <= 0n) return "claim";
-      let taken;
-      try {
-        taken = await store.fenceNext(accountId, lease.fencingToken, lease.tokenSignature, executorId, fencedClaimMs);
-      } catch {
-        return "claim";
-      }
-      metrics.fenceNext.inc({ found: taken ? "payout" : "none" });
-      if (!taken) return "nothing";
-      const { payout, previousFence } = taken;
-      const fencedLease = lease;
-      return await deps.traced(payout, async () => {
-        // The attempt began with the Acquire: its steps read as payOne's do.
-        const a = startAttempt(deps, payout, acquireSent);
-        a.step("acquire", acquired);
-        a.step("fence");
-        annotate({ "railfence.fencing_token": fencedLease.fencingToken.toString(), "railfence.claimed_by": "fence" });
-        return afterFence(a, payout, fencedLease, previousFence, acquireSent, signal);
-      });
-    } finally {
+    let taken: Awaited<ReturnType<PayoutStore["fenceNext"]>> | "failed" = "failed";
+    if (lease.fencingToken > 0n)
+      taken = await store.fenceNext(accountId, lease.fencingToken, lease.tokenSignature, executorId, fencedClaimMs).catch(() => "failed" as const);
+    if (taken === "failed" || taken === undefined) {
       releaseLater(key, lease, {});
+      if (taken === "failed") return "claim";
+      metrics.fenceNext.inc({ found: "none" });
+      return "nothing";
     }
+    metrics.fenceNext.inc({ found: "payout" });
+    const { payout, previousFence } = taken;
+    const fencedLease = lease;
+    // The payout's trace from here on (its Acquire came before the payout was known, so it is not
+    // in it); the release is sent inside it, as payOne's is.
+    return deps.traced(payout, async () => {
+      // The attempt began with the Acquire: its steps read as payOne's do.
+      const a = startAttempt(deps, payout, acquireSent);
+      a.step("acquire", acquired);
+      a.step("fence");
+      annotate({ "railfence.fencing_token": fencedLease.fencingToken.toString(), "railfence.taken_by": "fence-next" });
+      try {
+        return await afterFence(a, payout, fencedLease, previousFence, acquireSent, signal);
+      } finally {
+        releaseLater(key, fencedLease, a.headers);
+      }
+    });
   }
   // [/rule:executor-fence-next]
 
