@@ -41,18 +41,15 @@ export function releaseCarry<I, O>(carryMs: number, alone: (items: I[]) => Promi
   function leaveNow(): void {
     const batch = take();
     if (batch.length === 0) return;
-    const done = alone(batch.map((w) => w.item)).then(
-      (answers) => {
+    const settled = (async () => {
+      try {
+        const answers = await alone(batch.map((w) => w.item));
         if (answers.length !== batch.length) throw new Error(`release carry: ${batch.length} releases, ${answers.length} answers`);
         for (const [i, w] of batch.entries()) w.resolve(answers[i]!);
-      },
-      (err: unknown) => {
+      } catch (err) {
         for (const w of batch) w.reject(err);
-      },
-    );
-    const settled = done.catch((err: unknown) => {
-      for (const w of batch) w.reject(err);
-    });
+      }
+    })();
     leaving.add(settled);
     void settled.finally(() => leaving.delete(settled));
   }
